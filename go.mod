@@ -1,0 +1,3 @@
+module github.com/triagegw/triage
+
+go 1.26
