@@ -1,0 +1,244 @@
+package pool
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+)
+
+// Config describes one pool: replicas serving the same model, and how the
+// gateway talks to them. Zero values take the defaults documented on each
+// field; SetDefaults fills them in.
+type Config struct {
+	// Name identifies the pool in routes, metrics and logs. Required.
+	Name string `koanf:"name"`
+	// Model is the model name the replicas serve (vLLM's --served-model-name).
+	// A request routed here has its model field rewritten to it when it
+	// differs. Required.
+	Model string `koanf:"model"`
+	// Aliases are further names clients may send to reach this pool.
+	Aliases []string `koanf:"aliases"`
+	// Replicas are the upstream servers. At least one.
+	Replicas []Replica `koanf:"replicas"`
+	Timeouts Timeouts  `koanf:"timeouts"`
+	Retry    Retry     `koanf:"retry"`
+	Health   Health    `koanf:"health"`
+	Breaker  Breaker   `koanf:"breaker"`
+	// MaxIdleConns caps idle keep-alive connections kept per replica.
+	// Default 64.
+	MaxIdleConns int `koanf:"max_idle_conns"`
+}
+
+// Replica is one upstream server.
+type Replica struct {
+	// URL is the base URL (http or https); request paths such as
+	// /v1/chat/completions are appended to it. Required.
+	URL string `koanf:"url"`
+	// Weight is the replica's share of traffic relative to the others.
+	// Default 1.
+	Weight int `koanf:"weight"`
+	// APIKeyEnv names an environment variable holding the upstream API key,
+	// sent as "Authorization: Bearer <key>". Optional; read when the config
+	// is loaded.
+	APIKeyEnv string `koanf:"api_key_env"`
+}
+
+// Timeouts bound each upstream attempt.
+type Timeouts struct {
+	// Connect bounds dialing (and the TLS handshake). Default 2s.
+	Connect time.Duration `koanf:"connect"`
+	// FirstByte bounds the wait for the response headers once the request is
+	// sent. A non-streamed completion answers only when generation is done,
+	// so keep it above the longest generation. Default 300s.
+	FirstByte time.Duration `koanf:"first_byte"`
+	// Idle bounds the gap between two reads of the response body (between
+	// streamed tokens). Default 120s.
+	Idle time.Duration `koanf:"idle"`
+	// Total bounds the whole request, retries included. Default 600s.
+	Total time.Duration `koanf:"total"`
+}
+
+// Retry says when a failed attempt is tried again on another replica: only
+// after a connect error or a 502/503/504, and only while no byte has reached
+// the client.
+type Retry struct {
+	// Attempts is the total number of attempts, the first included; 1
+	// disables retries. Default 3.
+	Attempts int `koanf:"attempts"`
+	// Budget is the time since the request began after which no new attempt
+	// starts. Default 10s.
+	Budget time.Duration `koanf:"budget"`
+}
+
+// Health configures active checks: GET Path on every replica each Interval.
+type Health struct {
+	// Enabled turns active checks on. Default true. With checks off, a
+	// replica is healthy until the breaker ejects it.
+	Enabled *bool `koanf:"enabled"`
+	// Path is requested on the replica's base URL; 200 is healthy.
+	// Default /health (vLLM's).
+	Path string `koanf:"path"`
+	// Interval between checks. Default 5s.
+	Interval time.Duration `koanf:"interval"`
+	// Timeout of one check. Default 2s.
+	Timeout time.Duration `koanf:"timeout"`
+	// HealthyThreshold is the number of consecutive passes that bring an
+	// unhealthy replica back. Default 1.
+	HealthyThreshold int `koanf:"healthy_threshold"`
+	// UnhealthyThreshold is the number of consecutive failures that take a
+	// healthy replica out. Default 2.
+	UnhealthyThreshold int `koanf:"unhealthy_threshold"`
+}
+
+// Breaker configures passive ejection from live traffic.
+type Breaker struct {
+	// Failures is the number of consecutive connect errors or 5xx answers
+	// that eject a replica. Default 5.
+	Failures int `koanf:"failures"`
+	// Cooldown is how long an ejected replica gets no traffic before one
+	// probe request is let through (half-open). It doubles with each
+	// ejection in a row, up to MaxCooldown. Default 10s.
+	Cooldown time.Duration `koanf:"cooldown"`
+	// MaxCooldown caps the doubling. Default 5m.
+	MaxCooldown time.Duration `koanf:"max_cooldown"`
+}
+
+// SetDefaults fills zero fields with their defaults.
+func (c *Config) SetDefaults() {
+	for i := range c.Replicas {
+		if c.Replicas[i].Weight == 0 {
+			c.Replicas[i].Weight = 1
+		}
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	defInt := func(n *int, v int) {
+		if *n == 0 {
+			*n = v
+		}
+	}
+	def(&c.Timeouts.Connect, 2*time.Second)
+	def(&c.Timeouts.FirstByte, 300*time.Second)
+	def(&c.Timeouts.Idle, 120*time.Second)
+	def(&c.Timeouts.Total, 600*time.Second)
+	defInt(&c.Retry.Attempts, 3)
+	def(&c.Retry.Budget, 10*time.Second)
+	if c.Health.Enabled == nil {
+		t := true
+		c.Health.Enabled = &t
+	}
+	if c.Health.Path == "" {
+		c.Health.Path = "/health"
+	}
+	def(&c.Health.Interval, 5*time.Second)
+	def(&c.Health.Timeout, 2*time.Second)
+	defInt(&c.Health.HealthyThreshold, 1)
+	defInt(&c.Health.UnhealthyThreshold, 2)
+	defInt(&c.Breaker.Failures, 5)
+	def(&c.Breaker.Cooldown, 10*time.Second)
+	def(&c.Breaker.MaxCooldown, 5*time.Minute)
+	defInt(&c.MaxIdleConns, 64)
+}
+
+// Validate reports every problem in c, each prefixed with path (such as
+// "pools[2]"). Call it after SetDefaults.
+func (c *Config) Validate(path string) []error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s.%s: %s", path, field, fmt.Sprintf(format, args...)))
+	}
+	if c.Name == "" {
+		bad("name", "required")
+	}
+	if c.Model == "" {
+		bad("model", "required: the model name the replicas serve")
+	}
+	for i, a := range c.Aliases {
+		if strings.TrimSpace(a) == "" {
+			bad(fmt.Sprintf("aliases[%d]", i), "empty alias")
+		}
+	}
+	if len(c.Replicas) == 0 {
+		bad("replicas", "at least one replica is required")
+	}
+	seen := map[string]int{}
+	for i, r := range c.Replicas {
+		f := fmt.Sprintf("replicas[%d]", i)
+		if _, err := parseBase(r.URL); err != nil {
+			bad(f+".url", "%v", err)
+		} else if j, dup := seen[r.URL]; dup {
+			bad(f+".url", "duplicate of replicas[%d]", j)
+		} else {
+			seen[r.URL] = i
+		}
+		if r.Weight < 1 || r.Weight > 10000 {
+			bad(f+".weight", "must be between 1 and 10000, got %d", r.Weight)
+		}
+		if r.APIKeyEnv != "" {
+			if v, ok := os.LookupEnv(r.APIKeyEnv); !ok || v == "" {
+				bad(f+".api_key_env", "environment variable %s is not set", r.APIKeyEnv)
+			}
+		}
+	}
+	pos := func(field string, d time.Duration) {
+		if d < 0 {
+			bad(field, "must not be negative, got %s", d)
+		}
+	}
+	pos("timeouts.connect", c.Timeouts.Connect)
+	pos("timeouts.first_byte", c.Timeouts.FirstByte)
+	pos("timeouts.idle", c.Timeouts.Idle)
+	pos("timeouts.total", c.Timeouts.Total)
+	pos("retry.budget", c.Retry.Budget)
+	pos("health.interval", c.Health.Interval)
+	pos("health.timeout", c.Health.Timeout)
+	pos("breaker.cooldown", c.Breaker.Cooldown)
+	pos("breaker.max_cooldown", c.Breaker.MaxCooldown)
+	if c.Retry.Attempts < 1 || c.Retry.Attempts > 10 {
+		bad("retry.attempts", "must be between 1 and 10, got %d", c.Retry.Attempts)
+	}
+	if !strings.HasPrefix(c.Health.Path, "/") {
+		bad("health.path", "must start with '/', got %q", c.Health.Path)
+	}
+	if c.Health.HealthyThreshold < 1 {
+		bad("health.healthy_threshold", "must be at least 1")
+	}
+	if c.Health.UnhealthyThreshold < 1 {
+		bad("health.unhealthy_threshold", "must be at least 1")
+	}
+	if c.Breaker.Failures < 1 {
+		bad("breaker.failures", "must be at least 1")
+	}
+	if c.Breaker.MaxCooldown < c.Breaker.Cooldown {
+		bad("breaker.max_cooldown", "must not be below breaker.cooldown (%s)", c.Breaker.Cooldown)
+	}
+	if c.MaxIdleConns < 0 {
+		bad("max_idle_conns", "must not be negative")
+	}
+	return errs
+}
+
+func parseBase(raw string) (*url.URL, error) {
+	if raw == "" {
+		return nil, fmt.Errorf("required")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("invalid URL %q: %v", raw, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return nil, fmt.Errorf("URL %q must be http:// or https://", raw)
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("URL %q has no host", raw)
+	}
+	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return nil, fmt.Errorf("URL %q must not carry a query, fragment or user info", raw)
+	}
+	return u, nil
+}

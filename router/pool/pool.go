@@ -1,0 +1,313 @@
+package pool
+
+import (
+	"errors"
+	"math/rand/v2"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// ErrNoBackend is returned by Pick when no replica can take the request.
+var ErrNoBackend = errors.New("pool: no healthy backend")
+
+// Backend is one replica. Its identity fields are fixed at construction; its
+// counters are atomics shared by every request and the health checker.
+type Backend struct {
+	// Name is the replica's label in metrics and logs (its base URL).
+	Name string
+	// Key identifies the replica's connection target (scheme://host:port):
+	// equal keys may share connections across pools and reloads.
+	Key string
+	// Scheme is "http" or "https"; Addr is host:port for dialing; Host is
+	// the Host header; BasePath is prefixed to request paths (no trailing /).
+	Scheme, Addr, Host, BasePath string
+	// Weight is the relative share of traffic.
+	Weight int64
+	// APIKey is sent upstream as a bearer token when not empty.
+	APIKey string
+
+	inflight atomic.Int64
+
+	// Active health: health is one of the state constants; only the
+	// backend's checker goroutine writes it.
+	health                  atomic.Int32
+	checkPasses, checkFails int
+
+	// Passive breaker: consecutive failures; openUntil is 0 when closed,
+	// else the unix-nano time the ejection ends (half-open after it);
+	// ejections counts ejections in a row; probing is set while the single
+	// half-open probe is in flight.
+	consecFails atomic.Int32
+	openUntil   atomic.Int64
+	ejections   atomic.Int32
+	probing     atomic.Bool
+}
+
+const (
+	healthUnknown int32 = iota // not checked yet: takes traffic, not ready
+	healthUp
+	healthDown
+)
+
+// InFlight is the number of requests currently forwarded to b.
+func (b *Backend) InFlight() int64 { return b.inflight.Load() }
+
+// Release ends a request that Pick counted against b. Call it exactly once,
+// when the response has ended or the client has left.
+func (b *Backend) Release() { b.inflight.Add(-1) }
+
+// Pool is a named set of replicas serving one model.
+type Pool struct {
+	cfg      Config
+	backends []*Backend
+	now      func() time.Time
+	checker  Checker
+}
+
+// Option adjusts a Pool at construction.
+type Option func(*Pool)
+
+// WithClock replaces time.Now, for tests of ejection and recovery.
+func WithClock(now func() time.Time) Option { return func(p *Pool) { p.now = now } }
+
+// WithChecker replaces the HTTP health check.
+func WithChecker(c Checker) Option { return func(p *Pool) { p.checker = c } }
+
+// New builds a pool from a validated config (SetDefaults and Validate first).
+func New(cfg Config, opts ...Option) (*Pool, error) {
+	p := &Pool{cfg: cfg, now: time.Now}
+	for _, r := range cfg.Replicas {
+		u, err := parseBase(r.URL)
+		if err != nil {
+			return nil, err
+		}
+		b := &Backend{
+			Name:     r.URL,
+			Scheme:   u.Scheme,
+			Addr:     hostPort(u),
+			Host:     u.Host,
+			BasePath: strings.TrimRight(u.EscapedPath(), "/"),
+			Weight:   int64(max(r.Weight, 1)),
+		}
+		b.Key = b.Scheme + "://" + b.Addr
+		if r.APIKeyEnv != "" {
+			b.APIKey = os.Getenv(r.APIKeyEnv)
+		}
+		if !*cfg.Health.Enabled {
+			b.health.Store(healthUp)
+		}
+		p.backends = append(p.backends, b)
+	}
+	for _, o := range opts {
+		o(p)
+	}
+	if p.checker == nil {
+		p.checker = NewHTTPChecker()
+	}
+	return p, nil
+}
+
+func hostPort(u *url.URL) string {
+	if u.Port() != "" {
+		return u.Host
+	}
+	if u.Scheme == "https" {
+		return net.JoinHostPort(u.Hostname(), "443")
+	}
+	return net.JoinHostPort(u.Hostname(), "80")
+}
+
+// Name is the pool's name.
+func (p *Pool) Name() string { return p.cfg.Name }
+
+// Model is the model name the pool's replicas serve.
+func (p *Pool) Model() string { return p.cfg.Model }
+
+// Config is the pool's configuration, defaults filled in.
+func (p *Pool) Config() *Config { return &p.cfg }
+
+// Backends lists the replicas in config order.
+func (p *Pool) Backends() []*Backend { return p.backends }
+
+// Pick chooses a replica for one request and counts it in flight: two
+// candidates drawn at random in proportion to their weights among those
+// available and not in tried, and the one with fewer requests in flight per
+// unit of weight wins. A half-open replica is given out to one request at a
+// time (its probe). The caller must Release the backend and Report the
+// outcome.
+func (p *Pool) Pick(tried []*Backend) (*Backend, error) {
+	for range 4 { // lose a half-open probe race at most a few times
+		b := p.choose(tried)
+		if b == nil {
+			return nil, ErrNoBackend
+		}
+		if b.openUntil.Load() != 0 && !b.probing.CompareAndSwap(false, true) {
+			tried = append(tried[:len(tried):len(tried)], b) // copy: never touch the caller's array
+			continue
+		}
+		b.inflight.Add(1)
+		return b, nil
+	}
+	return nil, ErrNoBackend
+}
+
+func (p *Pool) choose(tried []*Backend) *Backend {
+	var now int64 // read the clock only when some breaker is open
+	avail := func(b *Backend) bool {
+		if b.health.Load() == healthDown {
+			return false
+		}
+		if until := b.openUntil.Load(); until != 0 {
+			if now == 0 {
+				now = p.now().UnixNano()
+			}
+			if now < until || b.probing.Load() {
+				return false
+			}
+		}
+		for _, t := range tried {
+			if t == b {
+				return false
+			}
+		}
+		return true
+	}
+	if len(p.backends) == 1 {
+		if b := p.backends[0]; avail(b) {
+			return b
+		}
+		return nil
+	}
+	var total int64
+	var n int
+	var only *Backend
+	for _, b := range p.backends {
+		if avail(b) {
+			total += b.Weight
+			n++
+			only = b
+		}
+	}
+	switch n {
+	case 0:
+		return nil
+	case 1:
+		return only
+	}
+	a := p.draw(total, nil, avail)
+	c := p.draw(total-a.Weight, a, avail)
+	// Fewer in flight per unit of weight wins; a tie goes to the first draw,
+	// which was weight-proportional, so an idle pool splits by weight.
+	if a.inflight.Load()*c.Weight <= c.inflight.Load()*a.Weight {
+		return a
+	}
+	return c
+}
+
+// draw picks an available backend other than skip with probability
+// proportional to its weight; total is the sum of eligible weights.
+func (p *Pool) draw(total int64, skip *Backend, avail func(*Backend) bool) *Backend {
+	r := rand.Int64N(total)
+	var last *Backend
+	for _, b := range p.backends {
+		if b == skip || !avail(b) {
+			continue
+		}
+		last = b
+		if r < b.Weight {
+			return b
+		}
+		r -= b.Weight
+	}
+	return last // only if availability changed between the passes
+}
+
+// Outcome is what a forwarded attempt came to, for the breaker.
+type Outcome int
+
+const (
+	// Success: the upstream answered with a status below 500.
+	Success Outcome = iota
+	// Failure: a connect error, a timeout, a broken response or a 5xx.
+	Failure
+	// Neutral: the attempt says nothing about the replica (the client left).
+	Neutral
+)
+
+// Report feeds one attempt's outcome to b's breaker: Failures in a row
+// eject it for a cooldown that doubles with each ejection in a row; after
+// the cooldown one probe request is let through, and its outcome closes the
+// breaker or ejects the replica again.
+func (p *Pool) Report(b *Backend, o Outcome) {
+	switch o {
+	case Neutral:
+		if b.openUntil.Load() != 0 {
+			b.probing.Store(false) // the probe proved nothing; let another try
+		}
+	case Success:
+		b.consecFails.Store(0)
+		if b.openUntil.Load() != 0 && b.probing.Load() {
+			b.ejections.Store(0)
+			b.openUntil.Store(0)
+			b.probing.Store(false)
+		}
+	case Failure:
+		n := b.consecFails.Add(1)
+		until := b.openUntil.Load()
+		switch {
+		case until != 0 && b.probing.Load():
+			p.eject(b, until)
+		case until == 0 && int(n) >= p.cfg.Breaker.Failures:
+			p.eject(b, 0)
+		}
+	}
+}
+
+func (p *Pool) eject(b *Backend, old int64) {
+	k := b.ejections.Load()
+	d := p.cfg.Breaker.Cooldown << min(k, 20)
+	if d > p.cfg.Breaker.MaxCooldown || d <= 0 {
+		d = p.cfg.Breaker.MaxCooldown
+	}
+	if b.openUntil.CompareAndSwap(old, p.now().Add(d).UnixNano()) {
+		b.ejections.Add(1)
+		b.probing.Store(false)
+	}
+}
+
+// State names b's condition: "unknown" (not checked yet), "healthy",
+// "unhealthy" (failing active checks), "ejected" (breaker open) or
+// "half-open" (cooldown over, waiting for a probe).
+func (p *Pool) State(b *Backend) string {
+	if until := b.openUntil.Load(); until != 0 {
+		if p.now().UnixNano() < until {
+			return "ejected"
+		}
+		return "half-open"
+	}
+	switch b.health.Load() {
+	case healthUp:
+		return "healthy"
+	case healthDown:
+		return "unhealthy"
+	}
+	return "unknown"
+}
+
+// Healthy reports whether b is confirmed healthy: passing active checks (or
+// checks are off) and not ejected.
+func (p *Pool) Healthy(b *Backend) bool { return p.State(b) == "healthy" }
+
+// Ready reports whether some replica is confirmed healthy.
+func (p *Pool) Ready() bool {
+	for _, b := range p.backends {
+		if p.Healthy(b) {
+			return true
+		}
+	}
+	return false
+}
