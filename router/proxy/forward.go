@@ -1,0 +1,171 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/triagegw/triage/router/openai"
+	"github.com/triagegw/triage/router/pool"
+)
+
+// Request is one client request to forward. Header and Body are read, never
+// modified.
+type Request struct {
+	Method   string      // the client's method
+	Path     string      // the client's path, such as /v1/chat/completions
+	RawQuery string      // the client's query, without '?'
+	Header   http.Header // the client's headers; hop-by-hop ones and Authorization are not forwarded
+	Body     []byte
+	// ModelTok, when not nil, replaces the bytes at ModelSpan in Body: the
+	// model name the pool serves, as a JSON string token.
+	ModelSpan openai.Span
+	ModelTok  []byte
+	// RequestID is sent upstream as X-Request-Id.
+	RequestID string
+	// Start is when the gateway received the request; the pool's total
+	// timeout and retry budget count from it, and TTFB is measured from it.
+	Start time.Time
+}
+
+// Result is what happened, for metrics, logs and accounting.
+type Result struct {
+	Backend  *pool.Backend // the replica whose answer was relayed, or the last one tried
+	Status   int           // the status sent to the client (499: the client left first)
+	TTFB     time.Duration // from Start to the response head reaching the client; 0 if none did
+	Bytes    int64         // response body bytes sent to the client
+	Attempts int           // upstream attempts made
+	Err      error         // the cause of a failure, for the log; never shown to the client
+	// Aborted means the response broke after its head was sent: the caller
+	// must abort the client connection (panic(http.ErrAbortHandler)) so the
+	// client sees a truncated response, not a complete one.
+	Aborted bool
+	// ClientGone means the client left (or stopped reading) before the end.
+	ClientGone bool
+
+	start time.Time
+}
+
+// errClientGone marks a relay stopped because writing to the client failed.
+var errClientGone = errors.New("client connection closed")
+
+// Forward sends req to a replica of p and relays the answer to w. It writes
+// an OpenAI-shaped error itself when no replica answers; it never writes a
+// half response without reporting Aborted.
+func (t *Transport) Forward(ctx context.Context, w http.ResponseWriter, p *pool.Pool, req *Request) (res Result) {
+	res.start = req.Start
+	cfg := p.Config()
+	deadline := req.Start.Add(cfg.Timeouts.Total)
+	budgetEnd := req.Start.Add(cfg.Retry.Budget)
+	var triedArr [4]*pool.Backend
+	tried := triedArr[:0]
+
+	b, err := p.Pick(nil)
+	if err != nil {
+		res.Err = err
+		return t.fail(w, res, openai.NoBackend(p.Name()))
+	}
+	for attempt := 1; ; attempt++ {
+		res.Attempts, res.Backend = attempt, b
+		tried = append(tried, b)
+		up, err := t.attempt(ctx, b, req, cfg, deadline)
+		canRetry := attempt < cfg.Retry.Attempts && time.Now().Before(budgetEnd)
+		if err != nil {
+			b.Release()
+			res.Err = err
+			if ctx.Err() != nil {
+				p.Report(b, pool.Neutral)
+				res.ClientGone, res.Status = true, 499
+				return res
+			}
+			p.Report(b, pool.Failure)
+			var ce *connectError
+			if errors.As(err, &ce) && canRetry {
+				if next, perr := p.Pick(tried); perr == nil {
+					b = next
+					continue
+				}
+			}
+			return t.fail(w, res, errorFor(err))
+		}
+		if retryStatus(up.status) && canRetry {
+			if next, perr := p.Pick(tried); perr == nil {
+				up.close()
+				b.Release()
+				p.Report(b, pool.Failure)
+				res.Err = &statusError{up.status}
+				b = next
+				continue
+			}
+		}
+		res.Err = nil
+		res = t.relay(ctx, w, up, cfg, req, deadline, res)
+		b.Release()
+		switch {
+		case res.ClientGone:
+			p.Report(b, pool.Neutral)
+		case res.Aborted || up.status >= 500:
+			p.Report(b, pool.Failure)
+		default:
+			p.Report(b, pool.Success)
+		}
+		return res
+	}
+}
+
+func (t *Transport) fail(w http.ResponseWriter, res Result, e *openai.Error) Result {
+	openai.WriteError(w, e)
+	res.Status = e.Status
+	res.TTFB = time.Since(res.start)
+	return res
+}
+
+func retryStatus(code int) bool {
+	return code == http.StatusBadGateway || code == http.StatusServiceUnavailable || code == http.StatusGatewayTimeout
+}
+
+type statusError struct{ code int }
+
+func (e *statusError) Error() string { return "upstream answered " + http.StatusText(e.code) }
+
+// errorFor maps an attempt's failure to what the client is told.
+func errorFor(err error) *openai.Error {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return openai.GatewayTimeout()
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return openai.GatewayTimeout()
+	}
+	return openai.BadGateway()
+}
+
+// attempt sends req on a connection to b and reads the response status. A
+// kept-alive connection the replica closed while idle is replaced by a fresh
+// one, once, and that does not count as an attempt.
+func (t *Transport) attempt(ctx context.Context, b *pool.Backend, req *Request, cfg *pool.Config, deadline time.Time) (*upstream, error) {
+	fresh := false
+	for {
+		var c *conn
+		var err error
+		if !fresh {
+			c, err = t.get(ctx, b, cfg.Timeouts.Connect)
+		} else {
+			c, err = t.dial(ctx, b, t.host(b), cfg.Timeouts.Connect)
+		}
+		if err != nil {
+			return nil, err
+		}
+		up, err := t.roundTrip(ctx, c, b, req, cfg, deadline)
+		if err == nil {
+			return up, nil
+		}
+		if c.reused && !fresh && ctx.Err() == nil && errors.Is(err, errStale) {
+			fresh = true
+			continue
+		}
+		return nil, err
+	}
+}

@@ -1,0 +1,194 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/triagegw/triage/router/pool"
+)
+
+// readBufSize is the per-connection read buffer: it bounds a response header
+// line and is the unit in which bodies are relayed.
+const readBufSize = 16 << 10
+
+// Transport owns keep-alive connections to upstream replicas, keyed by
+// scheme and address so they outlive config reloads that keep a replica.
+type Transport struct {
+	// IdleTimeout closes a connection idle for longer; keep it below the
+	// upstream's keep-alive timeout (uvicorn, under vLLM, closes after 5s).
+	// Default 4s.
+	IdleTimeout time.Duration
+	// TLS is the client TLS config for https replicas; nil means defaults.
+	TLS *tls.Config
+	// Dialer dials upstream connections; nil means a net.Dialer with TCP
+	// keep-alive.
+	Dialer *net.Dialer
+	// Now is the clock that ages idle connections; nil means time.Now.
+	// I/O deadlines always use the real clock.
+	Now func() time.Time
+
+	hosts sync.Map // key string -> *hostConns
+}
+
+type hostConns struct {
+	mu   sync.Mutex
+	idle []*conn // a stack: the most recently used on top
+}
+
+type conn struct {
+	nc     net.Conn
+	br     *bufio.Reader
+	host   *hostConns
+	idleAt time.Time
+	reused bool // served a request before this one
+}
+
+func (t *Transport) now() time.Time {
+	if t.Now != nil {
+		return t.Now()
+	}
+	return time.Now()
+}
+
+func (t *Transport) idleTimeout() time.Duration {
+	if t.IdleTimeout > 0 {
+		return t.IdleTimeout
+	}
+	return 4 * time.Second
+}
+
+func (t *Transport) host(b *pool.Backend) *hostConns {
+	if h, ok := t.hosts.Load(b.Key); ok {
+		return h.(*hostConns)
+	}
+	h, _ := t.hosts.LoadOrStore(b.Key, &hostConns{})
+	return h.(*hostConns)
+}
+
+// get returns an idle connection to b, or dials a new one.
+func (t *Transport) get(ctx context.Context, b *pool.Backend, connectTimeout time.Duration) (*conn, error) {
+	h := t.host(b)
+	if c := t.popIdle(h); c != nil {
+		return c, nil
+	}
+	return t.dial(ctx, b, h, connectTimeout)
+}
+
+func (t *Transport) popIdle(h *hostConns) *conn {
+	cutoff := t.now().Add(-t.idleTimeout())
+	h.mu.Lock()
+	for n := len(h.idle); n > 0; n = len(h.idle) {
+		c := h.idle[n-1]
+		h.idle[n-1] = nil
+		h.idle = h.idle[:n-1]
+		if c.idleAt.After(cutoff) {
+			h.mu.Unlock()
+			return c
+		}
+		// The top is the freshest: if it is stale, all are.
+		stale := append([]*conn{c}, h.idle...)
+		clear(h.idle)
+		h.idle = h.idle[:0]
+		h.mu.Unlock()
+		for _, s := range stale {
+			s.nc.Close()
+		}
+		return nil
+	}
+	h.mu.Unlock()
+	return nil
+}
+
+func (t *Transport) dial(ctx context.Context, b *pool.Backend, h *hostConns, timeout time.Duration) (*conn, error) {
+	d := t.Dialer
+	if d == nil {
+		d = &net.Dialer{KeepAlive: 30 * time.Second}
+	}
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	nc, err := d.DialContext(dctx, "tcp", b.Addr)
+	if err != nil {
+		return nil, &connectError{err}
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	if b.Scheme == "https" {
+		cfg := &tls.Config{}
+		if t.TLS != nil {
+			cfg = t.TLS.Clone()
+		}
+		if cfg.ServerName == "" {
+			host, _, _ := net.SplitHostPort(b.Addr)
+			cfg.ServerName = host
+		}
+		cfg.NextProtos = []string{"http/1.1"}
+		tc := tls.Client(nc, cfg)
+		if err := tc.HandshakeContext(dctx); err != nil {
+			nc.Close()
+			return nil, &connectError{err}
+		}
+		nc = tc
+	}
+	return &conn{nc: nc, br: bufio.NewReaderSize(nc, readBufSize), host: h}, nil
+}
+
+// put returns a connection whose last response was read in full to its
+// host's idle stack, or closes it when the stack is full.
+func (t *Transport) put(c *conn, maxIdle int) {
+	c.idleAt = t.now()
+	c.reused = true
+	_ = c.nc.SetDeadline(time.Time{})
+	h := c.host
+	h.mu.Lock()
+	if len(h.idle) >= maxIdle {
+		h.mu.Unlock()
+		c.nc.Close()
+		return
+	}
+	h.idle = append(h.idle, c)
+	h.mu.Unlock()
+}
+
+// CloseIdle closes every idle connection, and forgets replicas not in keep
+// (nil keeps none): call it after a reload with the replicas still in use.
+func (t *Transport) CloseIdle(keep map[string]bool) {
+	t.hosts.Range(func(k, v any) bool {
+		h := v.(*hostConns)
+		h.mu.Lock()
+		idle := h.idle
+		h.idle = nil
+		h.mu.Unlock()
+		for _, c := range idle {
+			c.nc.Close()
+		}
+		if !keep[k.(string)] {
+			t.hosts.Delete(k)
+		}
+		return true
+	})
+}
+
+// IdleConns counts idle connections, for tests and metrics.
+func (t *Transport) IdleConns() int {
+	n := 0
+	t.hosts.Range(func(_, v any) bool {
+		h := v.(*hostConns)
+		h.mu.Lock()
+		n += len(h.idle)
+		h.mu.Unlock()
+		return true
+	})
+	return n
+}
+
+// connectError marks a failure to reach a replica: safe to retry elsewhere,
+// because the request never left.
+type connectError struct{ err error }
+
+func (e *connectError) Error() string { return "connect: " + e.err.Error() }
+func (e *connectError) Unwrap() error { return e.err }

@@ -1,0 +1,277 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/triagegw/triage/router/pool"
+)
+
+// upstream is a response whose status line has been read; its head and
+// body are still on the connection.
+type upstream struct {
+	c      *conn
+	status int
+	http11 bool
+	stop   func() bool // unregisters the cancel hook; false if it already fired
+}
+
+// close drops the connection: the response will not be read to its end.
+func (u *upstream) close() {
+	u.stop()
+	u.c.nc.Close()
+}
+
+var errStale = errors.New("kept-alive connection closed by the replica")
+
+// aLongTimeAgo is a deadline in the past: setting it fails pending I/O at once.
+var aLongTimeAgo = time.Unix(1, 0)
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
+
+// inlineBody is the largest body copied into the request head buffer so the
+// whole request goes out in one write; larger ones go by writev.
+const inlineBody = 16 << 10
+
+// roundTrip writes req on c and reads the status line, skipping 1xx.
+func (t *Transport) roundTrip(ctx context.Context, c *conn, b *pool.Backend, req *Request, cfg *pool.Config, deadline time.Time) (*upstream, error) {
+	nc := c.nc
+	d := time.Now().Add(cfg.Timeouts.FirstByte)
+	if deadline.Before(d) {
+		d = deadline
+	}
+	_ = nc.SetDeadline(d)
+	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(aLongTimeAgo) })
+	fail := func(err error) (*upstream, error) {
+		stop()
+		nc.Close()
+		return nil, err
+	}
+
+	bp := bufPool.Get().(*[]byte)
+	head := appendRequestHead((*bp)[:0], b, req)
+	var err error
+	if tok := req.ModelTok; tok != nil {
+		bodyLen := len(req.Body) - req.ModelSpan.Len() + len(tok)
+		head = appendContentLength(head, bodyLen)
+		if bodyLen <= inlineBody {
+			head = append(head, req.Body[:req.ModelSpan.Start]...)
+			head = append(head, tok...)
+			head = append(head, req.Body[req.ModelSpan.End:]...)
+			_, err = nc.Write(head)
+		} else {
+			bufs := net.Buffers{head, req.Body[:req.ModelSpan.Start], tok, req.Body[req.ModelSpan.End:]}
+			_, err = bufs.WriteTo(nc)
+		}
+	} else {
+		head = appendContentLength(head, len(req.Body))
+		if len(req.Body) <= inlineBody {
+			head = append(head, req.Body...)
+			_, err = nc.Write(head)
+		} else {
+			bufs := net.Buffers{head, req.Body}
+			_, err = bufs.WriteTo(nc)
+		}
+	}
+	*bp = head
+	bufPool.Put(bp)
+	if err != nil {
+		if c.reused {
+			return fail(fmt.Errorf("%w: write: %v", errStale, err))
+		}
+		return fail(fmt.Errorf("write request: %w", err))
+	}
+
+	for {
+		line, err := readLine(c.br)
+		if err != nil {
+			if c.reused && len(line) == 0 && c.br.Buffered() == 0 && isClosed(err) {
+				return fail(fmt.Errorf("%w: %v", errStale, err))
+			}
+			return fail(fmt.Errorf("read response: %w", err))
+		}
+		status, http11, ok := parseStatusLine(line)
+		if !ok {
+			return fail(fmt.Errorf("malformed status line %q", truncate(line)))
+		}
+		if status >= 100 && status < 200 && status != http.StatusSwitchingProtocols {
+			if err := skipHeaders(c.br); err != nil {
+				return fail(fmt.Errorf("read 1xx response: %w", err))
+			}
+			continue
+		}
+		return &upstream{c: c, status: status, http11: http11, stop: stop}, nil
+	}
+}
+
+func isClosed(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// readLine reads one line, blocking as needed; it fails on a line longer
+// than the read buffer.
+func readLine(br interface {
+	ReadSlice(byte) ([]byte, error)
+}) ([]byte, error) {
+	return br.ReadSlice('\n')
+}
+
+func skipHeaders(br interface {
+	ReadSlice(byte) ([]byte, error)
+}) error {
+	for {
+		line, err := br.ReadSlice('\n')
+		if err != nil {
+			return err
+		}
+		if len(bytes.TrimRight(line, "\r\n")) == 0 {
+			return nil
+		}
+	}
+}
+
+// parseStatusLine parses "HTTP/1.x SSS reason".
+func parseStatusLine(line []byte) (status int, http11, ok bool) {
+	if len(line) < 12 || string(line[:7]) != "HTTP/1." || line[8] != ' ' {
+		return 0, false, false
+	}
+	http11 = line[7] == '1'
+	if !http11 && line[7] != '0' {
+		return 0, false, false
+	}
+	d := line[9:12]
+	if d[0] < '1' || d[0] > '5' || d[1] < '0' || d[1] > '9' || d[2] < '0' || d[2] > '9' {
+		return 0, false, false
+	}
+	if len(line) > 12 && line[12] != ' ' && line[12] != '\r' && line[12] != '\n' {
+		return 0, false, false
+	}
+	return int(d[0]-'0')*100 + int(d[1]-'0')*10 + int(d[2]-'0'), http11, true
+}
+
+func truncate(b []byte) []byte {
+	if len(b) > 64 {
+		return b[:64]
+	}
+	return b
+}
+
+// appendRequestHead writes the request line and headers, without
+// Content-Length and the final blank line.
+func appendRequestHead(dst []byte, b *pool.Backend, req *Request) []byte {
+	dst = append(dst, req.Method...)
+	dst = append(dst, ' ')
+	dst = append(dst, b.BasePath...)
+	dst = append(dst, req.Path...)
+	if req.RawQuery != "" {
+		dst = append(dst, '?')
+		dst = append(dst, req.RawQuery...)
+	}
+	dst = append(dst, " HTTP/1.1\r\nHost: "...)
+	dst = append(dst, b.Host...)
+	dst = append(dst, "\r\n"...)
+	var connTokens []string
+	if len(req.Header["Connection"]) > 0 {
+		connTokens = connectionTokens(req.Header["Connection"])
+	}
+	for k, vs := range req.Header {
+		if dropRequestHeader(k) || listed(connTokens, k) {
+			continue
+		}
+		for _, v := range vs {
+			dst = append(dst, k...)
+			dst = append(dst, ": "...)
+			dst = append(dst, v...)
+			dst = append(dst, "\r\n"...)
+		}
+	}
+	if b.APIKey != "" {
+		dst = append(dst, "Authorization: Bearer "...)
+		dst = append(dst, b.APIKey...)
+		dst = append(dst, "\r\n"...)
+	}
+	if req.RequestID != "" {
+		dst = append(dst, "X-Request-Id: "...)
+		dst = append(dst, req.RequestID...)
+		dst = append(dst, "\r\n"...)
+	}
+	return dst
+}
+
+func appendContentLength(dst []byte, n int) []byte {
+	dst = append(dst, "Content-Length: "...)
+	dst = strconv.AppendInt(dst, int64(n), 10)
+	return append(dst, "\r\n\r\n"...)
+}
+
+// dropRequestHeader lists the client headers never forwarded: hop-by-hop
+// headers (RFC 9110 7.6.1), the client's credentials, what the gateway sets
+// itself, and Accept-Encoding, so replicas answer uncompressed and the
+// gateway can read usage from the tail of a stream.
+func dropRequestHeader(k string) bool {
+	switch k {
+	case "Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authorization", "Proxy-Authenticate",
+		"Te", "Trailer", "Transfer-Encoding", "Upgrade",
+		"Host", "Content-Length", "Authorization", "Expect", "Accept-Encoding", "X-Request-Id":
+		return true
+	}
+	return false
+}
+
+// dropResponseHeader lists upstream headers not relayed: hop-by-hop ones,
+// and Date, which the gateway's server sets.
+func dropResponseHeader(k string) bool {
+	switch k {
+	case "Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authenticate",
+		"Te", "Trailer", "Transfer-Encoding", "Upgrade", "Date":
+		return true
+	}
+	return false
+}
+
+func connectionTokens(vs []string) []string {
+	var out []string
+	for _, v := range vs {
+		for len(v) > 0 {
+			var tok string
+			if i := bytes.IndexByte([]byte(v), ','); i >= 0 {
+				tok, v = v[:i], v[i+1:]
+			} else {
+				tok, v = v, ""
+			}
+			if tok = trimSpace(tok); tok != "" {
+				out = append(out, http.CanonicalHeaderKey(tok))
+			}
+		}
+	}
+	return out
+}
+
+func listed(toks []string, k string) bool {
+	for _, t := range toks {
+		if t == k {
+			return true
+		}
+	}
+	return false
+}
+
+func trimSpace(s string) string {
+	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
+		s = s[1:]
+	}
+	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
+		s = s[:len(s)-1]
+	}
+	return s
+}
