@@ -1,0 +1,405 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Documented defaults applied by New to zero-valued Options fields.
+const (
+	defaultChunks        = 16
+	defaultErrorStatus   = http.StatusInternalServerError
+	defaultEmbeddingDims = 16
+	defaultSeed          = 1
+
+	maxModelLen  = 8192
+	maxBodyBytes = 32 << 20
+)
+
+// Options configures a simulated vLLM replica. Zero values mean the
+// documented defaults.
+type Options struct {
+	// Model is the served model name (required). Requests naming another
+	// model get vLLM's 404; requests naming no model are served.
+	Model string
+	// Name is the replica name, sent as response header "X-Sim-Replica" and
+	// used in generated text. Default: Model.
+	Name string
+	// Latency is the delay before the response headers: for JSON replies the
+	// whole generation time, for streams the time to the first chunk.
+	// Default 0.
+	Latency time.Duration
+	// Chunks is the number of content chunks (words) per response.
+	// Default 16.
+	Chunks int
+	// ChunkDelay is the gap before each streamed content chunk. Default 0.
+	ChunkDelay time.Duration
+	// ErrorRate is the fraction [0,1] of POST requests answered with an
+	// injected error before any byte of the body. Default 0.
+	ErrorRate float64
+	// ErrorStatus is the HTTP status of injected errors (400..599).
+	// Default 500.
+	ErrorStatus int
+	// DropRate is the fraction [0,1] of streams cut off mid-way (after
+	// Chunks/2 content chunks the connection is aborted, without the final
+	// chunk and without "data: [DONE]"). Default 0.
+	DropRate float64
+	// EmbeddingDims is the embedding vector size. Default 16.
+	EmbeddingDims int
+	// Seed seeds the random choices of ErrorRate and DropRate; the choices
+	// are deterministic given the seed and the request order. Default 1.
+	Seed int64
+}
+
+// RegisterFlags binds the options to flags of fs: -model, -name, -latency,
+// -chunks, -chunk-delay, -error-rate, -error-status, -drop-rate,
+// -embedding-dims and -seed. The flags' default values are the current
+// field values (normally zero, which New turns into the documented
+// defaults stated in each help text).
+func (o *Options) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.Model, "model", o.Model, "served model name, required (no default); requests naming another model get 404")
+	fs.StringVar(&o.Name, "name", o.Name, "replica name, sent as X-Sim-Replica header and used in generated text (default: the model name)")
+	fs.DurationVar(&o.Latency, "latency", o.Latency, "delay before response headers, a Go duration such as 50ms: whole generation time for JSON replies, time to first chunk for streams (default 0s)")
+	fs.IntVar(&o.Chunks, "chunks", o.Chunks, "content chunks (words) per response, a count >= 1 (default 16; 0 means the default)")
+	fs.DurationVar(&o.ChunkDelay, "chunk-delay", o.ChunkDelay, "gap before each streamed content chunk, a Go duration such as 10ms (default 0s)")
+	fs.Float64Var(&o.ErrorRate, "error-rate", o.ErrorRate, "fraction 0..1 of requests answered with an injected error status (default 0)")
+	fs.IntVar(&o.ErrorStatus, "error-status", o.ErrorStatus, "HTTP status code 400..599 of injected errors (default 500)")
+	fs.Float64Var(&o.DropRate, "drop-rate", o.DropRate, "fraction 0..1 of streams aborted mid-way without final chunk and [DONE] (default 0)")
+	fs.IntVar(&o.EmbeddingDims, "embedding-dims", o.EmbeddingDims, "embedding vector size, a count of floats (default 16)")
+	fs.Int64Var(&o.Seed, "seed", o.Seed, "seed of the random error and drop choices, an integer (default 1; 0 means the default)")
+}
+
+// withDefaults returns o with zero fields replaced by the documented
+// defaults.
+func (o Options) withDefaults() Options {
+	if o.Name == "" {
+		o.Name = o.Model
+	}
+	if o.Chunks == 0 {
+		o.Chunks = defaultChunks
+	}
+	if o.ErrorStatus == 0 {
+		o.ErrorStatus = defaultErrorStatus
+	}
+	if o.EmbeddingDims == 0 {
+		o.EmbeddingDims = defaultEmbeddingDims
+	}
+	if o.Seed == 0 {
+		o.Seed = defaultSeed
+	}
+	return o
+}
+
+func (o Options) validate() error {
+	var errs []error
+	if strings.TrimSpace(o.Model) == "" {
+		errs = append(errs, errors.New("model is required"))
+	}
+	if o.Latency < 0 {
+		errs = append(errs, fmt.Errorf("latency %v is negative", o.Latency))
+	}
+	if o.Chunks < 1 {
+		errs = append(errs, fmt.Errorf("chunks %d must be >= 1", o.Chunks))
+	}
+	if o.ChunkDelay < 0 {
+		errs = append(errs, fmt.Errorf("chunk delay %v is negative", o.ChunkDelay))
+	}
+	if !(o.ErrorRate >= 0 && o.ErrorRate <= 1) {
+		errs = append(errs, fmt.Errorf("error rate %v must be in [0,1]", o.ErrorRate))
+	}
+	if o.ErrorStatus < 400 || o.ErrorStatus > 599 {
+		errs = append(errs, fmt.Errorf("error status %d must be in 400..599", o.ErrorStatus))
+	}
+	if !(o.DropRate >= 0 && o.DropRate <= 1) {
+		errs = append(errs, fmt.Errorf("drop rate %v must be in [0,1]", o.DropRate))
+	}
+	if o.EmbeddingDims < 1 {
+		errs = append(errs, fmt.Errorf("embedding dims %d must be >= 1", o.EmbeddingDims))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("sim: invalid options: %w", err)
+	}
+	return nil
+}
+
+// Stats are the counters of a Server. Only POST requests are counted.
+// Requests = Active + Completed + Cancelled + Injected + Dropped + requests
+// rejected as invalid (4xx answers from validation, which have no counter
+// of their own).
+type Stats struct {
+	Requests  int64 // POST requests received
+	Active    int64 // POST requests in progress
+	Completed int64 // successful responses written in full
+	Cancelled int64 // requests whose client went away before the response finished
+	Injected  int64 // requests answered with an injected error (ErrorRate or X-Sim-Status)
+	Dropped   int64 // streams aborted mid-way (DropRate or X-Sim-Drop-After)
+}
+
+// Recorded is a POST request as received.
+type Recorded struct {
+	Path   string
+	Header http.Header
+	Body   []byte
+}
+
+// Server is a simulated vLLM replica. It is an http.Handler; all methods
+// are safe for concurrent use.
+type Server struct {
+	opt     Options
+	created int64 // unix start time, reported by /v1/models
+
+	unhealthy atomic.Bool
+	seq       atomic.Int64 // response id counter
+
+	requests, active, completed, cancelled, injected, dropped atomic.Int64
+
+	rngMu sync.Mutex
+	rng   *rand.Rand
+
+	lastMu sync.Mutex
+	last   Recorded
+}
+
+// New validates o (after applying defaults) and returns a healthy Server.
+func New(o Options) (*Server, error) {
+	o = o.withDefaults()
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	seed := uint64(o.Seed)
+	return &Server{
+		opt:     o,
+		created: time.Now().Unix(),
+		rng:     rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+	}, nil
+}
+
+// SetHealthy sets the answer of GET /health: 200 when ok (the default),
+// 503 when not.
+func (s *Server) SetHealthy(ok bool) { s.unhealthy.Store(!ok) }
+
+// Stats returns a snapshot of the counters.
+func (s *Server) Stats() Stats {
+	return Stats{
+		Requests:  s.requests.Load(),
+		Active:    s.active.Load(),
+		Completed: s.completed.Load(),
+		Cancelled: s.cancelled.Load(),
+		Injected:  s.injected.Load(),
+		Dropped:   s.dropped.Load(),
+	}
+}
+
+// LastRequest returns a copy of the most recent POST request as received
+// (the zero Recorded before the first one).
+func (s *Server) LastRequest() Recorded {
+	s.lastMu.Lock()
+	defer s.lastMu.Unlock()
+	return Recorded{
+		Path:   s.last.Path,
+		Header: s.last.Header.Clone(),
+		Body:   bytes.Clone(s.last.Body),
+	}
+}
+
+func (s *Server) record(r *http.Request, body []byte) {
+	rec := Recorded{Path: r.URL.Path, Header: r.Header.Clone(), Body: bytes.Clone(body)}
+	s.lastMu.Lock()
+	s.last = rec
+	s.lastMu.Unlock()
+}
+
+// chance reports whether an event of probability p happens. Probabilities 0
+// and 1 decide without consuming randomness.
+func (s *Server) chance(p float64) bool {
+	switch {
+	case p <= 0:
+		return false
+	case p >= 1:
+		return true
+	}
+	s.rngMu.Lock()
+	v := s.rng.Float64()
+	s.rngMu.Unlock()
+	return v < p
+}
+
+// ServeHTTP routes a request to the simulated vLLM endpoints.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("X-Sim-Replica", s.opt.Name)
+	switch r.URL.Path {
+	case "/health":
+		if !allowMethod(w, r, http.MethodGet, http.MethodHead) {
+			return
+		}
+		if s.unhealthy.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Length", "0")
+		w.WriteHeader(http.StatusOK)
+	case "/v1/models":
+		if !allowMethod(w, r, http.MethodGet, http.MethodHead) {
+			return
+		}
+		s.handleModels(w)
+	case "/v1/chat/completions":
+		if allowMethod(w, r, http.MethodPost) {
+			s.handlePost(w, r, endpointChat)
+		}
+	case "/v1/completions":
+		if allowMethod(w, r, http.MethodPost) {
+			s.handlePost(w, r, endpointCompletions)
+		}
+	case "/v1/embeddings":
+		if allowMethod(w, r, http.MethodPost) {
+			s.handlePost(w, r, endpointEmbeddings)
+		}
+	default:
+		writeError(w, http.StatusNotFound, "Not Found: "+r.URL.Path)
+	}
+}
+
+func allowMethod(w http.ResponseWriter, r *http.Request, methods ...string) bool {
+	for _, m := range methods {
+		if r.Method == m {
+			return true
+		}
+	}
+	w.Header().Set("Allow", strings.Join(methods, ", "))
+	writeError(w, http.StatusMethodNotAllowed, "Method Not Allowed")
+	return false
+}
+
+type endpoint int
+
+const (
+	endpointChat endpoint = iota
+	endpointCompletions
+	endpointEmbeddings
+)
+
+// overrides are the per-request X-Sim-* header settings.
+type overrides struct {
+	latency    time.Duration
+	chunks     int
+	chunkDelay time.Duration
+	status     int // 0: none
+	dropAfter  int // -1: none
+}
+
+func (s *Server) parseOverrides(h http.Header) (overrides, error) {
+	ov := overrides{
+		latency:    s.opt.Latency,
+		chunks:     s.opt.Chunks,
+		chunkDelay: s.opt.ChunkDelay,
+		dropAfter:  -1,
+	}
+	dur := func(name string, dst *time.Duration) error {
+		v := h.Get(name)
+		if v == "" {
+			return nil
+		}
+		d, err := time.ParseDuration(strings.TrimSpace(v))
+		if err != nil || d < 0 {
+			return fmt.Errorf("invalid %s header %q: want a non-negative Go duration such as 50ms", name, v)
+		}
+		*dst = d
+		return nil
+	}
+	num := func(name string, dst *int, lo, hi int) error {
+		v := h.Get(name)
+		if v == "" {
+			return nil
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < lo || n > hi {
+			return fmt.Errorf("invalid %s header %q: want an integer in %d..%d", name, v, lo, hi)
+		}
+		*dst = n
+		return nil
+	}
+	err := errors.Join(
+		dur("X-Sim-Latency", &ov.latency),
+		num("X-Sim-Chunks", &ov.chunks, 1, 1<<20),
+		dur("X-Sim-Chunk-Delay", &ov.chunkDelay),
+		num("X-Sim-Status", &ov.status, 400, 599),
+		num("X-Sim-Drop-After", &ov.dropAfter, 0, math.MaxInt32),
+	)
+	return ov, err
+}
+
+// handlePost runs the common part of every POST endpoint: counting,
+// recording, header overrides, error injection; then the endpoint itself.
+func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, ep endpoint) {
+	s.requests.Add(1)
+	s.active.Add(1)
+	defer s.active.Add(-1)
+
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	s.record(r, body)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", tooBig.Limit))
+			return
+		}
+		if r.Context().Err() != nil {
+			s.cancelled.Add(1)
+			return
+		}
+		writeError(w, http.StatusBadRequest, "error reading request body: "+err.Error())
+		return
+	}
+
+	ov, err := s.parseOverrides(r.Header)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if ov.status != 0 {
+		s.injected.Add(1)
+		writeError(w, ov.status, fmt.Sprintf("injected error %d (X-Sim-Status) from sim replica %s", ov.status, s.opt.Name))
+		return
+	}
+	if s.chance(s.opt.ErrorRate) {
+		s.injected.Add(1)
+		writeError(w, s.opt.ErrorStatus, fmt.Sprintf("injected error %d from sim replica %s", s.opt.ErrorStatus, s.opt.Name))
+		return
+	}
+
+	switch ep {
+	case endpointChat, endpointCompletions:
+		s.serveGeneration(w, r, ep, body, ov)
+	case endpointEmbeddings:
+		s.serveEmbeddings(w, r, body, ov)
+	}
+}
+
+// sleepCtx waits d or until ctx is done; it reports whether ctx is still
+// live.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
