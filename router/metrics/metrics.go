@@ -1,0 +1,153 @@
+package metrics
+
+import (
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics holds the gateway's collectors.
+type Metrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	ttfb     *prometheus.HistogramVec
+	attempts *prometheus.CounterVec
+	aborted  *prometheus.CounterVec
+	reloads  *prometheus.CounterVec
+
+	mu    sync.Mutex
+	pools map[string]*Pool
+}
+
+// NoPool labels requests that never reached a pool (bad input, unknown model).
+const NoPool = "none"
+
+// New creates the collectors and registers them on reg.
+func New(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "triage_requests_total",
+			Help: "Requests answered, by pool and HTTP status (499: the client left first).",
+		}, []string{"pool", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "triage_request_duration_seconds",
+			Help:    "Time from receiving a request to the end of its response, streams included.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300},
+		}, []string{"pool"}),
+		ttfb: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "triage_ttfb_seconds",
+			Help:    "Time from receiving a request to sending the upstream's response head.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"pool"}),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "triage_upstream_retries_total",
+			Help: "Upstream attempts beyond the first (retries on another replica).",
+		}, []string{"pool"}),
+		aborted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "triage_responses_aborted_total",
+			Help: "Responses cut off after their head was sent because the upstream failed mid-body.",
+		}, []string{"pool"}),
+		reloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "triage_config_reloads_total",
+			Help: "Config reloads by result (success, invalid).",
+		}, []string{"result"}),
+		pools: map[string]*Pool{},
+	}
+	reg.MustRegister(m.requests, m.duration, m.ttfb, m.attempts, m.aborted, m.reloads)
+	for _, r := range []string{"success", "invalid"} {
+		m.reloads.WithLabelValues(r)
+	}
+	return m
+}
+
+// Reload counts a config reload with result "success" or "invalid".
+func (m *Metrics) Reload(result string) { m.reloads.WithLabelValues(result).Inc() }
+
+// Pool returns the observers for one pool, creating them on first use.
+// Call it when building a snapshot, not per request.
+func (m *Metrics) Pool(name string) *Pool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p, ok := m.pools[name]; ok {
+		return p
+	}
+	p := &Pool{
+		m:        m,
+		name:     name,
+		Duration: m.duration.WithLabelValues(name),
+		TTFB:     m.ttfb.WithLabelValues(name),
+		Retries:  m.attempts.WithLabelValues(name),
+		Aborted:  m.aborted.WithLabelValues(name),
+	}
+	for _, c := range []int{200, 400, 404, 413, 499, 500, 502, 503, 504} {
+		p.Code(c)
+	}
+	m.pools[name] = p
+	return p
+}
+
+// Pool holds one pool's observers.
+type Pool struct {
+	m        *Metrics
+	name     string
+	Duration prometheus.Observer
+	TTFB     prometheus.Observer
+	Retries  prometheus.Counter
+	Aborted  prometheus.Counter
+	codes    [600]atomic.Pointer[prometheus.Counter]
+}
+
+// Code returns the request counter for an HTTP status, cached after first use.
+func (p *Pool) Code(code int) prometheus.Counter {
+	if code < 0 || code >= len(p.codes) {
+		return p.m.requests.WithLabelValues(p.name, strconv.Itoa(code))
+	}
+	if c := p.codes[code].Load(); c != nil {
+		return *c
+	}
+	c := p.m.requests.WithLabelValues(p.name, strconv.Itoa(code))
+	p.codes[code].Store(&c)
+	return c
+}
+
+// BackendState is one replica's live state, for the scrape-time gauges.
+type BackendState struct {
+	Pool, Backend string
+	InFlight      int64
+	Healthy       bool
+}
+
+// RegisterBackends registers triage_upstream_inflight and
+// triage_backend_healthy, read from list at every scrape.
+func RegisterBackends(reg prometheus.Registerer, list func(yield func(BackendState))) {
+	reg.MustRegister(&backendCollector{list: list})
+}
+
+var (
+	inflightDesc = prometheus.NewDesc("triage_upstream_inflight",
+		"Requests in flight to each replica.", []string{"pool", "backend"}, nil)
+	healthyDesc = prometheus.NewDesc("triage_backend_healthy",
+		"1 when the replica passes its health checks and is not ejected, else 0.", []string{"pool", "backend"}, nil)
+)
+
+type backendCollector struct {
+	list func(yield func(BackendState))
+}
+
+func (c *backendCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- inflightDesc
+	ch <- healthyDesc
+}
+
+func (c *backendCollector) Collect(ch chan<- prometheus.Metric) {
+	c.list(func(s BackendState) {
+		ch <- prometheus.MustNewConstMetric(inflightDesc, prometheus.GaugeValue, float64(s.InFlight), s.Pool, s.Backend)
+		h := 0.0
+		if s.Healthy {
+			h = 1
+		}
+		ch <- prometheus.MustNewConstMetric(healthyDesc, prometheus.GaugeValue, h, s.Pool, s.Backend)
+	})
+}
