@@ -1,0 +1,438 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/env/v2"
+	"github.com/knadh/koanf/providers/file"
+	"github.com/knadh/koanf/v2"
+
+	"github.com/triagegw/triage/router/pool"
+)
+
+// Config is the gateway's whole configuration.
+type Config struct {
+	// Listen is the address the gateway serves on. Default 127.0.0.1:8080.
+	// Changing it takes a restart.
+	Listen string `koanf:"listen"`
+	// Pools are the upstream pools. At least one.
+	Pools []pool.Config `koanf:"pools"`
+	// DefaultPool receives requests whose model no pool serves. Optional:
+	// without it such requests get 404.
+	DefaultPool string `koanf:"default_pool"`
+	Limits      Limits `koanf:"limits"`
+	Server      Server `koanf:"server"`
+	Log         Log    `koanf:"log"`
+
+	// Path is the file the config was loaded from (not a config key).
+	Path string `koanf:"-"`
+}
+
+// Limits bound what a client may send.
+type Limits struct {
+	// MaxBodyBytes caps a request body; larger ones get 413. Accepts a
+	// number of bytes or a size such as "8MiB". Default 8MiB.
+	MaxBodyBytes ByteSize `koanf:"max_body_bytes"`
+}
+
+// Server tunes the HTTP server. Changing these takes a restart.
+type Server struct {
+	// ReadTimeout bounds reading a request's head and body, from its first
+	// byte. It does not bound the response: streams run as long as the
+	// upstream's timeouts allow. Default 30s.
+	ReadTimeout time.Duration `koanf:"read_timeout"`
+	// IdleTimeout closes client keep-alive connections idle this long.
+	// Default 120s.
+	IdleTimeout time.Duration `koanf:"idle_timeout"`
+	// ShutdownTimeout is how long SIGTERM waits for requests and streams in
+	// flight before closing them. Default 30s.
+	ShutdownTimeout time.Duration `koanf:"shutdown_timeout"`
+	// DebugListen, when set, serves Go's /debug/pprof profiles on this
+	// address (keep it on loopback). Default off.
+	DebugListen string `koanf:"debug_listen"`
+}
+
+// Log configures logging. The access log has one JSON line per request and
+// never holds prompt text.
+type Log struct {
+	// Level is debug, info, warn or error. Default info.
+	Level string `koanf:"level"`
+	// Access turns the per-request access log on. Default true.
+	Access *bool `koanf:"access"`
+}
+
+// ByteSize is a size in bytes that may be written as a number or with a
+// unit: B, KB, MB, GB (powers of 1000) or KiB, MiB, GiB (powers of 1024).
+type ByteSize int64
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (b *ByteSize) UnmarshalText(text []byte) error {
+	s := strings.TrimSpace(string(text))
+	i := len(s)
+	for i > 0 && (s[i-1] < '0' || s[i-1] > '9') {
+		i--
+	}
+	num, unit := strings.TrimSpace(s[:i]), strings.TrimSpace(s[i:])
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 0 {
+		return fmt.Errorf("invalid size %q: want a number of bytes or a size such as 8MiB", s)
+	}
+	mult := map[string]int64{"": 1, "B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}[unit]
+	if mult == 0 {
+		return fmt.Errorf("invalid size %q: unknown unit %q (B, KB, MB, GB, KiB, MiB, GiB)", s, unit)
+	}
+	*b = ByteSize(n * mult)
+	return nil
+}
+
+// AccessLog reports whether the access log is on.
+func (l Log) AccessLog() bool { return l.Access == nil || *l.Access }
+
+// SetDefaults fills zero fields with their defaults.
+func (c *Config) SetDefaults() {
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:8080"
+	}
+	if c.Limits.MaxBodyBytes == 0 {
+		c.Limits.MaxBodyBytes = 8 << 20
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.Server.ReadTimeout, 30*time.Second)
+	def(&c.Server.IdleTimeout, 120*time.Second)
+	def(&c.Server.ShutdownTimeout, 30*time.Second)
+	if c.Log.Level == "" {
+		c.Log.Level = "info"
+	}
+	for i := range c.Pools {
+		c.Pools[i].SetDefaults()
+	}
+}
+
+// Validate reports every problem in c, each with its path.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(path, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", path, fmt.Sprintf(format, args...)))
+	}
+	if len(c.Pools) == 0 {
+		bad("pools", "at least one pool is required")
+	}
+	names := map[string]int{}
+	models := map[string]string{} // client-visible name -> where it is defined
+	for i := range c.Pools {
+		p := &c.Pools[i]
+		path := fmt.Sprintf("pools[%d]", i)
+		errs = append(errs, p.Validate(path)...)
+		if p.Name != "" {
+			if j, dup := names[p.Name]; dup {
+				bad(path+".name", "duplicate pool name %q (also pools[%d])", p.Name, j)
+			}
+			names[p.Name] = i
+		}
+		claim := func(field, name string) {
+			if name == "" {
+				return
+			}
+			if other, dup := models[name]; dup {
+				bad(path+"."+field, "model name %q is already served by %s", name, other)
+				return
+			}
+			models[name] = path + "." + field
+		}
+		claim("model", p.Model)
+		for j, a := range p.Aliases {
+			claim(fmt.Sprintf("aliases[%d]", j), a)
+		}
+	}
+	if c.DefaultPool != "" {
+		if _, ok := names[c.DefaultPool]; !ok {
+			bad("default_pool", "no pool named %q", c.DefaultPool)
+		}
+	}
+	if c.Limits.MaxBodyBytes < 1 {
+		bad("limits.max_body_bytes", "must be positive")
+	}
+	for path, d := range map[string]time.Duration{
+		"server.read_timeout": c.Server.ReadTimeout,
+		"server.idle_timeout": c.Server.IdleTimeout, "server.shutdown_timeout": c.Server.ShutdownTimeout,
+	} {
+		if d < 0 {
+			bad(path, "must not be negative, got %s", d)
+		}
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level", "must be debug, info, warn or error, got %q", c.Log.Level)
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	sort.SliceStable(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
+	return &Error{Path: c.Path, Problems: errs}
+}
+
+// Error lists every problem found in a config file.
+type Error struct {
+	Path     string
+	Problems []error
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "config %s: %d problem(s):", e.Path, len(e.Problems))
+	for _, p := range e.Problems {
+		b.WriteString("\n  ")
+		b.WriteString(p.Error())
+	}
+	return b.String()
+}
+
+// Unwrap returns the problems, so errors.Is and errors.As see each one.
+func (e *Error) Unwrap() []error { return e.Problems }
+
+// EnvPrefix starts every environment override. TRIAGE_LISTEN sets listen;
+// a double underscore descends a level: TRIAGE_LIMITS__MAX_BODY_BYTES sets
+// limits.max_body_bytes. Only scalar keys outside lists can be overridden;
+// variables that name no such key are ignored (they may belong to other
+// tools, such as TRIAGE_SHARED for the tests).
+const EnvPrefix = "TRIAGE_"
+
+// Load reads path, applies environment overrides, fills defaults and
+// validates. The error, when not nil, lists every problem found.
+func Load(path string) (*Config, error) {
+	k := koanf.New(".")
+	if err := k.Load(file.Provider(path), yaml.Parser()); err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	var problems []error
+	problems = append(problems, unknownKeys(k.Raw(), reflect.TypeOf(Config{}), "")...)
+
+	known := scalarKeys(reflect.TypeOf(Config{}), "")
+	err := k.Load(env.Provider(".", env.Opt{
+		Prefix: EnvPrefix,
+		TransformFunc: func(key, v string) (string, any) {
+			key = strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(key, EnvPrefix), "__", "."))
+			if !known[key] {
+				return "", nil // not ours: ignored
+			}
+			return key, v
+		},
+	}), nil)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: environment: %w", path, err)
+	}
+
+	var c Config
+	dec := &mapstructure.DecoderConfig{
+		TagName:          "koanf",
+		WeaklyTypedInput: true,
+		Result:           &c,
+		DecodeHook: mapstructure.ComposeDecodeHookFunc(
+			mapstructure.StringToTimeDurationHookFunc(),
+			mapstructure.TextUnmarshallerHookFunc(),
+		),
+	}
+	if err := k.UnmarshalWithConf("", &c, koanf.UnmarshalConf{Tag: "koanf", DecoderConfig: dec}); err != nil {
+		problems = append(problems, decodeProblems(err)...)
+	}
+	c.Path = path
+	c.SetDefaults()
+	// Validate what decoded, so one typo does not hide the other problems;
+	// a field that failed to decode is reported once, by the decoder.
+	if err := c.Validate(); err != nil {
+		var ve *Error
+		if errors.As(err, &ve) {
+			for _, p := range ve.Problems {
+				if !coveredBy(p.Error(), problems) {
+					problems = append(problems, p)
+				}
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return nil, &Error{Path: path, Problems: problems}
+	}
+	return &c, nil
+}
+
+// coveredBy reports whether a validation problem is about a field a
+// decoding problem already names.
+func coveredBy(problem string, decoding []error) bool {
+	field, _, _ := strings.Cut(problem, ": ")
+	for _, d := range decoding {
+		p, _, _ := strings.Cut(d.Error(), ": ")
+		if p == field || strings.HasPrefix(field, p+".") || strings.HasPrefix(field, p+"[") {
+			return true
+		}
+	}
+	return false
+}
+
+// decodeProblems splits mapstructure's combined error into one problem per
+// field.
+func decodeProblems(err error) []error {
+	var out []error
+	for _, line := range strings.Split(err.Error(), "\n") {
+		line = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "*"))
+		if line == "" || strings.HasPrefix(line, "decoding failed") || strings.HasSuffix(line, "error(s) decoding:") {
+			continue
+		}
+		// mapstructure writes "'path' problem"; say "path: problem".
+		if strings.HasPrefix(line, "'") {
+			if i := strings.Index(line[1:], "' "); i >= 0 {
+				line = line[1:i+1] + ": " + line[i+3:]
+			}
+		}
+		line = strings.Replace(line, "time: invalid duration", "invalid duration (use a number with a unit, such as 500ms, 2s or 5m)", 1)
+		out = append(out, errors.New(line))
+	}
+	if len(out) == 0 {
+		out = append(out, err)
+	}
+	return out
+}
+
+// unknownKeys walks the raw YAML against the Config type and reports keys
+// that name no field, with a suggestion when a field is one typo away.
+func unknownKeys(raw any, t reflect.Type, path string) []error {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	var errs []error
+	switch t.Kind() {
+	case reflect.Struct:
+		m, ok := raw.(map[string]any)
+		if !ok {
+			return nil // a type mismatch; decoding reports it
+		}
+		fields := map[string]reflect.StructField{}
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if tag := f.Tag.Get("koanf"); tag != "" && tag != "-" {
+				fields[tag] = f
+			}
+		}
+		if t == reflect.TypeOf(ByteSize(0)) || t == reflect.TypeOf(time.Duration(0)) {
+			return nil
+		}
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			p := join(path, k)
+			f, ok := fields[k]
+			if !ok {
+				msg := "unknown field"
+				if s := suggest(k, fields); s != "" {
+					msg += fmt.Sprintf(" (did you mean %q?)", s)
+				}
+				errs = append(errs, fmt.Errorf("%s: %s", p, msg))
+				continue
+			}
+			errs = append(errs, unknownKeys(m[k], f.Type, p)...)
+		}
+	case reflect.Slice:
+		l, ok := raw.([]any)
+		if !ok {
+			return nil
+		}
+		for i, v := range l {
+			errs = append(errs, unknownKeys(v, t.Elem(), fmt.Sprintf("%s[%d]", path, i))...)
+		}
+	}
+	return errs
+}
+
+func join(path, k string) string {
+	if path == "" {
+		return k
+	}
+	return path + "." + k
+}
+
+// scalarKeys lists the dotted keys of scalar fields reachable without
+// crossing a list: the keys an environment variable may set.
+func scalarKeys(t reflect.Type, path string) map[string]bool {
+	out := map[string]bool{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("koanf")
+		if tag == "" || tag == "-" {
+			continue
+		}
+		ft := f.Type
+		for ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		switch {
+		case ft.Kind() == reflect.Struct:
+			for k := range scalarKeys(ft, join(path, tag)) {
+				out[k] = true
+			}
+		case ft.Kind() == reflect.Slice || ft.Kind() == reflect.Map:
+		default:
+			out[join(path, tag)] = true
+		}
+	}
+	return out
+}
+
+// suggest returns the field name within edit distance 2 of k, if any.
+func suggest(k string, fields map[string]reflect.StructField) string {
+	best, bestD := "", 3
+	for name := range fields {
+		if d := distance(k, name); d < bestD || (d == bestD && name < best) {
+			best, bestD = name, d
+		}
+	}
+	return best
+}
+
+func distance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// Exists reports whether path names a readable file, for a clear message
+// before koanf's.
+func Exists(path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if st.IsDir() {
+		return fmt.Errorf("%s is a directory", path)
+	}
+	return nil
+}

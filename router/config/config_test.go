@@ -1,0 +1,230 @@
+package config
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func write(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const good = `
+listen: 127.0.0.1:9090
+default_pool: general
+limits: {max_body_bytes: 1MiB}
+pools:
+  - name: general
+    model: llama-3.1-8b-instruct
+    aliases: [gpt-4o-mini]
+    replicas:
+      - {url: "http://127.0.0.1:9001"}
+      - {url: "http://127.0.0.1:9002", weight: 3}
+    timeouts: {connect: 500ms}
+    health: {interval: 1s}
+  - name: code
+    model: qwen2.5-coder
+    replicas: [{url: "http://127.0.0.1:9003"}]
+`
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	c, err := Load(write(t, dir, "triage.yaml", good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != "127.0.0.1:9090" || c.DefaultPool != "general" || c.Limits.MaxBodyBytes != 1<<20 {
+		t.Fatalf("Load = %+v", c)
+	}
+	g := c.Pools[0]
+	if g.Replicas[1].Weight != 3 || g.Replicas[0].Weight != 1 || g.Timeouts.Connect != 500*time.Millisecond ||
+		g.Health.Interval != time.Second || g.Timeouts.FirstByte != 300*time.Second || g.Retry.Attempts != 3 {
+		t.Fatalf("pool defaults not applied: %+v", g)
+	}
+	if c.Server.ShutdownTimeout != 30*time.Second || !c.Log.AccessLog() || c.Log.Level != "info" {
+		t.Fatalf("server defaults not applied: %+v %+v", c.Server, c.Log)
+	}
+}
+
+func TestEnvOverrides(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("TRIAGE_LISTEN", "0.0.0.0:8000")
+	t.Setenv("TRIAGE_LIMITS__MAX_BODY_BYTES", "2MiB")
+	t.Setenv("TRIAGE_SERVER__SHUTDOWN_TIMEOUT", "5s")
+	t.Setenv("TRIAGE_LOG__ACCESS", "false")
+	t.Setenv("TRIAGE_SHARED", "/somewhere") // not a config key: ignored
+	c, err := Load(write(t, dir, "triage.yaml", good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != "0.0.0.0:8000" || c.Limits.MaxBodyBytes != 2<<20 || c.Server.ShutdownTimeout != 5*time.Second || c.Log.AccessLog() {
+		t.Fatalf("env overrides not applied: listen %s body %d shutdown %s access %v", c.Listen, c.Limits.MaxBodyBytes, c.Server.ShutdownTimeout, c.Log.AccessLog())
+	}
+}
+
+func TestLoadReportsEveryProblem(t *testing.T) {
+	dir := t.TempDir()
+	_, err := Load(write(t, dir, "bad.yaml", `
+listen: 127.0.0.1:9090
+defualt_pool: general
+pools:
+  - name: general
+    model: m1
+    replicas: [{url: "http://a:1", wieght: 2}]
+    timeouts: {connect: soon}
+  - name: general
+    model: m1
+    replicas: []
+`))
+	var ce *Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("Load error = %v, want *Error", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		`pools[1].name: duplicate pool name "general" (also pools[0])`, // validation runs despite the typos
+		`defualt_pool: unknown field (did you mean "default_pool"?)`,
+		`pools[0].replicas[0].wieght: unknown field (did you mean "weight"?)`,
+		`pools[0].timeouts.connect: invalid duration`,
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error lacks %q:\n%s", want, msg)
+		}
+	}
+
+	// With the decoding problems fixed, validation reports the rest at once.
+	_, err = Load(write(t, dir, "bad2.yaml", `
+default_pool: nope
+limits: {max_body_bytes: 12 parsecs}
+pools:
+  - name: general
+    model: m1
+    replicas: [{url: "http://a:1"}]
+  - name: general
+    model: m1
+    replicas: []
+log: {level: loud}
+`))
+	if err == nil {
+		t.Fatal("Load accepted an invalid config")
+	}
+	msg = err.Error()
+	if !strings.Contains(msg, "max_body_bytes") || !strings.Contains(msg, "unknown unit") {
+		t.Errorf("bad size not reported:\n%s", msg)
+	}
+	if strings.Contains(msg, "limits.max_body_bytes: must be positive") {
+		t.Errorf("a field that failed to decode is reported twice:\n%s", msg)
+	}
+	_, err = Load(write(t, dir, "bad3.yaml", `
+default_pool: nope
+pools:
+  - name: general
+    model: m1
+    replicas: [{url: "http://a:1"}]
+  - name: general
+    model: m1
+    replicas: []
+log: {level: loud}
+`))
+	msg = err.Error()
+	for _, want := range []string{
+		`default_pool: no pool named "nope"`,
+		`pools[1].name: duplicate pool name "general" (also pools[0])`,
+		`pools[1].model: model name "m1" is already served by pools[0].model`,
+		`pools[1].replicas: at least one replica is required`,
+		`log.level: must be debug, info, warn or error, got "loud"`,
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error lacks %q:\n%s", want, msg)
+		}
+	}
+}
+
+func TestByteSize(t *testing.T) {
+	for in, want := range map[string]int64{"123": 123, "8MiB": 8 << 20, "1 KB": 1000, "2GiB": 2 << 30, "0": 0} {
+		var b ByteSize
+		if err := b.UnmarshalText([]byte(in)); err != nil || int64(b) != want {
+			t.Errorf("ByteSize(%q) = %d, %v; want %d", in, b, err, want)
+		}
+	}
+	for _, in := range []string{"", "MiB", "-1", "1TiB", "1.5MB"} {
+		var b ByteSize
+		if err := b.UnmarshalText([]byte(in)); err == nil {
+			t.Errorf("ByteSize(%q) accepted as %d", in, b)
+		}
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	if _, err := Load(filepath.Join(t.TempDir(), "nope.yaml")); err == nil || !strings.Contains(err.Error(), "nope.yaml") {
+		t.Fatalf("Load(missing) = %v", err)
+	}
+}
+
+func TestWatch(t *testing.T) {
+	dir := t.TempDir()
+	path := write(t, dir, "triage.yaml", good)
+	var n atomic.Int64
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	changed := make(chan struct{}, 10)
+	go func() {
+		done <- Watch(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)), []string{path}, 20*time.Millisecond, func() {
+			n.Add(1)
+			changed <- struct{}{}
+		})
+	}()
+	time.Sleep(50 * time.Millisecond) // let the watch start
+	wait := func(what string) {
+		t.Helper()
+		select {
+		case <-changed:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("no change reported after %s", what)
+		}
+	}
+	// A burst of writes is one change.
+	for range 5 {
+		write(t, dir, "triage.yaml", good)
+	}
+	wait("in-place writes")
+	time.Sleep(100 * time.Millisecond)
+	if got := n.Load(); got != 1 {
+		t.Fatalf("a burst of writes gave %d changes, want 1", got)
+	}
+	// An atomic replace (write elsewhere, rename over) is seen.
+	tmp := write(t, dir, ".triage.yaml.tmp", good+"\n# edited\n")
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+	wait("rename over the file")
+	// Other files in the directory are ignored.
+	write(t, dir, "unrelated.txt", "x")
+	select {
+	case <-changed:
+		t.Fatal("a change to another file was reported")
+	case <-time.After(200 * time.Millisecond):
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Watch did not return after cancel")
+	}
+}
