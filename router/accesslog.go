@@ -1,0 +1,139 @@
+package router
+
+import (
+	"io"
+	"strconv"
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// The access log is one JSON line per request, in the same shape as the
+// slog JSON lines it sits among ({"time","level","msg",...}), but formatted
+// by hand: at 15k requests a second slog's generic path cost 5% of the
+// gateway's CPU. Prompt text is never part of it.
+
+var lineBuf = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+type logLine struct{ b []byte }
+
+func newLine(t time.Time, level, msg string) logLine {
+	bp := lineBuf.Get().(*[]byte)
+	b := append((*bp)[:0], `{"time":"`...)
+	b = t.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","level":"`...)
+	b = append(b, level...)
+	b = append(b, `","msg":`...)
+	b = appendJSONString(b, msg)
+	return logLine{b}
+}
+
+func (l *logLine) str(k, v string) {
+	l.key(k)
+	l.b = appendJSONString(l.b, v)
+}
+
+func (l *logLine) bytes(k string, v []byte) {
+	l.key(k)
+	l.b = appendJSONBytes(l.b, v)
+}
+
+func (l *logLine) int(k string, v int64) {
+	l.key(k)
+	l.b = strconv.AppendInt(l.b, v, 10)
+}
+
+func (l *logLine) bool(k string, v bool) {
+	l.key(k)
+	l.b = strconv.AppendBool(l.b, v)
+}
+
+// ms writes a duration in milliseconds with microsecond precision.
+func (l *logLine) ms(k string, d time.Duration) {
+	l.key(k)
+	l.b = strconv.AppendFloat(l.b, float64(d.Microseconds())/1000, 'f', -1, 64)
+}
+
+func (l *logLine) key(k string) {
+	l.b = append(l.b, ',', '"')
+	l.b = append(l.b, k...)
+	l.b = append(l.b, '"', ':')
+}
+
+// end writes the line to w in one Write and recycles the buffer.
+func (l *logLine) end(w io.Writer) {
+	l.b = append(l.b, '}', '\n')
+	_, _ = w.Write(l.b)
+	if cap(l.b) <= 4096 {
+		b := l.b[:0]
+		lineBuf.Put(&b)
+	}
+}
+
+const hexDigits = "0123456789abcdef"
+
+func appendJSONString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+			i++
+			dst = append(dst, c)
+			continue
+		}
+		if c < utf8.RuneSelf {
+			dst = appendEscape(dst, c)
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, `\ufffd`...)
+		} else {
+			dst = append(dst, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(dst, '"')
+}
+
+func appendJSONBytes(dst, s []byte) []byte {
+	// The same as appendJSONString; the copy avoids a string conversion
+	// (an allocation) per line.
+	dst = append(dst, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+			i++
+			dst = append(dst, c)
+			continue
+		}
+		if c < utf8.RuneSelf {
+			dst = appendEscape(dst, c)
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRune(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			dst = append(dst, `\ufffd`...)
+		} else {
+			dst = append(dst, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(dst, '"')
+}
+
+func appendEscape(dst []byte, c byte) []byte {
+	switch c {
+	case '"', '\\':
+		return append(dst, '\\', c)
+	case '\n':
+		return append(dst, '\\', 'n')
+	case '\r':
+		return append(dst, '\\', 'r')
+	case '\t':
+		return append(dst, '\\', 't')
+	}
+	return append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+}

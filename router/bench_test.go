@@ -1,0 +1,89 @@
+package router
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// instantUpstream answers every request at once with a fixed reply, like
+// ../shared/bench's mock: the benchmark then measures the gateway's path.
+func instantUpstream(b *testing.B, stream bool) string {
+	b.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var resp string
+	if stream {
+		var sb strings.Builder
+		for i := range 20 {
+			ev := fmt.Sprintf("data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"w%d \"}}]}\n\n", i)
+			fmt.Fprintf(&sb, "%x\r\n%s\r\n", len(ev), ev)
+		}
+		done := "data: [DONE]\n\n"
+		fmt.Fprintf(&sb, "%x\r\n%s\r\n0\r\n\r\n", len(done), done)
+		resp = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\nTransfer-Encoding: chunked\r\n\r\n" + sb.String()
+	} else {
+		body := `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hello"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`
+		resp = fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					io.Copy(io.Discard, req.Body)
+					if _, err := io.WriteString(c, resp); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	b.Cleanup(func() { ln.Close() })
+	return "http://" + ln.Addr().String()
+}
+
+// BenchmarkRequestPath runs the whole handler in process (body read,
+// extraction, routing, forwarding over a real loopback connection, relay,
+// metrics, access log) against an instant upstream.
+func BenchmarkRequestPath(b *testing.B) {
+	for _, stream := range []bool{false, true} {
+		b.Run(fmt.Sprintf("stream=%v", stream), func(b *testing.B) {
+			up := instantUpstream(b, stream)
+			pc := poolCfg("p", "gpt-4o-mini", up)
+			gw, err := New(newConfig("", pc), Options{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), AccessLog: io.Discard})
+			if err != nil {
+				b.Fatal(err)
+			}
+			h := gw.Handler()
+			body := fmt.Sprintf(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":64,"stream":%v}`, stream)
+			b.ReportAllocs()
+			for b.Loop() {
+				req := httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, req)
+				if w.Code != 200 {
+					b.Fatalf("status %d: %s", w.Code, w.Body)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,318 @@
+package router
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net/http"
+	"os"
+	"reflect"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/triagegw/triage/router/config"
+	"github.com/triagegw/triage/router/metrics"
+	"github.com/triagegw/triage/router/openai"
+	"github.com/triagegw/triage/router/pool"
+	"github.com/triagegw/triage/router/proxy"
+)
+
+// gin is this package's business, and its debug mode prints to stdout.
+func init() { gin.SetMode(gin.ReleaseMode) }
+
+// Options wires a Gateway.
+type Options struct {
+	// Logger receives events (health changes, reloads, panics); nil
+	// discards.
+	Logger *slog.Logger
+	// AccessLog receives one JSON line per request, in one Write each; nil
+	// discards. Give it a writer that does not block (logsink.Writer).
+	AccessLog io.Writer
+	// Registry is where metrics register and what /metrics serves; nil
+	// means a new registry.
+	Registry *prometheus.Registry
+	// Transport forwards requests; nil means a new one.
+	Transport *proxy.Transport
+	// PoolOptions are passed to every pool built (a clock or a health
+	// checker in tests).
+	PoolOptions []pool.Option
+}
+
+// Gateway is the running gateway: handlers over the current snapshot.
+type Gateway struct {
+	log      *slog.Logger
+	access   io.Writer
+	reg      *prometheus.Registry
+	metrics  *metrics.Metrics
+	tr       *proxy.Transport
+	poolOpts []pool.Option
+	engine   *gin.Engine
+
+	snap     atomic.Pointer[snapshot]
+	applyMu  sync.Mutex
+	changed  chan struct{} // kicks Run to start or stop health checks
+	draining atomic.Bool
+}
+
+// snapshot is one immutable configuration in effect.
+type snapshot struct {
+	version   uint64
+	loadedAt  time.Time
+	cfg       *config.Config
+	pools     []*poolEntry
+	byName    map[string]*poolEntry
+	models    map[string]*poolEntry // model names and aliases
+	def       *poolEntry
+	modelList []byte // the /v1/models body
+}
+
+// poolEntry is a pool and what the request path needs of it, resolved once.
+type poolEntry struct {
+	pool  *pool.Pool
+	model string
+	tok   []byte // model as a JSON string token, for the splice
+	m     *metrics.Pool
+}
+
+// New builds a Gateway serving cfg.
+func New(cfg *config.Config, o Options) (*Gateway, error) {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.AccessLog == nil {
+		o.AccessLog = io.Discard
+	}
+	if o.Registry == nil {
+		o.Registry = prometheus.NewRegistry()
+	}
+	if o.Transport == nil {
+		o.Transport = &proxy.Transport{}
+	}
+	g := &Gateway{
+		log:      o.Logger,
+		access:   o.AccessLog,
+		reg:      o.Registry,
+		metrics:  metrics.New(o.Registry),
+		tr:       o.Transport,
+		poolOpts: o.PoolOptions,
+		changed:  make(chan struct{}, 1),
+	}
+	metrics.RegisterBackends(o.Registry, g.backendStates)
+	if err := g.Apply(cfg); err != nil {
+		return nil, err
+	}
+	g.engine = g.newEngine()
+	return g, nil
+}
+
+// HTTPServer returns the server to run Handler with. Its ReadTimeout bounds
+// a request's head and body; the forwarding handler clears the deadline once
+// the body is in, because net/http cancels a request's context when its read
+// deadline passes during the response (which would cut long streams). One
+// deadline for head and body, set by the server, is also two fewer timer
+// updates per request than a separate body deadline. Changes to
+// server.* take effect at restart.
+func (g *Gateway) HTTPServer(errLog *log.Logger) *http.Server {
+	c := g.snap.Load().cfg
+	return &http.Server{
+		Handler:     g.engine,
+		ReadTimeout: c.Server.ReadTimeout,
+		IdleTimeout: c.Server.IdleTimeout,
+		ErrorLog:    errLog,
+	}
+}
+
+// Handler is the gateway's HTTP handler.
+func (g *Gateway) Handler() http.Handler { return g.engine }
+
+// Metrics exposes the collectors, for the reload counter.
+func (g *Gateway) Metrics() *metrics.Metrics { return g.metrics }
+
+// Version is the number of the snapshot in effect: 1 after New, plus one
+// per successful Apply.
+func (g *Gateway) Version() uint64 { return g.snap.Load().version }
+
+// Apply validates cfg's pools and swaps in a snapshot built from it. Pools
+// whose configuration did not change keep their state (health, breaker,
+// in-flight counts). Requests in flight finish on the snapshot they began
+// with. On error the current snapshot stays.
+func (g *Gateway) Apply(cfg *config.Config) error {
+	g.applyMu.Lock()
+	defer g.applyMu.Unlock()
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	old := g.snap.Load()
+	s := &snapshot{cfg: cfg, loadedAt: time.Now(), byName: map[string]*poolEntry{}, models: map[string]*poolEntry{}}
+	if old != nil {
+		s.version = old.version
+		if old.cfg.Listen != cfg.Listen {
+			g.log.Warn("listen address changed; it takes effect at restart", "old", old.cfg.Listen, "new", cfg.Listen)
+		}
+	}
+	s.version++
+	for i := range cfg.Pools {
+		pc := cfg.Pools[i]
+		var e *poolEntry
+		if old != nil {
+			if prev, ok := old.byName[pc.Name]; ok && samePool(prev.pool, pc) {
+				e = prev
+			}
+		}
+		if e == nil {
+			p, err := pool.New(pc, g.poolOpts...)
+			if err != nil {
+				return fmt.Errorf("pools[%d]: %w", i, err)
+			}
+			e = &poolEntry{pool: p, model: pc.Model, tok: openai.Quote(pc.Model), m: g.metrics.Pool(pc.Name)}
+		}
+		s.pools = append(s.pools, e)
+		s.byName[pc.Name] = e
+		s.models[pc.Model] = e
+		for _, a := range pc.Aliases {
+			s.models[a] = e
+		}
+	}
+	if cfg.DefaultPool != "" {
+		s.def = s.byName[cfg.DefaultPool]
+	}
+	s.modelList = modelList(s)
+	g.snap.Store(s)
+
+	keep := map[string]bool{}
+	for _, e := range s.pools {
+		for _, b := range e.pool.Backends() {
+			keep[b.Key] = true
+		}
+	}
+	g.tr.Retain(keep)
+	select {
+	case g.changed <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// samePool reports whether p was built from pc and the environment as it is
+// now (an upstream key's variable may have changed).
+func samePool(p *pool.Pool, pc pool.Config) bool {
+	if !reflect.DeepEqual(*p.Config(), pc) {
+		return false
+	}
+	for i, r := range pc.Replicas {
+		if r.APIKeyEnv != "" && os.Getenv(r.APIKeyEnv) != p.Backends()[i].APIKey {
+			return false
+		}
+	}
+	return true
+}
+
+// modelList renders /v1/models: every name a client may send.
+func modelList(s *snapshot) []byte {
+	type model struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+		Root    string `json:"root"`
+	}
+	var list struct {
+		Object string  `json:"object"`
+		Data   []model `json:"data"`
+	}
+	list.Object = "list"
+	list.Data = []model{}
+	for name, e := range s.models {
+		list.Data = append(list.Data, model{ID: name, Object: "model", Created: s.loadedAt.Unix(), OwnedBy: "triage", Root: e.model})
+	}
+	sort.Slice(list.Data, func(i, j int) bool { return list.Data[i].ID < list.Data[j].ID })
+	b, _ := json.Marshal(list)
+	return b
+}
+
+// Run runs the active health checks of the pools in effect, starting and
+// stopping them as Apply swaps snapshots. It returns when ctx is done and
+// every check has stopped.
+func (g *Gateway) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	running := map[*pool.Pool]context.CancelFunc{}
+	sync := func() {
+		cur := map[*pool.Pool]bool{}
+		for _, e := range g.snap.Load().pools {
+			cur[e.pool] = true
+			if _, ok := running[e.pool]; ok {
+				continue
+			}
+			pctx, cancel := context.WithCancel(ctx)
+			running[e.pool] = cancel
+			p := e.pool
+			wg.Go(func() { p.Run(pctx, g.onHealthChange) })
+		}
+		for p, cancel := range running {
+			if !cur[p] {
+				cancel()
+				delete(running, p)
+			}
+		}
+	}
+	sync()
+	for {
+		select {
+		case <-ctx.Done():
+			for _, cancel := range running {
+				cancel()
+			}
+			wg.Wait()
+			return
+		case <-g.changed:
+			sync()
+		}
+	}
+}
+
+func (g *Gateway) onHealthChange(t pool.Transition) {
+	if t.Healthy {
+		g.log.Info("backend healthy", "pool", t.Pool, "backend", t.Backend)
+		return
+	}
+	g.log.Warn("backend unhealthy", "pool", t.Pool, "backend", t.Backend, "error", t.Err)
+}
+
+// Drain marks the gateway as shutting down: /readyz answers 503 so load
+// balancers stop sending, while requests in flight go on.
+func (g *Gateway) Drain() { g.draining.Store(true) }
+
+// Ready reports whether the gateway should receive traffic: not draining,
+// and the default pool (or, without one, some pool) has a replica that is
+// confirmed healthy.
+func (g *Gateway) Ready() bool {
+	if g.draining.Load() {
+		return false
+	}
+	s := g.snap.Load()
+	if s.def != nil {
+		return s.def.pool.Ready()
+	}
+	for _, e := range s.pools {
+		if e.pool.Ready() {
+			return true
+		}
+	}
+	return false
+}
+
+func (g *Gateway) backendStates(yield func(metrics.BackendState)) {
+	for _, e := range g.snap.Load().pools {
+		for _, b := range e.pool.Backends() {
+			yield(metrics.BackendState{Pool: e.pool.Name(), Backend: b.Name, InFlight: b.InFlight(), Healthy: e.pool.Healthy(b)})
+		}
+	}
+}

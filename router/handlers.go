@@ -1,0 +1,335 @@
+package router
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/triagegw/triage/router/metrics"
+	"github.com/triagegw/triage/router/openai"
+	"github.com/triagegw/triage/router/proxy"
+)
+
+func (g *Gateway) newEngine() *gin.Engine {
+	e := gin.New()
+	e.HandleMethodNotAllowed = true
+	e.ContextWithFallback = true // c.Done() and friends follow the request's context
+	e.Use(g.recovery)
+	for _, p := range []string{"/v1/chat/completions", "/v1/completions", "/v1/embeddings"} {
+		e.POST(p, g.forward)
+	}
+	e.GET("/v1/models", g.models)
+	e.GET("/v1/models/*model", g.model)
+	e.GET("/healthz", func(c *gin.Context) { c.Data(http.StatusOK, "application/json", []byte(`{"status":"ok"}`)) })
+	e.GET("/readyz", g.readyz)
+	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{EnableOpenMetrics: true})))
+	e.NoRoute(func(c *gin.Context) {
+		openai.WriteError(c.Writer, openai.NotFound(c.Request.Method, c.Request.URL.Path))
+	})
+	e.NoMethod(func(c *gin.Context) {
+		openai.WriteError(c.Writer, openai.MethodNotAllowed(c.Request.Method, c.Request.URL.Path))
+	})
+	return e
+}
+
+// recovery turns a panic into a 500 when nothing was sent yet, or aborts
+// the connection when something was, so a broken response never looks
+// complete. http.ErrAbortHandler passes through untouched: it is how a
+// handler asks the server to cut the connection.
+func (g *Gateway) recovery(c *gin.Context) {
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		if v == http.ErrAbortHandler {
+			panic(v)
+		}
+		g.log.Error("panic in handler", "path", c.Request.URL.Path, "panic", v, "stack", string(debug.Stack()))
+		if c.Writer.Written() {
+			panic(http.ErrAbortHandler)
+		}
+		openai.WriteError(c.Writer, openai.Internal())
+	}()
+	c.Next()
+}
+
+func (g *Gateway) models(c *gin.Context) {
+	c.Data(http.StatusOK, "application/json", g.snap.Load().modelList)
+}
+
+func (g *Gateway) model(c *gin.Context) {
+	s := g.snap.Load()
+	name := c.Param("model")[1:] // "/name" → "name"; names may hold slashes
+	e, ok := s.models[name]
+	if !ok {
+		openai.WriteError(c.Writer, openai.ModelNotFound(name))
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"id": name, "object": "model", "created": s.loadedAt.Unix(), "owned_by": "triage", "root": e.model})
+}
+
+func (g *Gateway) readyz(c *gin.Context) {
+	s := g.snap.Load()
+	status, code := "ready", http.StatusOK
+	switch {
+	case g.draining.Load():
+		status, code = "draining", http.StatusServiceUnavailable
+	case !g.Ready():
+		status, code = "no healthy upstream", http.StatusServiceUnavailable
+	}
+	c.JSON(code, gin.H{"status": status, "config_version": s.version})
+}
+
+// forward handles the OpenAI endpoints: read the body once, find the
+// pool, forward, account.
+func (g *Gateway) forward(c *gin.Context) {
+	start := time.Now()
+	s := g.snap.Load()
+	r, w := c.Request, c.Writer
+	id := requestID(r.Header)
+	w.Header()["X-Request-Id"] = []string{id}
+	var raw http.ResponseWriter = w // the server's own writer: its optional methods without gin's wrapper
+	if u, ok := w.(interface{ Unwrap() http.ResponseWriter }); ok {
+		raw = u.Unwrap()
+	}
+
+	al := accessLine{id: id, path: r.URL.Path, start: start}
+	var bp *[]byte
+	defer func() {
+		g.account(s, &al) // before the body buffer, which al.model points into, is reused
+		putBuf(bp)
+	}()
+
+	body, bp, oerr := readBody(r, int64(s.cfg.Limits.MaxBodyBytes))
+	al.bytesIn = len(body)
+	if oerr != nil {
+		// The rest of the body is not worth reading: close the connection
+		// after the error instead of draining it.
+		w.Header()["Connection"] = []string{"close"}
+		al.status, al.err = oerr.Status, oerr
+		openai.WriteError(w, oerr)
+		return
+	}
+	// The server's read deadline covered the head and the body; from here it
+	// would only cut the response (see HTTPServer).
+	if d, ok := raw.(interface{ SetReadDeadline(time.Time) error }); ok {
+		_ = d.SetReadDeadline(time.Time{})
+	}
+	// golang/go#40747 cuts ~1% of streams when the response starts while
+	// the request body is unread; the body is read by now, and full duplex
+	// keeps it so if that ever changes. Not before: net/http (go1.26) then
+	// races its background read against the next request after a 413.
+	if fd, ok := raw.(interface{ EnableFullDuplex() error }); ok {
+		_ = fd.EnableFullDuplex()
+	}
+	req, err := openai.Extract(body)
+	if err != nil {
+		oe := err.(*openai.Error)
+		al.status, al.err = oe.Status, err
+		openai.WriteError(w, oe)
+		return
+	}
+	al.model, al.stream = req.Model, req.Stream
+	e, ok := s.models[string(req.Model)]
+	if req.ModelEscaped {
+		e, ok = s.models[req.ModelName()]
+	}
+	if !ok {
+		if s.def == nil {
+			oe := openai.ModelNotFound(req.ModelName())
+			al.status, al.err = oe.Status, oe
+			openai.WriteError(w, oe)
+			return
+		}
+		e = s.def
+	}
+	al.pool = e
+	fr := proxy.Request{
+		Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: r.Header,
+		Body: body, RequestID: id, Start: start,
+	}
+	if req.ModelEscaped || string(req.Model) != e.model {
+		fr.ModelSpan, fr.ModelTok = req.ModelSpan, e.tok
+	}
+	res := g.tr.Forward(r.Context(), w, e.pool, &fr)
+	al.res = res
+	al.status = res.Status
+	if res.Aborted {
+		panic(http.ErrAbortHandler) // after the deferred accounting: the client must see the response break
+	}
+}
+
+// accessLine collects one request's facts for the metrics and the log.
+type accessLine struct {
+	id      string
+	path    string
+	model   []byte
+	stream  bool
+	start   time.Time
+	bytesIn int
+	pool    *poolEntry
+	status  int
+	err     error
+	res     proxy.Result
+	done    bool
+}
+
+func (g *Gateway) account(s *snapshot, al *accessLine) {
+	if al.done {
+		return
+	}
+	al.done = true
+	d := time.Since(al.start)
+	var pm *metrics.Pool
+	poolName := metrics.NoPool
+	if al.pool != nil {
+		pm, poolName = al.pool.m, al.pool.pool.Name()
+	} else {
+		pm = g.metrics.Pool(metrics.NoPool)
+	}
+	pm.Code(al.status).Inc()
+	pm.Duration.Observe(d.Seconds())
+	res := &al.res
+	if res.TTFB > 0 && al.pool != nil {
+		pm.TTFB.Observe(res.TTFB.Seconds())
+	}
+	if res.Attempts > 1 {
+		pm.Retries.Add(float64(res.Attempts - 1))
+	}
+	if res.Aborted {
+		pm.Aborted.Inc()
+	}
+	if !s.cfg.Log.AccessLog() && !res.Aborted {
+		return
+	}
+	level, msg := "INFO", "request"
+	if res.Aborted || al.status >= 500 {
+		level = "WARN"
+	}
+	if res.Aborted {
+		msg = "response aborted mid-stream"
+	}
+	backend := ""
+	if res.Backend != nil {
+		backend = res.Backend.Name
+	}
+	l := newLine(time.Now(), level, msg)
+	l.str("request_id", al.id)
+	l.str("path", al.path)
+	l.bytes("model", al.model)
+	l.bool("stream", al.stream)
+	l.str("pool", poolName)
+	l.str("backend", backend)
+	l.int("status", int64(al.status))
+	l.int("attempts", int64(res.Attempts))
+	l.ms("ttfb_ms", res.TTFB)
+	l.ms("duration_ms", d)
+	l.int("bytes_in", int64(al.bytesIn))
+	l.int("bytes_out", res.Bytes)
+	cause := al.err
+	if res.Err != nil {
+		cause = res.Err
+	}
+	if cause != nil {
+		l.str("error", cause.Error())
+	}
+	l.end(g.access)
+}
+
+// Request ids: a random per-process prefix and a counter, unless the client
+// sent a usable X-Request-Id.
+var (
+	idPrefix = func() string {
+		var b [6]byte
+		_, _ = rand.Read(b[:])
+		return hex.EncodeToString(b[:])
+	}()
+	idSeq atomic.Uint64
+)
+
+func requestID(h map[string][]string) string {
+	if v := h["X-Request-Id"]; len(v) == 1 && validID(v[0]) {
+		return v[0]
+	}
+	var b [32]byte
+	n := copy(b[:], idPrefix)
+	b[n] = '-'
+	out := strconv.AppendUint(b[:n+1], idSeq.Add(1), 36)
+	return string(out)
+}
+
+func validID(s string) bool {
+	if len(s) == 0 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == ':') {
+			return false
+		}
+	}
+	return true
+}
+
+// Body buffers up to 64 KiB are pooled; larger bodies are allocated.
+const pooledBody = 64 << 10
+
+var bodyPool = sync.Pool{New: func() any { b := make([]byte, 0, 8<<10); return &b }}
+
+func putBuf(bp *[]byte) {
+	if bp != nil && cap(*bp) <= pooledBody {
+		*bp = (*bp)[:0]
+		bodyPool.Put(bp)
+	}
+}
+
+// readBody reads the whole body, capped at max bytes. The server's
+// ReadTimeout bounds how long it may take.
+func readBody(r *http.Request, max int64) ([]byte, *[]byte, *openai.Error) {
+	if r.ContentLength > max {
+		return nil, nil, openai.TooLarge(max)
+	}
+	var bp *[]byte
+	var buf []byte
+	if r.ContentLength >= 0 && r.ContentLength+1 > pooledBody {
+		buf = make([]byte, 0, r.ContentLength+1)
+	} else {
+		bp = bodyPool.Get().(*[]byte)
+		buf = *bp
+	}
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if int64(len(buf)) > max {
+			return nil, bp, openai.TooLarge(max)
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				return nil, bp, &openai.Error{Status: http.StatusRequestTimeout, Message: "timed out reading the request body", Type: openai.TypeInvalidRequest, Code: "request_timeout"}
+			}
+			return nil, bp, openai.BadRequest("could not read the request body: " + err.Error())
+		}
+	}
+	if bp != nil {
+		*bp = buf
+	}
+	return buf, bp, nil
+}

@@ -1,0 +1,118 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/triagegw/triage/router/pool"
+)
+
+func asError[T error](err error, target *T) bool { return errors.As(err, target) }
+
+// TestReloadUnderLoad swaps configs while clients send a steady mix of
+// JSON and streamed requests: no request may fail, streams begun on the old
+// snapshot finish on it, and pools kept across reloads keep their state.
+func TestReloadUnderLoad(t *testing.T) {
+	a0 := newReplica(t, "m", "a0")
+	a1 := newReplica(t, "m", "a1")
+	b0 := newReplica(t, "m", "b0")
+	cfgA := newConfig("", poolCfg("p", "m", a0.URL, a1.URL), poolCfg("keep", "k", a0.URL))
+	cfgB := newConfig("", poolCfg("p", "m", b0.URL), poolCfg("keep", "k", a0.URL))
+	h := newHarness(t, cfgA)
+	keptPool := h.gw.snap.Load().byName["keep"].pool
+
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var ok, failed atomic.Int64
+	var firstErr atomic.Value
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
+	for w := range 8 {
+		wg.Go(func() {
+			for i := 0; ctx.Err() == nil; i++ {
+				stream := (w+i)%2 == 0
+				body := fmt.Sprintf(`{"model":"m","stream":%v,"messages":[{"role":"user","content":"hi"}]}`, stream)
+				req, _ := http.NewRequest("POST", h.URL+"/v1/chat/completions", strings.NewReader(body))
+				if stream {
+					req.Header.Set("X-Sim-Chunk-Delay", "2ms") // streams span reloads
+				}
+				resp, err := client.Do(req)
+				if err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+					continue
+				}
+				b, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != 200 || (stream && !strings.HasSuffix(string(b), "data: [DONE]\n\n")) {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, fmt.Sprintf("status %d err %v body %.200s", resp.StatusCode, err, b))
+					continue
+				}
+				ok.Add(1)
+			}
+		})
+	}
+	for i := range 40 {
+		cfg := cfgA
+		if i%2 == 0 {
+			cfg = cfgB
+		}
+		if err := h.gw.Apply(cfg); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// An invalid config is rejected and changes nothing.
+	bad := newConfig("nope", poolCfg("p", "m", b0.URL))
+	v := h.gw.Version()
+	if err := h.gw.Apply(bad); err == nil || h.gw.Version() != v {
+		t.Fatalf("Apply(invalid) = %v, version %d -> %d", err, v, h.gw.Version())
+	}
+	time.Sleep(50 * time.Millisecond)
+	stop()
+	wg.Wait()
+	if failed.Load() != 0 {
+		t.Fatalf("%d of %d requests failed across reloads; first: %v", failed.Load(), ok.Load()+failed.Load(), firstErr.Load())
+	}
+	if ok.Load() < 100 {
+		t.Fatalf("only %d requests completed; the test did not exercise reloads", ok.Load())
+	}
+	if a0.Stats().Completed == 0 || b0.Stats().Completed == 0 {
+		t.Fatalf("traffic did not follow the swaps: a0 %d b0 %d", a0.Stats().Completed, b0.Stats().Completed)
+	}
+	if h.gw.Version() != 41 {
+		t.Fatalf("version = %d after 40 reloads, want 41", h.gw.Version())
+	}
+	if got := h.gw.snap.Load().byName["keep"].pool; got != keptPool {
+		t.Fatalf("an unchanged pool was rebuilt on reload, losing its health and breaker state")
+	}
+}
+
+func TestApplyKeepsUnchangedPoolsAndRebuildsChanged(t *testing.T) {
+	r := newReplica(t, "m", "r")
+	h := newHarness(t, newConfig("", poolCfg("p", "m", r.URL)))
+	p1 := h.gw.snap.Load().byName["p"].pool
+	p1.Report(p1.Backends()[0], pool.Failure) // state that must survive an unrelated reload
+	same := newConfig("", poolCfg("p", "m", r.URL), poolCfg("q", "n", r.URL))
+	if err := h.gw.Apply(same); err != nil {
+		t.Fatal(err)
+	}
+	if h.gw.snap.Load().byName["p"].pool != p1 {
+		t.Fatal("unchanged pool p was rebuilt")
+	}
+	changed := newConfig("", func() pool.Config { c := poolCfg("p", "m", r.URL); c.Retry.Attempts = 1; return c }())
+	if err := h.gw.Apply(changed); err != nil {
+		t.Fatal(err)
+	}
+	if h.gw.snap.Load().byName["p"].pool == p1 {
+		t.Fatal("pool p kept its old object although its config changed")
+	}
+}
