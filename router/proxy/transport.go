@@ -141,8 +141,7 @@ func (t *Transport) dial(ctx context.Context, b *pool.Backend, h *hostConns, tim
 // host's idle stack, or closes it when the stack is full.
 func (t *Transport) put(c *conn, maxIdle int) {
 	c.idleAt = t.now()
-	c.reused = true
-	_ = c.nc.SetDeadline(time.Time{})
+	c.reused = true // its deadline is stale; the next roundTrip sets one first
 	h := c.host
 	h.mu.Lock()
 	if len(h.idle) >= maxIdle {
@@ -154,23 +153,34 @@ func (t *Transport) put(c *conn, maxIdle int) {
 	h.mu.Unlock()
 }
 
-// CloseIdle closes every idle connection, and forgets replicas not in keep
-// (nil keeps none): call it after a reload with the replicas still in use.
-func (t *Transport) CloseIdle(keep map[string]bool) {
+// Retain closes the idle connections of replicas not in keep (keys as in
+// pool.Backend.Key) and forgets them: call it after a reload.
+func (t *Transport) Retain(keep map[string]bool) {
 	t.hosts.Range(func(k, v any) bool {
-		h := v.(*hostConns)
-		h.mu.Lock()
-		idle := h.idle
-		h.idle = nil
-		h.mu.Unlock()
-		for _, c := range idle {
-			c.nc.Close()
-		}
 		if !keep[k.(string)] {
 			t.hosts.Delete(k)
+			closeAll(v.(*hostConns))
 		}
 		return true
 	})
+}
+
+// CloseIdle closes every idle connection.
+func (t *Transport) CloseIdle() {
+	t.hosts.Range(func(_, v any) bool {
+		closeAll(v.(*hostConns))
+		return true
+	})
+}
+
+func closeAll(h *hostConns) {
+	h.mu.Lock()
+	idle := h.idle
+	h.idle = nil
+	h.mu.Unlock()
+	for _, c := range idle {
+		c.nc.Close()
+	}
 }
 
 // IdleConns counts idle connections, for tests and metrics.
