@@ -1,0 +1,91 @@
+package triage_test
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const mod = "github.com/triagegw/triage"
+
+type pkg struct {
+	ImportPath string
+	Imports    []string
+	Deps       []string
+}
+
+func listPackages(t *testing.T) []pkg {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-json", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	var pkgs []pkg
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	if len(pkgs) < 5 {
+		t.Fatalf("go list found only %d packages", len(pkgs))
+	}
+	return pkgs
+}
+
+func has(list []string, path string) bool {
+	for _, p := range list {
+		if p == path || strings.HasPrefix(p, path+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestImportDirections holds the import rules of the architecture by
+// machine: which package may depend on which.
+func TestImportDirections(t *testing.T) {
+	pkgs := listPackages(t)
+	leaf := []string{"rules", "classifier", "models", "datasets", "evaluation", "sim",
+		"router/openai", "router/pool", "router/access", "router/metrics", "router/proxy", "router/config", "router/logsink"}
+	for _, p := range pkgs {
+		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, mod), "/")
+		isLeaf := false
+		for _, l := range leaf {
+			if rel == l || strings.HasPrefix(rel, l+"/") {
+				isLeaf = true
+			}
+		}
+		for _, d := range p.Deps {
+			switch {
+			case d == mod+"/cmd" || strings.HasPrefix(d, mod+"/cmd/"):
+				t.Errorf("%s depends on %s: nothing may import cmd", rel, d)
+			case isLeaf && d == mod+"/router":
+				t.Errorf("%s depends on the router package: it must stay below it", rel)
+			case strings.HasPrefix(d, "github.com/gin-gonic/gin") && rel != "router" && !strings.HasPrefix(rel, "cmd/"):
+				t.Errorf("%s depends on gin: gin stays inside router", rel)
+			case strings.HasPrefix(d, "github.com/knadh/koanf") && rel != "router/config" && rel != "router" && !strings.HasPrefix(rel, "cmd/"):
+				t.Errorf("%s depends on koanf: only router/config may", rel)
+			case d == mod+"/classifier/onnx" && !strings.HasPrefix(rel, "cmd/"):
+				t.Errorf("%s depends on classifier/onnx: only cmd wires tier 2", rel)
+			}
+		}
+		for _, d := range p.Imports {
+			if strings.HasPrefix(d, "github.com/gin-gonic/gin") && rel != "router" {
+				t.Errorf("%s imports gin directly: gin stays inside router", rel)
+			}
+			if strings.HasPrefix(d, "github.com/knadh/koanf") && rel != "router/config" {
+				t.Errorf("%s imports koanf directly: only router/config may", rel)
+			}
+		}
+		if (rel == "evaluation" || strings.HasPrefix(rel, "evaluation/")) && has(p.Deps, mod+"/router") {
+			t.Errorf("%s depends on router: evaluation stays beside it", rel)
+		}
+	}
+}

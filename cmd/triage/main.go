@@ -1,0 +1,113 @@
+// Command triage is the semantic-routing gateway for OpenAI-compatible LLM
+// servers, and its tools.
+//
+//	triage serve --config FILE [--listen ADDR]   run the gateway
+//	triage sim --listen ADDR --model NAME [...]  run a simulated vLLM replica
+//	triage version                               print the version
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = ""
+
+type command struct {
+	name, summary string
+	run           func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
+
+func commands() []command {
+	return []command{
+		{"serve", "run the gateway", runServe},
+		{"sim", "run a simulated vLLM replica (for trying triage out, tests and benchmarks)", runSim},
+		{"version", "print the version", func(_ context.Context, _ []string, stdout, _ io.Writer) error {
+			fmt.Fprintln(stdout, versionString())
+			return nil
+		}},
+	}
+}
+
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "devel"
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: triage <command> [flags]\n\ncommands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nrun 'triage <command> -h' for a command's flags")
+}
+
+// errUsage marks a command-line mistake: exit status 2.
+var errUsage = errors.New("usage")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	for _, c := range commands() {
+		if c.name != args[0] {
+			continue
+		}
+		err := c.run(ctx, args[1:], stdout, stderr)
+		switch {
+		case err == nil:
+			return 0
+		case errors.Is(err, flag.ErrHelp):
+			return 0
+		case errors.Is(err, errUsage):
+			return 2
+		default:
+			fmt.Fprintf(stderr, "triage %s: %v\n", c.name, err)
+			return 1
+		}
+	}
+	fmt.Fprintf(stderr, "triage: unknown command %q\n\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+// parseFlags parses args into fs, printing errors to stderr; a bad flag is
+// errUsage.
+func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "unexpected arguments: %v\n", fs.Args())
+		fs.Usage()
+		return errUsage
+	}
+	return nil
+}

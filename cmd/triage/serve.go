@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	_ "net/http/pprof" // served only on server.debug_listen
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/triagegw/triage/router"
+	"github.com/triagegw/triage/router/config"
+	"github.com/triagegw/triage/router/logsink"
+)
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("triage serve", flag.ContinueOnError)
+	cfgPath := fs.String("config", "triage.yaml", "config file (YAML); TRIAGE_* environment variables override it")
+	listen := fs.String("listen", "", "address to serve on, overriding the config's listen")
+	check := fs.Bool("check", false, "validate the config and exit")
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
+	}
+	// Take SIGHUP from the start: its default action would kill a gateway
+	// still starting up.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	load := func() (*config.Config, error) {
+		c, err := config.Load(*cfgPath)
+		if err != nil {
+			return nil, err
+		}
+		if *listen != "" {
+			c.Listen = *listen
+		}
+		return c, nil
+	}
+	cfg, err := load()
+	if err != nil {
+		return err
+	}
+	if *check {
+		fmt.Fprintf(stdout, "%s: ok (%d pools)\n", *cfgPath, len(cfg.Pools))
+		return nil
+	}
+
+	// Logs go through a buffer flushed in the background: the request path
+	// never waits on stderr.
+	sink := logsink.New(stderr, 4<<20, 200*time.Millisecond)
+	var level slog.LevelVar
+	_ = level.UnmarshalText([]byte(cfg.Log.Level))
+	log := slog.New(slog.NewJSONHandler(sink, &slog.HandlerOptions{Level: &level}))
+	slog.SetDefault(log)
+	var bg sync.WaitGroup
+	sinkCtx, stopSink := context.WithCancel(context.Background())
+	bg.Go(func() { sink.Run(sinkCtx) })
+	defer func() { stopSink(); bg.Wait() }()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "triage_log_dropped_total", Help: "Log lines dropped because the log output could not keep up."},
+			func() float64 { return float64(sink.Dropped()) }))
+	gw, err := router.New(cfg, router.Options{Logger: log, AccessLog: sink, Registry: reg})
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return err
+	}
+	if addr := cfg.Server.DebugListen; addr != "" {
+		dln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("server.debug_listen: %w", err)
+		}
+		dsrv := &http.Server{Handler: http.DefaultServeMux, ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = dsrv.Serve(dln) }()
+		defer dsrv.Close()
+		log.Info("pprof listening", "addr", dln.Addr().String())
+	}
+	srv := gw.HTTPServer(slog.NewLogLogger(log.Handler(), slog.LevelWarn))
+
+	runCtx, stopRun := context.WithCancel(context.Background())
+	defer stopRun()
+	bg.Go(func() { gw.Run(runCtx) })
+
+	reload := func(trigger string) {
+		c, err := load()
+		if err == nil {
+			err = gw.Apply(c)
+		}
+		if err != nil {
+			gw.Metrics().Reload("invalid")
+			log.Error("config reload rejected; the previous config stays in effect", "trigger", trigger, "error", err.Error())
+			return
+		}
+		level.UnmarshalText([]byte(c.Log.Level))
+		gw.Metrics().Reload("success")
+		log.Info("config reloaded", "trigger", trigger, "version", gw.Version())
+	}
+	bg.Go(func() {
+		if err := config.Watch(runCtx, log, []string{*cfgPath}, 250*time.Millisecond, func() { reload("file") }); err != nil {
+			log.Error("config file watch failed; reload with SIGHUP", "error", err)
+		}
+	})
+	bg.Go(func() {
+		for {
+			select {
+			case <-runCtx.Done():
+				return
+			case <-hup:
+				reload("SIGHUP")
+			}
+		}
+	})
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info("triage listening", "addr", ln.Addr().String(), "config", *cfgPath, "pools", len(cfg.Pools), "version", versionString())
+
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	// Drain: readiness goes false, new connections are refused, requests
+	// and streams in flight run to their end or to the deadline.
+	gw.Drain()
+	log.Info("shutting down: draining requests in flight", "deadline", cfg.Server.ShutdownTimeout.String())
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.Server.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		log.Warn("drain deadline reached; closing the remaining connections", "error", err.Error())
+		_ = srv.Close()
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	stopRun()
+	log.Info("stopped")
+	return nil
+}
