@@ -1,0 +1,43 @@
+# triage — the two commands of the README, and the pieces they are made of.
+#   make run    set up, build, start the gateway on its default configuration
+#   make test   set up and run every test
+GO      ?= go
+BIN     := bin/triage
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+
+.PHONY: all setup build run test vet fuzz bench bench-gateway clean
+
+all: build
+
+setup:
+	@bash scripts/setup.sh
+
+build: setup
+	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/triage
+
+run: build
+	@bash scripts/run.sh
+
+vet:
+	$(GO) vet ./...
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+test: setup vet
+	CGO_ENABLED=0 $(GO) build ./...
+	$(GO) test -race -count=1 -timeout 15m ./...
+
+# A short run of every fuzz target (the corpus seeds also run in `make test`).
+fuzz:
+	$(GO) test ./router/openai -run '^$$' -fuzz FuzzExtract -fuzztime 60s
+
+# In-process benchmarks of the request path, with allocations.
+bench:
+	$(GO) test ./router/... -run '^$$' -bench . -benchmem -count 6
+
+# Side by side with nginx, fasthttp and gin+ReverseProxy (../shared/bench).
+bench-gateway: build
+	GW_CMD="$(CURDIR)/$(BIN) serve --config $(CURDIR)/bench/gateway.yaml" GW_PORT=18010 GW_NAME=triage \
+	  GW_VERSION=$(VERSION) TARGETS=$${TARGETS:-direct,nginx,fasthttp,gin} bash ../shared/bench/run.sh
+
+clean:
+	rm -rf bin

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# setup.sh — everything triage needs before it builds, runs or tests, from
+# package registries only, pinned. Safe to run again: it skips what is there.
+#
+# Today: Go modules (go.sum pins them). Model files and the ONNX Runtime
+# library join this script with the classifier tiers.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_go="1.26"
+have_go=$(go env GOVERSION 2>/dev/null | sed 's/^go//')
+case "$have_go" in
+  "$need_go"|"$need_go".*|1.2[7-9]*|1.[3-9]*) ;;
+  *) echo "setup: Go >= $need_go is required (found '${have_go:-none}')" >&2; exit 1 ;;
+esac
+
+echo "setup: Go modules"
+go mod download
