@@ -6,7 +6,7 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 ARG VERSION=dev
-RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/triage ./cmd/triage
+RUN CGO_ENABLED=0 go build -tags nomsgpack -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/triage ./cmd/triage
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/triage /usr/local/bin/triage

@@ -13,7 +13,7 @@ setup:
 	@bash scripts/setup.sh
 
 build: setup
-	$(GO) build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/triage
+	$(GO) build -trimpath -tags nomsgpack -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/triage
 
 run: build
 	@bash scripts/run.sh

@@ -15,7 +15,10 @@ import (
 
 var lineBuf = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
-type logLine struct{ b []byte }
+type logLine struct {
+	b  []byte
+	bp *[]byte // the pooled buffer b came from
+}
 
 func newLine(t time.Time, level, msg string) logLine {
 	bp := lineBuf.Get().(*[]byte)
@@ -25,7 +28,7 @@ func newLine(t time.Time, level, msg string) logLine {
 	b = append(b, level...)
 	b = append(b, `","msg":`...)
 	b = appendJSONString(b, msg)
-	return logLine{b}
+	return logLine{b: b, bp: bp}
 }
 
 func (l *logLine) str(k, v string) {
@@ -65,8 +68,8 @@ func (l *logLine) end(w io.Writer) {
 	l.b = append(l.b, '}', '\n')
 	_, _ = w.Write(l.b)
 	if cap(l.b) <= 4096 {
-		b := l.b[:0]
-		lineBuf.Put(&b)
+		*l.bp = l.b[:0]
+		lineBuf.Put(l.bp)
 	}
 }
 

@@ -60,6 +60,7 @@ type Gateway struct {
 	applyMu  sync.Mutex
 	changed  chan struct{} // kicks Run to start or stop health checks
 	draining atomic.Bool
+	served   atomic.Uint64 // requests answered on the OpenAI endpoints
 }
 
 // snapshot is one immutable configuration in effect.
@@ -71,6 +72,7 @@ type snapshot struct {
 	byName    map[string]*poolEntry
 	models    map[string]*poolEntry // model names and aliases
 	def       *poolEntry
+	decider   Decider
 	modelList []byte // the /v1/models body
 }
 
@@ -184,6 +186,7 @@ func (g *Gateway) Apply(cfg *config.Config) error {
 	if cfg.DefaultPool != "" {
 		s.def = s.byName[cfg.DefaultPool]
 	}
+	s.decider = &modelTable{models: s.models, def: s.def}
 	s.modelList = modelList(s)
 	g.snap.Store(s)
 
@@ -239,8 +242,9 @@ func modelList(s *snapshot) []byte {
 }
 
 // Run runs the active health checks of the pools in effect, starting and
-// stopping them as Apply swaps snapshots. It returns when ctx is done and
-// every check has stopped.
+// stopping them as Apply swaps snapshots, and closes upstream connections
+// left idle too long. It returns when ctx is done and every check has
+// stopped.
 func (g *Gateway) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	running := map[*pool.Pool]context.CancelFunc{}
@@ -264,6 +268,8 @@ func (g *Gateway) Run(ctx context.Context) {
 		}
 	}
 	sync()
+	janitor := time.NewTicker(time.Second)
+	defer janitor.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -271,9 +277,12 @@ func (g *Gateway) Run(ctx context.Context) {
 				cancel()
 			}
 			wg.Wait()
+			g.tr.CloseIdle()
 			return
 		case <-g.changed:
 			sync()
+		case <-janitor.C:
+			g.tr.CloseStale()
 		}
 	}
 }
@@ -285,6 +294,9 @@ func (g *Gateway) onHealthChange(t pool.Transition) {
 	}
 	g.log.Warn("backend unhealthy", "pool", t.Pool, "backend", t.Backend, "error", t.Err)
 }
+
+// Served counts the requests answered on the OpenAI endpoints.
+func (g *Gateway) Served() uint64 { return g.served.Load() }
 
 // Drain marks the gateway as shutting down: /readyz answers 503 so load
 // balancers stop sending, while requests in flight go on.

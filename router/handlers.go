@@ -142,18 +142,23 @@ func (g *Gateway) forward(c *gin.Context) {
 		return
 	}
 	al.model, al.stream = req.Model, req.Stream
-	e, ok := s.models[string(req.Model)]
-	if req.ModelEscaped {
-		e, ok = s.models[req.ModelName()]
-	}
-	if !ok {
-		if s.def == nil {
-			oe := openai.ModelNotFound(req.ModelName())
-			al.status, al.err = oe.Status, oe
-			openai.WriteError(w, oe)
-			return
+	dec, err := s.decider.Decide(r.Context(), Input{Req: req, Body: body, Header: r.Header})
+	if err != nil {
+		oe := openai.Internal()
+		if errors.Is(err, ErrUnknownModel) {
+			oe = openai.ModelNotFound(req.ModelName())
 		}
-		e = s.def
+		al.status, al.err = oe.Status, err
+		openai.WriteError(w, oe)
+		return
+	}
+	al.reason = dec.Reason
+	e := s.byName[dec.Pool]
+	if e == nil {
+		oe := openai.Internal()
+		al.status, al.err = oe.Status, errors.New("router: decider chose unknown pool "+dec.Pool)
+		openai.WriteError(w, oe)
+		return
 	}
 	al.pool = e
 	fr := proxy.Request{
@@ -180,6 +185,7 @@ type accessLine struct {
 	start   time.Time
 	bytesIn int
 	pool    *poolEntry
+	reason  string
 	status  int
 	err     error
 	res     proxy.Result
@@ -191,6 +197,7 @@ func (g *Gateway) account(s *snapshot, al *accessLine) {
 		return
 	}
 	al.done = true
+	g.served.Add(1)
 	d := time.Since(al.start)
 	var pm *metrics.Pool
 	poolName := metrics.NoPool
@@ -232,6 +239,9 @@ func (g *Gateway) account(s *snapshot, al *accessLine) {
 	l.bool("stream", al.stream)
 	l.str("pool", poolName)
 	l.str("backend", backend)
+	if al.reason != "" {
+		l.str("reason", al.reason)
+	}
 	l.int("status", int64(al.status))
 	l.int("attempts", int64(res.Attempts))
 	l.ms("ttfb_ms", res.TTFB)

@@ -370,7 +370,7 @@ func TestAccessLogHasDecisionFieldsAndNoPrompt(t *testing.T) {
 			t.Errorf("access log lacks %q: %v", k, line)
 		}
 	}
-	if line["request_id"] != "client-id-42" || line["pool"] != "p" || line["backend"] != rep.URL || line["status"] != float64(200) {
+	if line["request_id"] != "client-id-42" || line["pool"] != "p" || line["backend"] != rep.URL || line["status"] != float64(200) || line["reason"] != "explicit_model" {
 		t.Errorf("access log = %v", line)
 	}
 	if strings.Contains(h.log.String(), "SECRET-PROMPT-TEXT") {
@@ -557,5 +557,46 @@ func TestRetryGoesToAnotherReplica(t *testing.T) {
 	}
 	if m := scrape(t, h); !strings.Contains(m, `triage_upstream_retries_total{pool="p"} 5`) {
 		t.Fatalf("retries not counted:\n%s", grep(m, "retries"))
+	}
+}
+
+func TestGatedStreamThroughGateway(t *testing.T) {
+	gate := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "data: {\"n\":1}\n\n")
+		w.(http.Flusher).Flush()
+		select { // chunk 2 waits until the client has seen chunk 1
+		case <-gate:
+		case <-r.Context().Done():
+			return
+		}
+		fmt.Fprint(w, "data: {\"n\":2}\n\ndata: [DONE]\n\n")
+	}))
+	defer up.Close()
+	h := newHarness(t, newConfig("", poolCfg("p", "m", up.URL)))
+	req, _ := http.NewRequest("POST", h.URL+"/v1/chat/completions", strings.NewReader(`{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	got := make(chan string, 1)
+	go func() { l, _ := br.ReadString('\n'); got <- l }()
+	select {
+	case l := <-got:
+		if l != "data: {\"n\":1}\n" {
+			t.Fatalf("first line %q", l)
+		}
+	case <-time.After(5 * time.Second):
+		close(gate)
+		t.Fatal("chunk 1 did not reach the client while the upstream held chunk 2")
+	}
+	close(gate)
+	rest, err := io.ReadAll(br)
+	if err != nil || !strings.HasSuffix(string(rest), "data: [DONE]\n\n") {
+		t.Fatalf("rest %q err %v", rest, err)
 	}
 }

@@ -29,8 +29,12 @@ type Writer struct {
 	flushMu sync.Mutex // serialises writes to out
 }
 
+// kickAt is how much buffered output wakes the flusher before its interval:
+// small enough that the buffers stay small under load.
+const kickAt = 64 << 10
+
 // New returns a Writer to out that holds at most max bytes and flushes every
-// interval, or sooner when a quarter of max is waiting.
+// interval, or sooner when 64 KiB are waiting.
 func New(out io.Writer, max int, interval time.Duration) *Writer {
 	return &Writer{out: out, max: max, interval: interval, kick: make(chan struct{}, 1)}
 }
@@ -47,7 +51,7 @@ func (w *Writer) Write(p []byte) (int, error) {
 	w.buf = append(w.buf, p...)
 	n := len(w.buf)
 	w.mu.Unlock()
-	if n >= w.max/4 {
+	if n >= kickAt {
 		select {
 		case w.kick <- struct{}{}:
 		default:
@@ -72,7 +76,7 @@ func (w *Writer) Flush() error {
 		_, err = w.out.Write(b)
 	}
 	w.mu.Lock()
-	if cap(b) <= 4*w.max { // keep the buffer unless it ballooned
+	if cap(b) <= 4*kickAt { // keep the buffer unless a burst ballooned it
 		w.spare = b[:0]
 	}
 	w.mu.Unlock()

@@ -422,6 +422,18 @@ func TestIdleTimeoutDropsOldConnections(t *testing.T) {
 	if conns.Load() != 2 {
 		t.Fatalf("connections = %d, want 2: a connection idle past IdleTimeout must not be reused", conns.Load())
 	}
+	// Without traffic, CloseStale reaps what aged out.
+	tr.CloseStale()
+	if n := tr.IdleConns(); n != 1 {
+		t.Fatalf("CloseStale closed a fresh connection: %d idle, want 1", n)
+	}
+	mu.Lock()
+	now = now.Add(2 * time.Second)
+	mu.Unlock()
+	tr.CloseStale()
+	if n := tr.IdleConns(); n != 0 {
+		t.Fatalf("after CloseStale past the idle timeout: %d idle connections, want 0", n)
+	}
 }
 
 func TestWireFraming(t *testing.T) {

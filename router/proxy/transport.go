@@ -12,8 +12,9 @@ import (
 )
 
 // readBufSize is the per-connection read buffer: it bounds a response header
-// line and is the unit in which bodies are relayed.
-const readBufSize = 16 << 10
+// line and is the unit in which bodies are relayed. SSE events are far
+// smaller; 8 KiB keeps 100 idle connections under 1 MiB.
+const readBufSize = 8 << 10
 
 // Transport owns keep-alive connections to upstream replicas, keyed by
 // scheme and address so they outlive config reloads that keep a replica.
@@ -160,6 +161,31 @@ func (t *Transport) Retain(keep map[string]bool) {
 		if !keep[k.(string)] {
 			t.hosts.Delete(k)
 			closeAll(v.(*hostConns))
+		}
+		return true
+	})
+}
+
+// CloseStale closes idle connections past the idle timeout. Call it
+// periodically: without traffic nothing else would, and the replica would
+// hold them open (or close them under the gateway's feet).
+func (t *Transport) CloseStale() {
+	cutoff := t.now().Add(-t.idleTimeout())
+	t.hosts.Range(func(_, v any) bool {
+		h := v.(*hostConns)
+		h.mu.Lock()
+		// The stack is ordered oldest first: cut the stale prefix.
+		n := 0
+		for n < len(h.idle) && !h.idle[n].idleAt.After(cutoff) {
+			n++
+		}
+		stale := append([]*conn(nil), h.idle[:n]...)
+		rest := copy(h.idle, h.idle[n:])
+		clear(h.idle[rest:])
+		h.idle = h.idle[:rest]
+		h.mu.Unlock()
+		for _, c := range stale {
+			c.nc.Close()
 		}
 		return true
 	})

@@ -1,0 +1,67 @@
+package metrics
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func TestPoolObserversAndBackendGauges(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg)
+	p := m.Pool("legal")
+	if m.Pool("legal") != p {
+		t.Fatal("Pool did not return the cached observers")
+	}
+	p.Code(200).Inc()
+	p.Code(200).Inc()
+	p.Code(599).Inc()
+	p.Code(700).Inc() // outside the cache: still counted
+	p.Duration.Observe(0.2)
+	m.Reload("invalid")
+	RegisterBackends(reg, func(yield func(BackendState)) {
+		yield(BackendState{Pool: "legal", Backend: "http://a:1", InFlight: 3, Healthy: true})
+		yield(BackendState{Pool: "legal", Backend: "http://b:1", InFlight: 0, Healthy: false})
+	})
+	want := `
+# HELP triage_requests_total Requests answered, by pool and HTTP status (499: the client left first).
+# TYPE triage_requests_total counter
+triage_requests_total{code="200",pool="legal"} 2
+triage_requests_total{code="400",pool="legal"} 0
+triage_requests_total{code="404",pool="legal"} 0
+triage_requests_total{code="413",pool="legal"} 0
+triage_requests_total{code="499",pool="legal"} 0
+triage_requests_total{code="500",pool="legal"} 0
+triage_requests_total{code="502",pool="legal"} 0
+triage_requests_total{code="503",pool="legal"} 0
+triage_requests_total{code="504",pool="legal"} 0
+triage_requests_total{code="599",pool="legal"} 1
+triage_requests_total{code="700",pool="legal"} 1
+# HELP triage_upstream_inflight Requests in flight to each replica.
+# TYPE triage_upstream_inflight gauge
+triage_upstream_inflight{backend="http://a:1",pool="legal"} 3
+triage_upstream_inflight{backend="http://b:1",pool="legal"} 0
+# HELP triage_backend_healthy 1 when the replica passes its health checks and is not ejected, else 0.
+# TYPE triage_backend_healthy gauge
+triage_backend_healthy{backend="http://a:1",pool="legal"} 1
+triage_backend_healthy{backend="http://b:1",pool="legal"} 0
+# HELP triage_config_reloads_total Config reloads by result (success, invalid).
+# TYPE triage_config_reloads_total counter
+triage_config_reloads_total{result="invalid"} 1
+triage_config_reloads_total{result="success"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want),
+		"triage_requests_total", "triage_upstream_inflight", "triage_backend_healthy", "triage_config_reloads_total"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func BenchmarkCode(b *testing.B) {
+	p := New(prometheus.NewRegistry()).Pool("p")
+	b.ReportAllocs()
+	for b.Loop() {
+		p.Code(200).Inc()
+	}
+}
