@@ -116,12 +116,12 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 }
 
 // HTTPServer returns the server to run Handler with. Its ReadTimeout bounds
-// a request's head and body; the forwarding handler clears the deadline once
-// the body is in, because net/http cancels a request's context when its read
-// deadline passes during the response (which would cut long streams). One
-// deadline for head and body, set by the server, is also two fewer timer
-// updates per request than a separate body deadline. Changes to
-// server.* take effect at restart.
+// a request's head and body, and only those: net/http clears the read
+// deadline when the body has been read to its end (as the forwarding handler
+// always does before it answers), so streams are not cut by it
+// (TestStreamOutlivesReadTimeout holds this). One deadline for head and body,
+// set by the server, costs fewer timer updates per request than a separate
+// body deadline. Changes to server.* take effect at restart.
 func (g *Gateway) HTTPServer(errLog *log.Logger) *http.Server {
 	c := g.snap.Load().cfg
 	return &http.Server{

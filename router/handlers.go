@@ -122,11 +122,6 @@ func (g *Gateway) forward(c *gin.Context) {
 		openai.WriteError(w, oerr)
 		return
 	}
-	// The server's read deadline covered the head and the body; from here it
-	// would only cut the response (see HTTPServer).
-	if d, ok := raw.(interface{ SetReadDeadline(time.Time) error }); ok {
-		_ = d.SetReadDeadline(time.Time{})
-	}
 	// golang/go#40747 cuts ~1% of streams when the response starts while
 	// the request body is unread; the body is read by now, and full duplex
 	// keeps it so if that ever changes. Not before: net/http (go1.26) then
