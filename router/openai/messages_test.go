@@ -1,0 +1,106 @@
+package openai
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestConversationText(t *testing.T) {
+	chat := `{"model":"auto","messages":[
+		{"role":"system","content":"You are helpful."},
+		{"role":"user","content":"first question"},
+		{"role":"assistant","content":"an answer"},
+		{"role":"user","content":[{"type":"text","text":"look at \"this\""},{"type":"image_url","image_url":{"url":"x"}},{"type":"text","text":"caf\u00e9 \ud83d\ude00"}]},
+		{"role":"tool","content":"tool output"},
+		{"content":"no role","role":"user"}
+	]}`
+	for _, tc := range []struct {
+		name string
+		conv Conversation
+		body string
+		want string
+	}{
+		{"last user turn", Conversation{}, chat, "no role"},
+		{"three turns, most recent first", Conversation{UserTurns: 3}, chat, "no role\n\nlook at \"this\"\ncafé 😀\n\nfirst question"},
+		{"with system", Conversation{UserTurns: 1, System: true}, chat, "no role\n\nYou are helpful."},
+		{"capped", Conversation{UserTurns: 3, MaxBytes: 12}, chat, "no role\n\nloo"},
+		{"cap inside a rune", Conversation{MaxBytes: 5}, `{"model":"m","messages":[{"role":"user","content":"abcdé"}]}`, "abcd"},
+		{"completions prompt", Conversation{}, `{"model":"m","prompt":"Once\tupon"}`, "Once\tupon"},
+		{"prompt array", Conversation{}, `{"model":"m","prompt":[1,"second",[2]]}`, "second"},
+		{"embeddings input", Conversation{}, `{"model":"m","input":["a","b"]}`, "a"},
+		{"no user message", Conversation{}, `{"model":"m","messages":[{"role":"system","content":"s"}]}`, ""},
+		{"null content", Conversation{}, `{"model":"m","messages":[{"role":"user","content":null}]}`, ""},
+		{"lone surrogate", Conversation{}, `{"model":"m","messages":[{"role":"user","content":"a\ud800b"}]}`, "a\uFFFDb"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := Extract([]byte(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := string(tc.conv.AppendText(nil, []byte(tc.body), &r))
+			if got != tc.want {
+				t.Fatalf("AppendText = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestConversationTextAllocs(t *testing.T) {
+	body := []byte(`{"model":"auto","messages":[{"role":"system","content":"s"},{"role":"user","content":"Can my landlord keep my deposit?"}]}`)
+	r, _ := Extract(body)
+	dst := make([]byte, 0, 1024)
+	c := Conversation{UserTurns: 3}
+	if n := testing.AllocsPerRun(100, func() { dst = c.AppendText(dst[:0], body, &r) }); n != 0 {
+		t.Fatalf("AppendText allocates %v times per call", n)
+	}
+}
+
+// FuzzConversationText: any body Extract accepts yields text without
+// panicking, and the last user turn matches encoding/json's reading.
+func FuzzConversationText(f *testing.F) {
+	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":"hi \u00e9"}]}`))
+	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a"}]},{"role":"user","content":"b\nc"}]}`))
+	f.Add([]byte(`{"model":"m","prompt":["x"]}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r, err := Extract(body)
+		if err != nil {
+			return
+		}
+		got := string(Conversation{}.AppendText(nil, body, &r))
+		if r.Messages.Len() == 0 {
+			return
+		}
+		// Maps, not structs: encoding/json matches struct fields without
+		// regard to case, the upstream (Python) does not.
+		var req struct {
+			Messages []map[string]json.RawMessage `json:"messages"`
+		}
+		if json.Unmarshal(body, &req) != nil {
+			return // e.g. messages holding non-objects
+		}
+		want := ""
+		for i := len(req.Messages) - 1; i >= 0; i-- {
+			var role string
+			if json.Unmarshal(req.Messages[i]["role"], &role) != nil || role != "user" {
+				continue
+			}
+			var s string
+			if json.Unmarshal(req.Messages[i]["content"], &s) == nil {
+				want = s
+			} else {
+				want = "\x00skip"
+			}
+			break
+		}
+		if want == "\x00skip" || strings.ContainsRune(want, '\uFFFD') {
+			return
+		}
+		if len(want) > 16<<10 {
+			want = want[:len(got)]
+		}
+		if got != want && replaceInvalid(got) != want {
+			t.Fatalf("AppendText(%q) = %q, want %q", body, got, want)
+		}
+	})
+}
