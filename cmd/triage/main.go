@@ -1,9 +1,12 @@
 // Command triage is the semantic-routing gateway for OpenAI-compatible LLM
 // servers, and its tools.
 //
-//	triage serve --config FILE [--listen ADDR]   run the gateway
-//	triage sim --listen ADDR --model NAME [...]  run a simulated vLLM replica
-//	triage version                               print the version
+//	triage serve --config FILE [--listen ADDR]          run the gateway
+//	triage classify [--heads DIR] TEXT | -              classify text (tier 1)
+//	triage train --data FILE --tier 1 --out DIR         train class heads
+//	triage models import glove|model2vec ... | info     build and inspect model tables
+//	triage sim --listen ADDR --model NAME [...]         run a simulated vLLM replica
+//	triage version                                      print the version
 package main
 
 import (
@@ -15,7 +18,9 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strconv"
 	"syscall"
+	"time"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -29,7 +34,10 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"serve", "run the gateway", runServe},
+		{"classify", "classify text with a heads artifact (tier 1)", runClassify},
+		{"train", "train class heads on a labelled JSONL dataset", runTrain},
 		{"sim", "run a simulated vLLM replica (for trying triage out, tests and benchmarks)", runSim},
+		{"models", "build and inspect static embedding tables (tier 1 of the classifier)", runModels},
 		{"version", "print the version", func(_ context.Context, _ []string, stdout, _ io.Writer) error {
 			fmt.Fprintln(stdout, versionString())
 			return nil
@@ -110,4 +118,19 @@ func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
 		return errUsage
 	}
 	return nil
+}
+
+// buildTime is the time stamped into artifacts: $SOURCE_DATE_EPOCH (the
+// reproducible-builds convention) when set, so the same inputs give the
+// same bytes, or now.
+func buildTime() (time.Time, error) {
+	s := os.Getenv("SOURCE_DATE_EPOCH")
+	if s == "" {
+		return time.Now().UTC(), nil
+	}
+	sec, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("SOURCE_DATE_EPOCH %q: %v", s, err)
+	}
+	return time.Unix(sec, 0).UTC(), nil
 }

@@ -1,0 +1,259 @@
+package classifier
+
+import (
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestSetTop(t *testing.T) {
+	classes := []string{"a", "b", "c", "d"}
+	var r Result
+	r.SetTop(classes, []float32{0.1, 0.5, 0.15, 0.25}, 3)
+	if r.Class != "b" || r.Score != 0.5 || len(r.Top) != 3 || r.Top[1].Class != "d" || r.Top[2].Class != "c" {
+		t.Fatalf("SetTop = %+v", r)
+	}
+	r.SetTop(classes, []float32{0.7, 0.1, 0.1, 0.1}, 10)
+	if len(r.Top) != 4 || r.Class != "a" {
+		t.Fatalf("SetTop(k > classes) = %+v", r)
+	}
+	probs := []float32{0.1, 0.2, 0.3, 0.4}
+	if n := testing.AllocsPerRun(100, func() { r.SetTop(classes, probs, 3) }); n != 0 {
+		t.Fatalf("SetTop allocates %v times once Top has room", n)
+	}
+}
+
+func TestSoftmaxAndNormalize(t *testing.T) {
+	p := []float32{1, 2, 3}
+	Softmax(p, 1)
+	want := []float64{0.09003057, 0.24472847, 0.66524096}
+	for i := range p {
+		if math.Abs(float64(p[i])-want[i]) > 1e-6 {
+			t.Fatalf("Softmax = %v, want %v", p, want)
+		}
+	}
+	q := []float32{1, 2, 3}
+	Softmax(q, 1000) // a high temperature flattens
+	if q[2]-q[0] > 0.001 {
+		t.Fatalf("Softmax at T=1000 = %v, want nearly uniform", q)
+	}
+	big := []float32{1000, 1001}
+	Softmax(big, 1)
+	if math.IsNaN(float64(big[0])) || math.Abs(float64(big[1])-0.7310586) > 1e-6 {
+		t.Fatalf("Softmax overflowed: %v", big)
+	}
+	v := []float32{3, 4}
+	if n := L2Normalize(v); n != 5 || v[0] != 0.6 || v[1] != 0.8 {
+		t.Fatalf("L2Normalize = %v (norm %v)", v, n)
+	}
+	z := []float32{0, 0}
+	if L2Normalize(z) != 0 || z[0] != 0 {
+		t.Fatal("L2Normalize(0) changed the vector")
+	}
+}
+
+// blobs makes k Gaussian clusters in d dimensions.
+func blobs(n, k, d int, spread float64, noiseSeed uint64) ([][]float32, []int) {
+	rng := rand.New(rand.NewPCG(1, 1)) // the same centers every time
+	centers := make([][]float32, k)
+	for c := range centers {
+		centers[c] = make([]float32, d)
+		for i := range centers[c] {
+			centers[c][i] = float32(rng.NormFloat64())
+		}
+	}
+	rng = rand.New(rand.NewPCG(noiseSeed, 2))
+	x := make([][]float32, n)
+	y := make([]int, n)
+	for i := range x {
+		c := i % k
+		y[i] = c
+		x[i] = make([]float32, d)
+		for j := range x[i] {
+			x[i][j] = centers[c][j] + float32(rng.NormFloat64()*spread)
+		}
+		L2Normalize(x[i])
+	}
+	return x, y
+}
+
+func accuracy(l *Linear, x [][]float32, y []int) float64 {
+	p := make([]float32, len(l.Classes))
+	hit := 0
+	for i := range x {
+		l.Probs(x[i], p)
+		if Argmax(p) == y[i] {
+			hit++
+		}
+	}
+	return float64(hit) / float64(len(x))
+}
+
+func TestTrainSoftmaxAndCentroid(t *testing.T) {
+	classes := []string{"a", "b", "c", "d", "e"}
+	x, y := blobs(2000, 5, 16, 0.3, 1)
+	xt, yt := blobs(500, 5, 16, 0.3, 2) // the same centers, fresh noise
+	sm := TrainSoftmax(x, y, classes, SoftmaxOptions{Epochs: 20})
+	if err := sm.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if a := accuracy(sm, xt, yt); a < 0.95 {
+		t.Fatalf("softmax regression accuracy %.3f on separable clusters, want > 0.95", a)
+	}
+	ce := TrainCentroid(x, y, classes)
+	if a := accuracy(ce, xt, yt); a < 0.95 {
+		t.Fatalf("nearest centroid accuracy %.3f, want > 0.95", a)
+	}
+	// Deterministic for a seed.
+	sm2 := TrainSoftmax(x, y, classes, SoftmaxOptions{Epochs: 20})
+	for i := range sm.W {
+		if sm.W[i] != sm2.W[i] {
+			t.Fatal("TrainSoftmax is not deterministic for a seed")
+		}
+	}
+}
+
+func TestClassWeightsBalance(t *testing.T) {
+	y := []int{0, 0, 0, 1}
+	w := ClassWeights(y, 2, true)
+	if w[0]*3 != w[1]*1 || math.Abs(float64(w[0]*3+w[1])-4) > 1e-6 {
+		t.Fatalf("balanced weights %v: each class must carry the same total weight", w)
+	}
+	if w := ClassWeights(y, 2, false); w[0] != 1 || w[1] != 1 {
+		t.Fatalf("unbalanced weights %v", w)
+	}
+}
+
+func TestFitTemperatureRecoversTruth(t *testing.T) {
+	// Labels drawn from softmax(z / 2.5): the fitted temperature is 2.5.
+	rng := rand.New(rand.NewPCG(7, 7))
+	const T0 = 2.5
+	var logits [][]float32
+	var y []int
+	for range 20000 {
+		z := make([]float32, 4)
+		for j := range z {
+			z[j] = float32(rng.NormFloat64() * 4)
+		}
+		p := append([]float32(nil), z...)
+		Softmax(p, T0)
+		u, c := rng.Float32(), 0
+		for c < 3 && u > p[c] {
+			u -= p[c]
+			c++
+		}
+		logits, y = append(logits, z), append(y, c)
+	}
+	if got := FitTemperature(logits, y); math.Abs(float64(got)-T0) > 0.15 {
+		t.Fatalf("FitTemperature = %.3f, want %.1f", got, T0)
+	}
+}
+
+func TestEvaluate(t *testing.T) {
+	classes := []string{"x", "y"}
+	probs := [][]float32{{0.9, 0.1}, {0.8, 0.2}, {0.3, 0.7}, {0.6, 0.4}}
+	y := []int{0, 1, 1, 0}
+	r := Evaluate(classes, probs, y)
+	// predictions x, x, y, x: 3 of 4 right.
+	if r.Accuracy != 0.75 || r.N != 4 {
+		t.Fatalf("accuracy %v n %d", r.Accuracy, r.N)
+	}
+	px, py := r.PerClass["x"], r.PerClass["y"]
+	if math.Abs(px.Precision-2.0/3) > 1e-9 || px.Recall != 1 || py.Precision != 1 || py.Recall != 0.5 {
+		t.Fatalf("per class %+v %+v", px, py)
+	}
+	// ECE: bins 0.9 (hit), 0.8 (miss), 0.7 (hit), 0.6 (hit), one item each:
+	// (|1-0.9| + |0-0.8| + |1-0.7| + |1-0.6|) / 4 = 0.4.
+	if math.Abs(r.ECE-0.4) > 1e-6 {
+		t.Fatalf("ECE %v, want 0.4", r.ECE)
+	}
+}
+
+func TestTrainBag(t *testing.T) {
+	// Rows 0-9 signal class 0, 10-19 class 1, 20-29 are noise shared by both.
+	rng := rand.New(rand.NewPCG(3, 3))
+	var docs [][]int32
+	var y []int
+	for i := range 2000 {
+		c := i % 2
+		var doc []int32
+		for range 6 {
+			doc = append(doc, int32(20+rng.IntN(10)))
+		}
+		doc = append(doc, int32(c*10+rng.IntN(10)))
+		docs, y = append(docs, doc), append(y, c)
+	}
+	const d = 8
+	init := func() []float32 {
+		emb := make([]float32, 30*d)
+		r := rand.New(rand.NewPCG(9, 9))
+		for i := range emb {
+			emb[i] = float32(r.NormFloat64()) * 0.1
+		}
+		return emb
+	}
+	emb := init()
+	head := TrainBag(emb, d, docs, y, []string{"zero", "one"}, BagOptions{Epochs: 5, LearningRate: 0.5})
+	h := make([]float32, d)
+	p := make([]float32, 2)
+	hit := 0
+	for i, doc := range docs {
+		BagFeatures(emb, d, doc, h)
+		head.Probs(h, p)
+		if Argmax(p) == y[i] {
+			hit++
+		}
+	}
+	if a := float64(hit) / float64(len(docs)); a < 0.97 {
+		t.Fatalf("TrainBag accuracy %.3f on one signal token among six noise tokens, want > 0.97", a)
+	}
+	emb2 := init()
+	head2 := TrainBag(emb2, d, docs, y, []string{"zero", "one"}, BagOptions{Epochs: 5, LearningRate: 0.5})
+	for i := range emb {
+		if emb[i] != emb2[i] {
+			t.Fatal("TrainBag is not deterministic for a seed")
+		}
+	}
+	if head.W[0] != head2.W[0] {
+		t.Fatal("TrainBag heads differ for the same seed")
+	}
+}
+
+func TestHeadsSaveLoadValidate(t *testing.T) {
+	dir := t.TempDir()
+	f := float32(0.8)
+	h := &Heads{Name: "x", Version: "1", Classes: []string{"a", "b"},
+		Tier1: &Tier{Encoder: Encoder{Kind: "static", Table: "t.tbl"},
+			Head: Linear{Kind: "softmax", Classes: []string{"a", "b"}, Dims: 2, W: []float32{1, 0, 0, 1}, B: []float32{0, 0}, Temperature: 1}},
+		Floors: map[string]Floors{"a": {Tier1: &f}}}
+	if err := h.Save(dir); err != nil {
+		t.Fatal(err)
+	}
+	got, err := LoadHeads(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *got.Floors["a"].Tier1 != 0.8 || got.Tier1.Head.W[3] != 1 || got.Dir != dir {
+		t.Fatalf("round trip = %+v", got)
+	}
+	// Every problem is reported.
+	bad := `{"format":1,"classes":["a","a"],"tier1":{"encoder":{"kind":"static"},"head":{"classes":["a","b"],"dims":2,"w":[1],"b":[0,0]}},"floors":{"zzz":{"tier1":1.5}}}`
+	if err := os.WriteFile(filepath.Join(dir, HeadsFile), []byte(bad), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = LoadHeads(dir)
+	if err == nil {
+		t.Fatal("LoadHeads accepted a broken artifact")
+	}
+	for _, want := range []string{`class "a" empty or repeated`, "w has 1 values", `floors name unknown class "zzz"`, "outside [0,1]"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q: %v", want, err)
+		}
+	}
+	if _, err := h.Resolve("missing.tbl", t.TempDir()); err == nil || !strings.Contains(err.Error(), "setup") {
+		t.Fatalf("Resolve(missing) = %v", err)
+	}
+}

@@ -1,0 +1,188 @@
+package classifier
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+)
+
+// HeadsFile is the artifact's manifest inside its directory.
+const HeadsFile = "heads.json"
+
+// HeadsFormat is the artifact format this package reads and writes.
+const HeadsFormat = 1
+
+// Heads is the heads artifact: one versioned unit holding the classes, each
+// tier's head and what feeds it, how and on what each was trained, and the
+// per-class floors per tier. It is loaded, validated and swapped as a whole.
+type Heads struct {
+	Format  int      `json:"format"`
+	Name    string   `json:"name"`
+	Version string   `json:"version"`
+	Classes []string `json:"classes"`
+	Tier1   *Tier    `json:"tier1,omitempty"`
+	Tier2   *Tier    `json:"tier2,omitempty"`
+	// Floors are the least score at which each tier's verdict is trusted,
+	// per class; calibration fills them. A missing floor means the tier's
+	// verdict for that class is not trusted on its own.
+	Floors map[string]Floors `json:"floors"`
+
+	// Dir is where the artifact was loaded from (not serialised).
+	Dir string `json:"-"`
+}
+
+// Floors are one class's floors per tier.
+type Floors struct {
+	Tier1 *float32 `json:"tier1,omitempty"`
+	Tier2 *float32 `json:"tier2,omitempty"`
+}
+
+// Tier is one tier's head and its provenance.
+type Tier struct {
+	Encoder  Encoder  `json:"encoder"`
+	Head     Linear   `json:"head"`
+	Training Training `json:"training"`
+	// Eval holds reports on held-out data, by dataset name (and slice).
+	Eval map[string]Report `json:"eval,omitempty"`
+}
+
+// Encoder says what turns text into the head's features.
+type Encoder struct {
+	// Kind is "static" (tier 1: token vectors, weighted mean) or "onnx".
+	Kind string `json:"kind"`
+	// Table names the static table file: looked up in the artifact's
+	// directory first, then in the models directory. TableSHA256 pins it.
+	Table       string `json:"table,omitempty"`
+	TableSHA256 string `json:"table_sha256,omitempty"`
+	// Tokenizer names the tokenizer.json (same lookup); TokenizerSHA256
+	// pins it.
+	Tokenizer       string `json:"tokenizer,omitempty"`
+	TokenizerSHA256 string `json:"tokenizer_sha256,omitempty"`
+	// MaxTokens caps the tokens a text contributes, so cost stops growing.
+	MaxTokens int `json:"max_tokens,omitempty"`
+	// Weighting is "table" (each row's SIF weight) or "uniform".
+	Weighting string `json:"weighting,omitempty"`
+	// Normalize is "l2" (unit-length features) or "mean" (plain average).
+	Normalize string `json:"normalize,omitempty"`
+	// Bigrams is the number of hashed token-bigram buckets: the table's last
+	// rows. 0: unigrams only.
+	Bigrams int `json:"bigrams,omitempty"`
+	// Model names the tier-2 model directory (same lookup).
+	Model       string `json:"model,omitempty"`
+	ModelSHA256 string `json:"model_sha256,omitempty"`
+}
+
+// Training records how a head was made.
+type Training struct {
+	Data       string         `json:"data"`
+	DataSHA256 string         `json:"data_sha256"`
+	Rows       int            `json:"rows"`
+	Method     string         `json:"method"`
+	Params     map[string]any `json:"params,omitempty"`
+	Seed       uint64         `json:"seed"`
+	At         string         `json:"at"`
+	Tool       string         `json:"tool"`
+}
+
+// LoadHeads reads and validates the artifact in dir.
+func LoadHeads(dir string) (*Heads, error) {
+	b, err := os.ReadFile(filepath.Join(dir, HeadsFile))
+	if err != nil {
+		return nil, fmt.Errorf("heads %s: %w", dir, err)
+	}
+	var h Heads
+	if err := json.Unmarshal(b, &h); err != nil {
+		return nil, fmt.Errorf("heads %s: %s: %w", dir, HeadsFile, err)
+	}
+	h.Dir = dir
+	if err := h.Validate(); err != nil {
+		return nil, fmt.Errorf("heads %s: %w", dir, err)
+	}
+	return &h, nil
+}
+
+// Validate checks the artifact's consistency, reporting every problem.
+func (h *Heads) Validate() error {
+	var errs []error
+	if h.Format != HeadsFormat {
+		errs = append(errs, fmt.Errorf("format %d, this build reads %d", h.Format, HeadsFormat))
+	}
+	if len(h.Classes) < 2 {
+		errs = append(errs, fmt.Errorf("%d classes, need at least 2", len(h.Classes)))
+	}
+	seen := map[string]bool{}
+	for _, c := range h.Classes {
+		if c == "" || seen[c] {
+			errs = append(errs, fmt.Errorf("class %q empty or repeated", c))
+		}
+		seen[c] = true
+	}
+	for name, t := range map[string]*Tier{"tier1": h.Tier1, "tier2": h.Tier2} {
+		if t == nil {
+			continue
+		}
+		if err := t.Head.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		}
+		if fmt.Sprint(t.Head.Classes) != fmt.Sprint(h.Classes) {
+			errs = append(errs, fmt.Errorf("%s: head classes %v differ from the artifact's %v", name, t.Head.Classes, h.Classes))
+		}
+	}
+	if h.Tier1 == nil && h.Tier2 == nil {
+		errs = append(errs, errors.New("no tier has a head"))
+	}
+	var unknown []string
+	for c, f := range h.Floors {
+		if !seen[c] {
+			unknown = append(unknown, c)
+		}
+		for _, v := range []*float32{f.Tier1, f.Tier2} {
+			if v != nil && (*v < 0 || *v > 1) {
+				errs = append(errs, fmt.Errorf("floors[%q]: %v outside [0,1]", c, *v))
+			}
+		}
+	}
+	sort.Strings(unknown)
+	for _, c := range unknown {
+		errs = append(errs, fmt.Errorf("floors name unknown class %q", c))
+	}
+	return errors.Join(errs...)
+}
+
+// Save writes the manifest into dir (created if needed), atomically.
+func (h *Heads) Save(dir string) error {
+	h.Format = HeadsFormat
+	if err := h.Validate(); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(h, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, "."+HeadsFile+".tmp")
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(dir, HeadsFile))
+}
+
+// Resolve finds a file an artifact names: in its own directory first, then
+// in modelsDir (and its tables/ and tokenizer/ subdirectories).
+func (h *Heads) Resolve(name, modelsDir string) (string, error) {
+	cands := []string{filepath.Join(h.Dir, name)}
+	if modelsDir != "" {
+		cands = append(cands, filepath.Join(modelsDir, name), filepath.Join(modelsDir, "tables", name), filepath.Join(modelsDir, "tokenizer", name))
+	}
+	for _, c := range cands {
+		if _, err := os.Stat(c); err == nil {
+			return c, nil
+		}
+	}
+	return "", fmt.Errorf("%s not found in %v (run scripts/setup.sh to build model files)", name, cands)
+}

@@ -1,0 +1,181 @@
+package classifier
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+)
+
+// Linear is a linear head: logits = W·x + B, one row of W per class. Softmax
+// regression and nearest centroid (unit centroids, B = 0, x unit length: the
+// logits are cosines) both take this form.
+type Linear struct {
+	Kind    string    `json:"kind"` // "softmax" or "centroid"
+	Classes []string  `json:"classes"`
+	Dims    int       `json:"dims"`
+	W       []float32 `json:"w"` // len(Classes)*Dims, row-major
+	B       []float32 `json:"b"` // len(Classes)
+	// Temperature divides the logits before the softmax, fitted on held-out
+	// data so scores are calibrated probabilities. 0 means 1.
+	Temperature float32 `json:"temperature"`
+}
+
+// Validate checks the shapes.
+func (l *Linear) Validate() error {
+	switch {
+	case len(l.Classes) < 2:
+		return fmt.Errorf("head: %d classes, need at least 2", len(l.Classes))
+	case l.Dims < 1:
+		return fmt.Errorf("head: dims %d", l.Dims)
+	case len(l.W) != len(l.Classes)*l.Dims:
+		return fmt.Errorf("head: w has %d values, want %d classes x %d dims", len(l.W), len(l.Classes), l.Dims)
+	case len(l.B) != len(l.Classes):
+		return fmt.Errorf("head: b has %d values, want %d", len(l.B), len(l.Classes))
+	}
+	for _, v := range l.W {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return fmt.Errorf("head: w holds a non-finite value")
+		}
+	}
+	return nil
+}
+
+// Logits writes W·x + B into out (len(out) == len(Classes)).
+func (l *Linear) Logits(x, out []float32) {
+	d := l.Dims
+	for c := range l.Classes {
+		row := l.W[c*d : c*d+d]
+		s := l.B[c]
+		for i, w := range row {
+			s += w * x[i]
+		}
+		out[c] = s
+	}
+}
+
+// Probs writes calibrated class probabilities for x into out.
+func (l *Linear) Probs(x, out []float32) {
+	l.Logits(x, out)
+	Softmax(out, l.Temperature)
+}
+
+// SoftmaxOptions tunes TrainSoftmax.
+type SoftmaxOptions struct {
+	Epochs       int     // passes over the data; default 60
+	LearningRate float32 // initial step; default 0.5, decayed linearly to 0
+	L2           float32 // weight decay; default 1e-5
+	Balance      bool    // weight each example by N/(K * count(its class))
+	Seed         uint64  // shuffling; default 1
+	BatchSize    int     // default 32
+}
+
+// TrainSoftmax fits multinomial logistic regression on features x (rows of
+// dims values) and labels y (class indices) by minibatch SGD, deterministic
+// for a given seed.
+func TrainSoftmax(x [][]float32, y []int, classes []string, o SoftmaxOptions) *Linear {
+	if o.Epochs == 0 {
+		o.Epochs = 60
+	}
+	if o.LearningRate == 0 {
+		o.LearningRate = 0.5
+	}
+	if o.L2 == 0 {
+		o.L2 = 1e-5
+	}
+	if o.Seed == 0 {
+		o.Seed = 1
+	}
+	if o.BatchSize == 0 {
+		o.BatchSize = 32
+	}
+	k, d := len(classes), len(x[0])
+	l := &Linear{Kind: "softmax", Classes: classes, Dims: d, W: make([]float32, k*d), B: make([]float32, k), Temperature: 1}
+	weight := ClassWeights(y, k, o.Balance)
+	order := make([]int, len(x))
+	for i := range order {
+		order[i] = i
+	}
+	rng := rand.New(rand.NewPCG(o.Seed, 0x5eed))
+	p := make([]float32, k)
+	gw := make([]float32, k*d)
+	gb := make([]float32, k)
+	total := o.Epochs * ((len(x) + o.BatchSize - 1) / o.BatchSize)
+	step := 0
+	for range o.Epochs {
+		rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+		for start := 0; start < len(order); start += o.BatchSize {
+			end := min(start+o.BatchSize, len(order))
+			clear(gw)
+			clear(gb)
+			for _, idx := range order[start:end] {
+				l.Logits(x[idx], p)
+				Softmax(p, 1)
+				wt := weight[y[idx]]
+				for c := range k {
+					g := p[c] * wt
+					if c == y[idx] {
+						g -= wt
+					}
+					if g == 0 {
+						continue
+					}
+					gb[c] += g
+					row := gw[c*d : c*d+d]
+					for i, v := range x[idx] {
+						row[i] += g * v
+					}
+				}
+			}
+			lr := o.LearningRate * (1 - float32(step)/float32(total))
+			step++
+			scale := lr / float32(end-start)
+			for i := range l.W {
+				l.W[i] -= scale*gw[i] + lr*o.L2*l.W[i]
+			}
+			for c := range l.B {
+				l.B[c] -= scale * gb[c]
+			}
+		}
+	}
+	return l
+}
+
+// ClassWeights returns per-class example weights: 1 each, or with balance
+// N/(K*count) so every class carries the same total weight.
+func ClassWeights(y []int, k int, balance bool) []float32 {
+	w := make([]float32, k)
+	for i := range w {
+		w[i] = 1
+	}
+	if !balance {
+		return w
+	}
+	count := make([]int, k)
+	for _, c := range y {
+		count[c]++
+	}
+	for c := range w {
+		if count[c] > 0 {
+			w[c] = float32(len(y)) / float32(k*count[c])
+		}
+	}
+	return w
+}
+
+// TrainCentroid builds a nearest-centroid head: each class's mean feature
+// vector, normalised, so the logits of a unit-length x are cosines. The
+// temperature is set by calibration; 0.05 is a usable start.
+func TrainCentroid(x [][]float32, y []int, classes []string) *Linear {
+	k, d := len(classes), len(x[0])
+	l := &Linear{Kind: "centroid", Classes: classes, Dims: d, W: make([]float32, k*d), B: make([]float32, k), Temperature: 0.05}
+	for i, v := range x {
+		row := l.W[y[i]*d : y[i]*d+d]
+		for j := range v {
+			row[j] += v[j]
+		}
+	}
+	for c := range k {
+		L2Normalize(l.W[c*d : c*d+d])
+	}
+	return l
+}

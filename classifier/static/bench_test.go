@@ -1,0 +1,95 @@
+package static
+
+import (
+	"bufio"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/triagegw/triage/classifier"
+)
+
+// benchText returns English text of about n tokens.
+func benchText(b *testing.B, m *Model, n int) string {
+	b.Helper()
+	const para = "I moved out of my apartment last month and my landlord is refusing to return the security deposit. " +
+		"He says the carpet needs replacing because of normal wear and tear after three years, and that I owe him for repainting the walls. " +
+		"Is that legal in California, and what can I do to get my money back without going to small claims court? "
+	var sb strings.Builder
+	for len(m.Tokenizer().Encode(nil, sb.String(), 0)) < n {
+		sb.WriteString(para)
+	}
+	ids := m.Tokenizer().Encode(nil, sb.String(), 0)
+	// Cut at a word boundary close to n tokens.
+	words := strings.Fields(sb.String())
+	text := strings.Join(words[:len(words)*n/len(ids)], " ")
+	return text
+}
+
+// BenchmarkClassify is tier 1 on the default heads: tokenize, look up,
+// average (token and bigram rows), score, top-k. tokens=16000 shows the cap:
+// it costs what the capped length does.
+func BenchmarkClassify(b *testing.B) {
+	_, m := defaultModel(b)
+	for _, n := range []int{30, 500, 16000} {
+		text := benchText(b, m, n)
+		b.Run("tokens="+strconv.Itoa(n), func(b *testing.B) {
+			var r classifier.Result
+			m.Classify(text, &r)
+			b.ReportAllocs()
+			b.SetBytes(int64(len(text)))
+			for b.Loop() {
+				m.Classify(text, &r)
+			}
+			b.ReportMetric(float64(r.Tokens), "tokens/op")
+		})
+	}
+}
+
+// BenchmarkLoadRSS loads the default tier 1 and reports what it adds to the
+// process's resident memory (MiB), and the Go heap it holds.
+func BenchmarkLoadRSS(b *testing.B) {
+	h, _ := defaultModel(b) // warm: page cache, tokenizer file
+	var keep []*Model
+	for b.Loop() {
+		runtime.GC()
+		debug.FreeOSMemory()
+		var before runtime.MemStats
+		runtime.ReadMemStats(&before)
+		rss0 := vmRSS(b)
+		m, err := Load(h, modelsDir())
+		if err != nil {
+			b.Fatal(err)
+		}
+		var r classifier.Result
+		m.Classify("warm the pools and the tokenizer's tables: Café naïve 日本語", &r)
+		runtime.GC()
+		debug.FreeOSMemory()
+		var after runtime.MemStats
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(vmRSS(b)-rss0)/(1<<20), "rss-MiB")
+		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), "heap-MiB")
+		keep = append(keep[:0], m)
+	}
+	runtime.KeepAlive(keep)
+}
+
+func vmRSS(b *testing.B) int64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		b.Skip("no /proc/self/status")
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	b.Skip("no VmRSS")
+	return 0
+}

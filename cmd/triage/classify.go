@@ -1,0 +1,93 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/triagegw/triage/classifier"
+	"github.com/triagegw/triage/classifier/static"
+)
+
+// modelsDir is where setup puts model files: $TRIAGE_MODELS, or var/models
+// under the working directory.
+func modelsDir() string {
+	if d := os.Getenv("TRIAGE_MODELS"); d != "" {
+		return d
+	}
+	return filepath.Join("var", "models")
+}
+
+func runClassify(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("triage classify", flag.ContinueOnError)
+	headsDir := fs.String("heads", "models/heads/subjects", "heads artifact directory")
+	tier := fs.Int("tier", 1, "tier to run (1; 2 needs the tier-2 encoder)")
+	mdir := fs.String("models", modelsDir(), "directory of model files built by setup ($TRIAGE_MODELS)")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: triage classify [--heads DIR] [--tier 1] TEXT...\n       triage classify [--heads DIR] -    (JSONL on stdin: {\"text\":...} or a JSON string per line; one result per line)")
+		fs.PrintDefaults()
+	}
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return errUsage
+	}
+	if *tier != 1 {
+		return fmt.Errorf("tier %d: %w", *tier, classifier.ErrUnavailable)
+	}
+	h, err := classifier.LoadHeads(*headsDir)
+	if err != nil {
+		return err
+	}
+	m, err := static.Load(h, *mdir)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(stdout)
+	var r classifier.Result
+	if fs.NArg() == 1 && fs.Arg(0) == "-" {
+		sc := bufio.NewScanner(os.Stdin)
+		sc.Buffer(make([]byte, 1<<20), 64<<20)
+		for line := 1; sc.Scan(); line++ {
+			text, err := inputLine(sc.Bytes())
+			if err != nil {
+				return fmt.Errorf("stdin:%d: %w", line, err)
+			}
+			m.Classify(text, &r)
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
+		}
+		return sc.Err()
+	}
+	m.Classify(strings.Join(fs.Args(), " "), &r)
+	return enc.Encode(r)
+}
+
+// inputLine reads one JSONL input: an object with "text", or a JSON string.
+func inputLine(b []byte) (string, error) {
+	var s string
+	if json.Unmarshal(b, &s) == nil {
+		return s, nil
+	}
+	var o struct {
+		Text *string `json:"text"`
+	}
+	if err := json.Unmarshal(b, &o); err != nil || o.Text == nil {
+		return "", fmt.Errorf(`want {"text": ...} or a JSON string`)
+	}
+	return *o.Text, nil
+}

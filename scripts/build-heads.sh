@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# build-heads.sh — the tier-1 table of the default heads (models/heads/subjects).
+#
+# The heads artifact (heads.json: classes, head, temperature, provenance,
+# evaluation) is committed; its trained token table is ~9 MB and is rebuilt
+# here instead, by the same deterministic training that made it, from the
+# labelled subjects dataset in ../shared (TRIAGE_SHARED). The result must hash
+# to the sha256 heads.json records, or the script fails.
+#
+#   scripts/build-heads.sh            build var/models/tables/subjects-tier1.tbl if missing
+#   scripts/build-heads.sh --retrain  retrain and rewrite models/heads/subjects (commit the result)
+set -euo pipefail
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+cd "$REPO"
+M=${TRIAGE_MODELS:-$REPO/var/models}
+SHARED=${TRIAGE_SHARED:-$REPO/../shared}
+DATA=$SHARED/datasets/subjects
+HEADS=models/heads/subjects
+export SOURCE_DATE_EPOCH=1704067200 # fixed: the artifact's bytes follow from its inputs only
+say() { echo "build-heads: $*" >&2; }
+sha256() { sha256sum "$1" | cut -d' ' -f1; }
+want=$(sed -n 's/.*"table_sha256": "\([0-9a-f]*\)".*/\1/p' "$HEADS/heads.json" 2>/dev/null | head -1 || true)
+table="$M/tables/subjects-tier1.tbl"
+
+if [ "${1:-}" != "--retrain" ] && [ -n "$want" ] && [ -f "$table" ] && [ "$(sha256 "$table")" = "$want" ]; then
+  say "$table is there and verifies"
+  exit 0
+fi
+if [ ! -f "$DATA/train.jsonl" ]; then
+  say "no $DATA/train.jsonl: the default heads' table cannot be built (set TRIAGE_SHARED); tier 1 stays unavailable"
+  exit 0
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+say "training the default tier-1 heads on $DATA/train.jsonl (deterministic, about 30 s)"
+go run -tags nomsgpack ./cmd/triage train --data "$DATA/train.jsonl" --eval "$DATA/dev.jsonl" \
+  --models "$M" --name subjects --out "$tmp/subjects" >&2
+got=$(sha256 "$tmp/subjects/subjects-tier1.tbl")
+mkdir -p "$M/tables"
+if [ "${1:-}" = "--retrain" ]; then
+  mkdir -p "$HEADS"
+  cp "$tmp/subjects/heads.json" "$HEADS/heads.json"
+  say "rewrote $HEADS/heads.json (table sha256 $got); commit it"
+elif [ "$got" != "$want" ]; then
+  say "the trained table hashes to $got, $HEADS/heads.json records ${want:-nothing}:"
+  say "the data, the base table or the training changed; run scripts/build-heads.sh --retrain and commit"
+  exit 1
+fi
+cp "$tmp/subjects/subjects-tier1.tbl" "$table.tmp" && mv "$table.tmp" "$table"
+say "built $table"
