@@ -116,7 +116,7 @@ func (t *Table) encode(w io.Writer) error {
 	e.bytes([]byte(fileMagic))
 	e.u32s([]uint32{fileVersion, uint32(len(mj))})
 	e.bytes(mj)
-	e.f32s(t.weights)
+	e.f32s(t.weightSlice())
 	switch t.quant {
 	case QuantF32:
 		e.f32s(t.f32)
@@ -323,6 +323,7 @@ func decodeTable(r io.Reader, size int64) (*Table, error) {
 	if i := firstNonFinite(t.weights); i >= 0 {
 		return nil, fmt.Errorf("weight of row %d is %v", i, t.weights[i])
 	}
+	t.compactWeights()
 	switch m.Quant {
 	case QuantF32:
 		if i := firstNonFinite(t.f32); i >= 0 {

@@ -76,7 +76,7 @@ type Table struct {
 	rows, dims, vocab, buckets int
 	quant                      Quant
 
-	weights []float32 // [rows]
+	weights []float32 // [rows]; nil when every weight is 1 (see compactWeights)
 	f32     []float32 // [rows*dims], f32 tables
 	f16     []uint16  // [rows*dims], f16 tables
 	i8      []int8    // [rows*dims], i8 tables
@@ -138,6 +138,7 @@ func newTable(m Manifest, vocabSize int, extraWords []string, dims int, flat, we
 		return nil, fmt.Errorf("models: NewTable: row %d has a non-finite value %v", i/dims, flat[i])
 	}
 	t := &Table{Manifest: m, rows: rows, dims: dims, vocab: vocabSize, buckets: buckets, quant: QuantF32, weights: weights, f32: flat}
+	t.compactWeights()
 	var err error
 	if t.words, err = newWordIndex(extraWords); err != nil {
 		return nil, fmt.Errorf("models: NewTable: %w", err)
@@ -241,7 +242,35 @@ func (t *Table) ExtraWords() []string {
 }
 
 // Weight is the weight of row.
-func (t *Table) Weight(row int32) float32 { return t.weights[row] }
+func (t *Table) Weight(row int32) float32 {
+	if t.weights == nil {
+		return 1
+	}
+	return t.weights[row]
+}
+
+// compactWeights drops the weights slice when every weight is 1 (tuned
+// tables): 4 bytes a row that say nothing.
+func (t *Table) compactWeights() {
+	for _, w := range t.weights {
+		if w != 1 {
+			return
+		}
+	}
+	t.weights = nil
+}
+
+// weightSlice is the weights, materialised.
+func (t *Table) weightSlice() []float32 {
+	if t.weights != nil {
+		return t.weights
+	}
+	w := make([]float32, t.rows)
+	for i := range w {
+		w[i] = 1
+	}
+	return w
+}
 
 // Vector returns a dequantized copy of row's vector, in dst if it has the
 // capacity.
@@ -272,7 +301,10 @@ func (t *Table) Vector(row int32, dst []float32) []float32 {
 // Accumulate adds w * Weight(row) * vector(row) into acc, whose length must
 // be Dims(). It does not allocate. Rows of weight 0 add nothing.
 func (t *Table) Accumulate(acc []float32, row int32, w float32) {
-	s := w * t.weights[row]
+	s := w
+	if t.weights != nil {
+		s *= t.weights[row]
+	}
 	if s == 0 {
 		return
 	}
@@ -430,6 +462,7 @@ func (t *Table) SetWeight(row int32, w float32) {
 	if firstNonFinite([]float32{w}) >= 0 {
 		panic(fmt.Sprintf("models: SetWeight: %v", w))
 	}
+	t.weights = t.weightSlice()
 	t.weights[row] = w
 }
 
@@ -437,9 +470,7 @@ func (t *Table) SetWeight(row int32, w float32) {
 // vectors were trained under a plain mean); the manifest's Weighting says
 // so. Same concurrency rule as SetWeight.
 func (t *Table) SetUniformWeights() {
-	for i := range t.weights {
-		t.weights[i] = 1
-	}
+	t.weights = nil
 	t.Manifest.Weighting = "uniform: 1 for every row"
 }
 

@@ -2,7 +2,7 @@
 # build-heads.sh — the tier-1 table of the default heads (models/heads/subjects).
 #
 # The heads artifact (heads.json: classes, head, temperature, provenance,
-# evaluation) is committed; its trained token table is ~9 MB and is rebuilt
+# evaluation) is committed; its trained table is ~12 MB and is rebuilt
 # here instead, by the same deterministic training that made it, from the
 # labelled subjects dataset in ../shared (TRIAGE_SHARED). The result must hash
 # to the sha256 heads.json records, or the script fails.
@@ -32,7 +32,7 @@ if [ ! -f "$DATA/train.jsonl" ]; then
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-say "training the default tier-1 heads on $DATA/train.jsonl (deterministic, about 30 s)"
+say "training the default tier-1 heads on $DATA/train.jsonl (deterministic, about 90 s)"
 go run -tags nomsgpack ./cmd/triage train --data "$DATA/train.jsonl" --eval "$DATA/dev.jsonl" \
   --models "$M" --name subjects --out "$tmp/subjects" >&2
 got=$(sha256 "$tmp/subjects/subjects-tier1.tbl")

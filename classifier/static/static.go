@@ -234,3 +234,12 @@ func (m *Model) Probs(text string, out []float32) {
 	m.Logits(text, out)
 	classifier.Softmax(out, m.head.Temperature)
 }
+
+// Fold returns the folded form of the model's head (see Model): rows ×
+// classes logit contributions and the bias; nil if the model is not folded.
+func (m *Model) Fold() (contrib []float32, bias []float32) {
+	if m.fold == nil {
+		return nil, nil
+	}
+	return m.fold, m.head.B
+}

@@ -34,10 +34,12 @@ func runTrain(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	name := fs.String("name", "", "artifact name (default: the output directory's name)")
 	epochs := fs.Int("epochs", 25, "tuned: passes over the data")
 	lr := fs.Float64("lr", 0.2, "tuned: initial learning rate, decayed linearly to 0")
-	bigrams := fs.Int("bigrams", 40000, "tuned: hashed token-bigram buckets (0: unigrams only)")
+	bigrams := fs.Int("bigrams", 500000, "tuned: hashed token-bigram buckets (0: unigrams only)")
 	dropout := fs.Float64("dropout", 0.2, "tuned: token dropout per step")
 	prune := fs.Bool("prune", true, "tuned: drop the base table's extra words no training text uses")
 	sif := fs.Bool("sif", false, "tuned: weight the mean by SIF row weights")
+	ensemble := fs.Int("ensemble", 3, "tuned: train this many models (seeds seed, seed+1, ...) and average their logits")
+	fold := fs.Bool("fold", false, "tuned: store each row's class contributions instead of its vectors (smaller; implied by --ensemble > 1)")
 	minCount := fs.Int("min-count", 0, "tuned: give a word split into pieces a row of its own when it appears this often (0: never)")
 	balance := fs.Bool("balance", false, "weight examples by inverse class frequency")
 	quant := fs.String("quant", "i8", "tuned: storage of the trained table: i8, f16 or f32")
@@ -136,22 +138,54 @@ func runTrain(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	var model *static.Model
 	switch *method {
 	case "tuned":
-		tuned, head, enc, err := static.Tune(tok, base, fitText, fitY, classes, static.TuneOptions{
-			Epochs: *epochs, LearningRate: float32(*lr), Balance: *balance, Dropout: float32(*dropout),
-			Seed: *seed, MaxTokens: *maxTokens, Bigrams: *bigrams, MinCount: *minCount, SIF: *sif, Prune: *prune,
-			Progress: func(e int, loss float64) {
-				logf("train: epoch %d/%d loss %.4f (%s)", e, *epochs, loss, time.Since(start).Round(time.Second))
-			},
-		})
-		if err != nil {
-			return err
+		if *ensemble < 1 {
+			return fmt.Errorf("--ensemble %d: want at least 1", *ensemble)
 		}
-		for k, v := range map[string]any{"epochs": *epochs, "lr": *lr, "bigrams": *bigrams, "dropout": *dropout, "min_count": *minCount, "base_table": base.Manifest.Name} {
+		for k, v := range map[string]any{"epochs": *epochs, "lr": *lr, "bigrams": *bigrams, "dropout": *dropout,
+			"min_count": *minCount, "prune": *prune, "sif": *sif, "ensemble": *ensemble, "base_table": base.Manifest.Name} {
 			tier1.Training.Params[k] = v
+		}
+		var members []*static.Model
+		var tuned *models.Table
+		var enc classifier.Encoder
+		for i := range *ensemble {
+			var head *classifier.Linear
+			var err error
+			tuned, head, enc, err = static.Tune(tok, base, fitText, fitY, classes, static.TuneOptions{
+				Epochs: *epochs, LearningRate: float32(*lr), Balance: *balance, Dropout: float32(*dropout),
+				Seed: *seed + uint64(i), MaxTokens: *maxTokens, Bigrams: *bigrams, MinCount: *minCount, SIF: *sif, Prune: *prune,
+				Progress: func(e int, loss float64) {
+					logf("train: model %d/%d epoch %d/%d loss %.4f (%s)", i+1, *ensemble, e, *epochs, loss, time.Since(start).Round(time.Second))
+				},
+			})
+			if err != nil {
+				return err
+			}
+			if *ensemble == 1 && !*fold {
+				tuned = tuned.Quantize(models.Quant(*quant))
+				if model, err = static.New(tok, tuned, head, enc); err != nil {
+					return err
+				}
+				break
+			}
+			m, err := static.New(tok, tuned, head, enc) // f32 vectors: folds
+			if err != nil {
+				return err
+			}
+			members = append(members, m)
+		}
+		if members != nil {
+			tuned = foldTable(tuned, members, classes)
+			tuned = tuned.Quantize(models.Quant(*quant))
+			enc.Weighting += ", folded"
+			id := identityHead(classes, members)
+			var err error
+			if model, err = static.New(tok, tuned, id, enc); err != nil {
+				return err
+			}
 		}
 		tuned.Manifest.Name = *name + "-tier1"
 		tuned.Manifest.Created = at.Format(time.RFC3339)
-		tuned = tuned.Quantize(models.Quant(*quant))
 		if err := os.MkdirAll(*out, 0o755); err != nil {
 			return err
 		}
@@ -163,9 +197,6 @@ func runTrain(_ context.Context, args []string, stdout, stderr io.Writer) error 
 		enc.Table, enc.TableSHA256 = tableFile, sum
 		enc.Tokenizer, enc.TokenizerSHA256 = filepath.Base(*tokPath), tokSum
 		tier1.Encoder = enc
-		if model, err = static.New(tok, tuned, head, enc); err != nil {
-			return err
-		}
 	default:
 		sum, err := models.FileSHA256(*tablePath)
 		if err != nil {
@@ -225,6 +256,61 @@ func runTrain(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	logf("train: wrote %s", *out)
 	return nil
+}
+
+// foldTable averages the members' folded heads into a table whose rows are
+// class contributions (dims = classes): the ensemble's mean logits are then
+// the mean of a text's rows, exactly what one member computes, at one
+// member's cost. Row weights carry over (the members share them).
+func foldTable(layout *models.Table, members []*static.Model, classes []string) *models.Table {
+	k := len(classes)
+	rows := layout.Rows()
+	vecs := make([][]float32, rows)
+	weights := make([]float32, rows)
+	for r := range rows {
+		weights[r] = layout.Weight(int32(r))
+		v := make([]float32, k)
+		for _, m := range members {
+			c, _ := m.Fold()
+			for j := range v {
+				v[j] += c[r*k+j]
+			}
+		}
+		inv := 1 / float32(len(members))
+		if weights[r] > 0 {
+			inv /= weights[r] // the fold holds weight x contribution; the table applies the weight
+		}
+		for j := range v {
+			v[j] *= inv
+		}
+		vecs[r] = v
+	}
+	m := layout.Manifest
+	m.Dims, m.VocabSize, m.ExtraWords, m.Quant = 0, 0, 0, ""
+	m.Method = "tuned-folded"
+	m.Notes = fmt.Sprintf("rows are the class contributions (logits) of %d tuned model(s), averaged; classes %v", len(members), classes)
+	t, err := models.NewTable(m, layout.VocabSize(), layout.ExtraWords(), vecs, weights)
+	if err != nil {
+		panic(err) // same layout as a table that built: cannot fail
+	}
+	return t
+}
+
+// identityHead passes folded contributions through, with the members' mean
+// bias.
+func identityHead(classes []string, members []*static.Model) *classifier.Linear {
+	k := len(classes)
+	h := &classifier.Linear{Kind: "softmax", Classes: classes, Dims: k, W: make([]float32, k*k), B: make([]float32, k), Temperature: 1}
+	for c := range k {
+		h.W[c*k+c] = 1
+	}
+	for _, m := range members {
+		_, b := m.Fold()
+		for c := range k {
+			h.B[c] += b[c] / float32(len(members))
+		}
+	}
+	return h
 }
 
 // placeholderHead lets a Model compute features before its head exists.
