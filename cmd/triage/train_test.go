@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/triagegw/triage/classifier"
+	"github.com/triagegw/triage/classifier/static"
 	"github.com/triagegw/triage/classifier/tokenize"
 	"github.com/triagegw/triage/models"
 )
@@ -112,6 +113,38 @@ func TestTrainAndClassifyCLI(t *testing.T) {
 			}
 		})
 	}
+	// Folding is exact: one tuned model stored as vectors or as class
+	// contributions gives the same probabilities (float32 storage, so only
+	// rounding differs).
+	probs := map[bool][]float32{}
+	for _, fold := range []bool{false, true} {
+		out := filepath.Join(dir, fmt.Sprintf("fold-%v", fold))
+		args := []string{"--data", dataPath, "--out", out, "--table", tablePath, "--tokenizer", tokPath, "--epochs", "3",
+			"--ensemble", "1", "--quant", "f32", "--bigrams", "64", fmt.Sprintf("--fold=%v", fold)}
+		var so, se bytes.Buffer
+		if err := runTrain(context.Background(), args, &so, &se); err != nil {
+			t.Fatalf("train --fold=%v: %v\n%s", fold, err, se.String())
+		}
+		h, err := classifier.LoadHeads(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := static.Load(h, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, text := range []string{"the guitar and the goal", "my referee", "zzyzx what about it"} {
+			p := make([]float32, 2)
+			m.Probs(text, p)
+			probs[fold] = append(probs[fold], p...)
+		}
+	}
+	for i := range probs[false] {
+		if d := probs[false][i] - probs[true][i]; d > 1e-4 || d < -1e-4 {
+			t.Fatalf("folded probabilities %v differ from the unfolded %v", probs[true], probs[false])
+		}
+	}
+
 	// JSONL on stdin, one result per line; a bad line names itself.
 	stdin := filepath.Join(dir, "in.jsonl")
 	os.WriteFile(stdin, []byte(`{"text":"the referee and the goal"}`+"\n"+`"guitar chord"`+"\n"), 0o644)
