@@ -1,6 +1,7 @@
 package classifier
 
 import (
+	"context"
 	"errors"
 	"math"
 	"sort"
@@ -9,6 +10,16 @@ import (
 // ErrUnavailable is returned by a tier that cannot run in this build or
 // configuration; the message says why (a missing build tag, say).
 var ErrUnavailable = errors.New("classifier: tier unavailable")
+
+// Classifier is one tier: it scores text and fills r, reusing r.Top's
+// capacity. text is valid only during the call (callers may pass a view of
+// a reused buffer): implementations must not keep it. Implementations are
+// safe for concurrent use. A tier that cannot
+// run returns an error wrapping ErrUnavailable; one that ran out of time
+// returns ctx's error.
+type Classifier interface {
+	Classify(ctx context.Context, text string, r *Result) error
+}
 
 // Scored is one class and its score (a calibrated probability).
 type Scored struct {

@@ -2,6 +2,7 @@ package static
 
 import (
 	"bufio"
+	"context"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -38,11 +39,11 @@ func BenchmarkClassify(b *testing.B) {
 		text := benchText(b, m, n)
 		b.Run("tokens="+strconv.Itoa(n), func(b *testing.B) {
 			var r classifier.Result
-			m.Classify(text, &r)
+			m.Classify(context.Background(), text, &r)
 			b.ReportAllocs()
 			b.SetBytes(int64(len(text)))
 			for b.Loop() {
-				m.Classify(text, &r)
+				m.Classify(context.Background(), text, &r)
 			}
 			b.ReportMetric(float64(r.Tokens), "tokens/op")
 		})
@@ -65,7 +66,7 @@ func BenchmarkLoadRSS(b *testing.B) {
 			b.Fatal(err)
 		}
 		var r classifier.Result
-		m.Classify("warm the pools and the tokenizer's tables: Café naïve 日本語", &r)
+		m.Classify(context.Background(), "warm the pools and the tokenizer's tables: Café naïve 日本語", &r)
 		runtime.GC()
 		debug.FreeOSMemory()
 		var after runtime.MemStats

@@ -1,6 +1,7 @@
 package static
 
 import (
+	"context"
 	"fmt"
 	"sync"
 
@@ -218,8 +219,9 @@ func (m *Model) Logits(text string, out []float32) int {
 	return n
 }
 
-// Classify scores text and fills r (reusing r.Top's capacity).
-func (m *Model) Classify(text string, r *classifier.Result) {
+// Classify scores text and fills r (reusing r.Top's capacity). Tier 1 takes
+// microseconds: it does not look at ctx and never fails.
+func (m *Model) Classify(_ context.Context, text string, r *classifier.Result) error {
 	s := m.pool.Get().(*scratch)
 	r.Tokens = m.tokens(s, text)
 	m.logits(s, s.probs)
@@ -227,6 +229,7 @@ func (m *Model) Classify(text string, r *classifier.Result) {
 	r.Tier = 1
 	r.SetTop(m.head.Classes, s.probs, TopK)
 	m.pool.Put(s)
+	return nil
 }
 
 // Probs writes the class probabilities of text into out.

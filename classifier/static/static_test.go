@@ -1,6 +1,7 @@
 package static
 
 import (
+	"context"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -133,7 +134,7 @@ func TestClassifyAllocsAndConcurrency(t *testing.T) {
 	m := newTiny(t, 50)
 	var r classifier.Result
 	text := "Can my landlord keep my deposit for normal wear and tear? Café naïve 日本"
-	m.Classify(text, &r)
+	m.Classify(context.Background(), text, &r)
 	if r.Tier != 1 || len(r.Top) != TopK || r.Class != r.Top[0].Class || r.Tokens == 0 {
 		t.Fatalf("Classify = %+v", r)
 	}
@@ -146,7 +147,7 @@ func TestClassifyAllocsAndConcurrency(t *testing.T) {
 	if sum < 0.999 || sum > 1.001 {
 		t.Fatalf("probabilities sum to %v", sum)
 	}
-	if n := testing.AllocsPerRun(200, func() { m.Classify(text, &r) }); n != 0 && !raceEnabled {
+	if n := testing.AllocsPerRun(200, func() { m.Classify(context.Background(), text, &r) }); n != 0 && !raceEnabled {
 		t.Fatalf("Classify allocates %v times per call in steady state", n)
 	}
 	// Concurrent callers get what a single caller gets.
@@ -156,7 +157,7 @@ func TestClassifyAllocsAndConcurrency(t *testing.T) {
 		wg.Go(func() {
 			var rr classifier.Result
 			for range 200 {
-				m.Classify(text, &rr)
+				m.Classify(context.Background(), text, &rr)
 				if rr.Class != want.Class || rr.Score != want.Score {
 					t.Errorf("concurrent Classify = %s %v, want %s %v", rr.Class, rr.Score, want.Class, want.Score)
 					return
@@ -211,7 +212,7 @@ func TestTuneLearnsAndIsDeterministic(t *testing.T) {
 	}
 	var r classifier.Result
 	for _, tc := range []struct{ text, want string }{{"what about the chord and melody", "music"}, {"my referee and the stadium", "sport"}} {
-		m.Classify(tc.text, &r)
+		m.Classify(context.Background(), tc.text, &r)
 		if r.Class != tc.want {
 			t.Fatalf("Classify(%q) = %s (%v), want %s", tc.text, r.Class, r.Score, tc.want)
 		}
@@ -241,7 +242,7 @@ func TestDefaultHeadsOnDev(t *testing.T) {
 	hit := 0
 	var r classifier.Result
 	for _, row := range dev.Rows {
-		m.Classify(row.Text, &r)
+		m.Classify(context.Background(), row.Text, &r)
 		if index[r.Class] == index[row.Label] && r.Class == row.Label {
 			hit++
 		}

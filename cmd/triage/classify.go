@@ -66,14 +66,14 @@ func runClassify(_ context.Context, args []string, stdout, stderr io.Writer) err
 			if err != nil {
 				return fmt.Errorf("stdin:%d: %w", line, err)
 			}
-			m.Classify(text, &r)
+			m.Classify(context.Background(), text, &r)
 			if err := enc.Encode(r); err != nil {
 				return err
 			}
 		}
 		return sc.Err()
 	}
-	m.Classify(strings.Join(fs.Args(), " "), &r)
+	m.Classify(context.Background(), strings.Join(fs.Args(), " "), &r)
 	return enc.Encode(r)
 }
 

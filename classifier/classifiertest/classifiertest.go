@@ -1,0 +1,70 @@
+// Package classifiertest holds classifier test doubles.
+package classifiertest
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/triagegw/triage/classifier"
+)
+
+// Fixed answers from a table: the first rule whose Contains is in the text
+// gives the result; otherwise Default. It records the texts it saw.
+type Fixed struct {
+	Rules   []Rule
+	Default classifier.Scored
+	// Delay, if set, is waited (or ctx's end, whichever comes first).
+	Delay time.Duration
+	// Err, if set, is returned instead of a result.
+	Err error
+
+	Calls atomic.Int64
+	mu    sync.Mutex
+	last  string
+}
+
+// Rule maps a substring to a verdict.
+type Rule struct {
+	Contains string
+	Class    string
+	Score    float32
+}
+
+// Classify implements classifier.Classifier.
+func (f *Fixed) Classify(ctx context.Context, text string, r *classifier.Result) error {
+	f.Calls.Add(1)
+	f.mu.Lock()
+	f.last = strings.Clone(text) // text is only lent for the call
+	f.mu.Unlock()
+	if f.Delay > 0 {
+		t := time.NewTimer(f.Delay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+	if f.Err != nil {
+		return f.Err
+	}
+	v := f.Default
+	for _, rule := range f.Rules {
+		if strings.Contains(text, rule.Contains) {
+			v = classifier.Scored{Class: rule.Class, Score: rule.Score}
+			break
+		}
+	}
+	r.Class, r.Score, r.Top = v.Class, v.Score, append(r.Top[:0], v)
+	return nil
+}
+
+// Last is the last text classified.
+func (f *Fixed) Last() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.last
+}

@@ -1,0 +1,459 @@
+package rules
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// File is a parsed rules file, before its references are checked.
+type File struct {
+	Path string
+	// Aliases are the model names that ask for routing by subject (the
+	// file's "alias", one name or a list). Default ["auto"].
+	Aliases []string
+	// Heads is the heads artifact directory, relative to the file.
+	Heads string
+	// Floors are the default floors for classes with none of their own (in
+	// this file or the heads artifact). Default 0.5 for each tier.
+	Floors Floors
+	// Classes configure the heads' classes; unlisted ones keep defaults.
+	Classes map[string]*Class
+	// Routes are tried in order; the first that matches wins.
+	Routes []*Route
+	// Default is the pool for everything no route takes. Required.
+	Default string
+	Tier2   Tier2
+	Window  Window
+	Session Session
+	// Explain adds the x-triage-* headers to responses. Default true.
+	Explain bool
+
+	pos map[string]Pos // where each path was defined, for later checks
+}
+
+// Pos is a place in the file.
+type Pos struct{ Line, Col int }
+
+// Floors are per-tier floors; nil means unset.
+type Floors struct {
+	Tier1, Tier2 *float64
+}
+
+// Class is one class's settings.
+type Class struct {
+	Name        string
+	Description string
+	Floors      Floors
+	// RequiresTier2: tier 1's verdict on this class is never enough.
+	RequiresTier2 bool
+	pos           Pos
+}
+
+// Route sends matching requests to a pool.
+type Route struct {
+	Name string
+	When When
+	// Pool serves the route; Fallback takes over when Pool has no healthy
+	// replica.
+	Pool, Fallback string
+	pos            Pos
+}
+
+// When is a route's condition; every field set must hold.
+type When struct {
+	// Classes: the top class (of the tier that decides) is one of these.
+	Classes []string
+	// MinScore: and its score is at least this (on top of the floor).
+	MinScore float64
+	// Model: the request named this model (an alias such as auto).
+	Model string
+	// Headers: the request carries these headers with these values
+	// (names case-insensitive, values exact).
+	Headers map[string]string
+}
+
+// Tier2 configures the second tier.
+type Tier2 struct {
+	// Enabled lets decisions escalate to tier 2. Default false.
+	Enabled bool
+	// Budget bounds one tier-2 classification; past it the request goes to
+	// the default pool (reason tier2_timeout). Default 50ms.
+	Budget time.Duration
+	// Warmup loads tier 2 when the rules load instead of on first need.
+	Warmup bool
+}
+
+// Window selects the conversation text the classifier sees.
+type Window struct {
+	// UserTurns: the last user message and earlier ones up to this many.
+	// Default 3.
+	UserTurns int
+	// System adds the system prompt. Default false.
+	System bool
+	// MaxBytes caps the text. Default 16 KiB.
+	MaxBytes int
+}
+
+// Session keeps a conversation on its route.
+type Session struct {
+	// Header names the session id header; empty disables sessions.
+	Header string
+	// Turns is how many later requests stay on the session's route when
+	// their own decision is not confident. Default 5.
+	Turns int
+	// Size bounds the sessions remembered (least recently used go first).
+	// Default 10000.
+	Size int
+}
+
+// Problem is one thing wrong with a rules file.
+type Problem struct {
+	File      string
+	Line, Col int
+	Msg       string
+}
+
+func (p Problem) Error() string {
+	if p.Line > 0 {
+		return fmt.Sprintf("%s:%d:%d: %s", p.File, p.Line, p.Col, p.Msg)
+	}
+	return fmt.Sprintf("%s: %s", p.File, p.Msg)
+}
+
+// Error lists every problem found.
+type Error struct{ Problems []Problem }
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d problem(s) in rules:", len(e.Problems))
+	for _, p := range e.Problems {
+		b.WriteString("\n  ")
+		b.WriteString(p.Error())
+	}
+	return b.String()
+}
+
+// Unwrap lets errors.As reach each problem.
+func (e *Error) Unwrap() []error {
+	out := make([]error, len(e.Problems))
+	for i, p := range e.Problems {
+		out[i] = p
+	}
+	return out
+}
+
+// ParseFile reads and parses path.
+func ParseFile(path string) (*File, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("rules: %w", err)
+	}
+	return Parse(path, b)
+}
+
+// Parse parses a rules file's bytes; path names it in problems.
+func Parse(path string, src []byte) (*File, error) {
+	p := &parser{file: path}
+	f := &File{Path: path, Aliases: []string{"auto"}, Explain: true, Classes: map[string]*Class{}, pos: map[string]Pos{},
+		Tier2: Tier2{Budget: 50 * time.Millisecond}, Window: Window{UserTurns: 3, MaxBytes: 16 << 10},
+		Session: Session{Turns: 5, Size: 10000}}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(src, &doc); err != nil {
+		return nil, &Error{Problems: []Problem{{File: path, Msg: "not valid YAML: " + err.Error()}}}
+	}
+	if len(doc.Content) == 0 {
+		return nil, &Error{Problems: []Problem{{File: path, Msg: "empty file"}}}
+	}
+	root := doc.Content[0]
+	p.mapping(root, "", map[string]func(*yaml.Node){
+		"alias":   func(n *yaml.Node) { f.Aliases = p.strs(n) },
+		"heads":   func(n *yaml.Node) { f.Heads = p.str(n) },
+		"floors":  func(n *yaml.Node) { f.Floors = p.floors(n, "floors") },
+		"default": func(n *yaml.Node) { f.Default = p.str(n); f.pos["default"] = pos(n) },
+		"explain": func(n *yaml.Node) { f.Explain = p.boolean(n) },
+		"classes": func(n *yaml.Node) {
+			if n.Kind != yaml.MappingNode {
+				p.bad(n, "classes: want a mapping of class name to settings")
+				return
+			}
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				name := n.Content[i].Value
+				c := &Class{Name: name, pos: pos(n.Content[i])}
+				if _, dup := f.Classes[name]; dup {
+					p.bad(n.Content[i], fmt.Sprintf("class %q is listed twice", name))
+				}
+				f.Classes[name] = c
+				path := "classes." + name
+				p.mapping(n.Content[i+1], path, map[string]func(*yaml.Node){
+					"description":    func(n *yaml.Node) { c.Description = p.str(n) },
+					"floors":         func(n *yaml.Node) { c.Floors = p.floors(n, path+".floors") },
+					"requires_tier2": func(n *yaml.Node) { c.RequiresTier2 = p.boolean(n) },
+				})
+			}
+		},
+		"routes": func(n *yaml.Node) {
+			if n.Kind != yaml.SequenceNode {
+				p.bad(n, "routes: want a list of routes")
+				return
+			}
+			for i, rn := range n.Content {
+				r := &Route{pos: pos(rn)}
+				path := fmt.Sprintf("routes[%d]", i)
+				p.mapping(rn, path, map[string]func(*yaml.Node){
+					"name":     func(n *yaml.Node) { r.Name = p.str(n) },
+					"pool":     func(n *yaml.Node) { r.Pool = p.str(n); f.pos[path+".pool"] = pos(n) },
+					"fallback": func(n *yaml.Node) { r.Fallback = p.str(n); f.pos[path+".fallback"] = pos(n) },
+					"when": func(n *yaml.Node) {
+						p.mapping(n, path+".when", map[string]func(*yaml.Node){
+							"class": func(n *yaml.Node) {
+								r.When.Classes = append(r.When.Classes, p.str(n))
+								f.pos[path+".when.class"] = pos(n)
+							},
+							"classes": func(n *yaml.Node) {
+								r.When.Classes = append(r.When.Classes, p.strs(n)...)
+								f.pos[path+".when.class"] = pos(n)
+							},
+							"min_score": func(n *yaml.Node) { r.When.MinScore = p.unit(n) },
+							"model":     func(n *yaml.Node) { r.When.Model = p.str(n) },
+							"headers":   func(n *yaml.Node) { r.When.Headers = p.strMap(n) },
+						})
+					},
+				})
+				if r.Name == "" {
+					p.bad(rn, path+": a route needs a name")
+				}
+				if r.Pool == "" {
+					p.bad(rn, path+": a route needs a pool")
+				}
+				f.Routes = append(f.Routes, r)
+			}
+		},
+		"tier2": func(n *yaml.Node) {
+			p.mapping(n, "tier2", map[string]func(*yaml.Node){
+				"enabled": func(n *yaml.Node) { f.Tier2.Enabled = p.boolean(n); f.pos["tier2.enabled"] = pos(n) },
+				"budget":  func(n *yaml.Node) { f.Tier2.Budget = p.duration(n) },
+				"warmup":  func(n *yaml.Node) { f.Tier2.Warmup = p.boolean(n) },
+			})
+		},
+		"window": func(n *yaml.Node) {
+			p.mapping(n, "window", map[string]func(*yaml.Node){
+				"user_turns": func(n *yaml.Node) { f.Window.UserTurns = p.count(n, 1, 100) },
+				"system":     func(n *yaml.Node) { f.Window.System = p.boolean(n) },
+				"max_bytes":  func(n *yaml.Node) { f.Window.MaxBytes = p.count(n, 64, 1<<24) },
+			})
+		},
+		"session": func(n *yaml.Node) {
+			p.mapping(n, "session", map[string]func(*yaml.Node){
+				"header": func(n *yaml.Node) { f.Session.Header = p.str(n) },
+				"turns":  func(n *yaml.Node) { f.Session.Turns = p.count(n, 1, 1000) },
+				"size":   func(n *yaml.Node) { f.Session.Size = p.count(n, 1, 10_000_000) },
+			})
+		},
+	})
+	if f.Default == "" {
+		p.problems = append(p.problems, Problem{File: path, Line: root.Line, Col: root.Column, Msg: "default: required (the pool for everything no route takes)"})
+	}
+	if len(f.Aliases) == 0 {
+		p.problems = append(p.problems, Problem{File: path, Msg: "alias: must name at least one model"})
+	}
+	if len(p.problems) > 0 {
+		return nil, &Error{Problems: p.problems}
+	}
+	return f, nil
+}
+
+type parser struct {
+	file     string
+	problems []Problem
+}
+
+func pos(n *yaml.Node) Pos { return Pos{n.Line, n.Column} }
+
+func (p *parser) bad(n *yaml.Node, msg string) {
+	p.problems = append(p.problems, Problem{File: p.file, Line: n.Line, Col: n.Column, Msg: msg})
+}
+
+// mapping calls the handler of each key of n, reporting unknown keys (with
+// a suggestion) and repeated ones.
+func (p *parser) mapping(n *yaml.Node, path string, fields map[string]func(*yaml.Node)) {
+	if n.Kind != yaml.MappingNode {
+		p.bad(n, fmt.Sprintf("%s: want a mapping", orRoot(path)))
+		return
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		full := k.Value
+		if path != "" {
+			full = path + "." + k.Value
+		}
+		h, ok := fields[k.Value]
+		if !ok {
+			msg := fmt.Sprintf("%s: unknown field", full)
+			if s := suggest(k.Value, fields); s != "" {
+				msg += fmt.Sprintf(" (did you mean %q?)", s)
+			}
+			p.bad(k, msg)
+			continue
+		}
+		if seen[k.Value] {
+			p.bad(k, fmt.Sprintf("%s: given twice", full))
+			continue
+		}
+		seen[k.Value] = true
+		h(v)
+	}
+}
+
+func orRoot(path string) string {
+	if path == "" {
+		return "the file"
+	}
+	return path
+}
+
+func (p *parser) scalar(n *yaml.Node, what string) bool {
+	if n.Kind != yaml.ScalarNode {
+		p.bad(n, "want "+what)
+		return false
+	}
+	return true
+}
+
+func (p *parser) str(n *yaml.Node) string {
+	if !p.scalar(n, "a string") {
+		return ""
+	}
+	return n.Value
+}
+
+func (p *parser) strs(n *yaml.Node) []string {
+	if n.Kind == yaml.ScalarNode {
+		return []string{n.Value}
+	}
+	if n.Kind != yaml.SequenceNode {
+		p.bad(n, "want a list of strings")
+		return nil
+	}
+	var out []string
+	for _, c := range n.Content {
+		if s := p.str(c); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func (p *parser) strMap(n *yaml.Node) map[string]string {
+	if n.Kind != yaml.MappingNode {
+		p.bad(n, "want a mapping of header name to value")
+		return nil
+	}
+	out := map[string]string{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		out[n.Content[i].Value] = p.str(n.Content[i+1])
+	}
+	return out
+}
+
+func (p *parser) boolean(n *yaml.Node) bool {
+	if !p.scalar(n, "true or false") {
+		return false
+	}
+	switch strings.ToLower(n.Value) {
+	case "true", "yes", "on":
+		return true
+	case "false", "no", "off":
+		return false
+	}
+	p.bad(n, fmt.Sprintf("want true or false, got %q", n.Value))
+	return false
+}
+
+// unit reads a number in [0, 1].
+func (p *parser) unit(n *yaml.Node) float64 {
+	if !p.scalar(n, "a number between 0 and 1") {
+		return 0
+	}
+	v, err := strconv.ParseFloat(n.Value, 64)
+	if err != nil || v < 0 || v > 1 {
+		p.bad(n, fmt.Sprintf("want a number between 0 and 1, got %q", n.Value))
+		return 0
+	}
+	return v
+}
+
+func (p *parser) count(n *yaml.Node, lo, hi int) int {
+	if !p.scalar(n, "a whole number") {
+		return lo
+	}
+	v, err := strconv.Atoi(n.Value)
+	if err != nil || v < lo || v > hi {
+		p.bad(n, fmt.Sprintf("want a whole number from %d to %d, got %q", lo, hi, n.Value))
+		return lo
+	}
+	return v
+}
+
+func (p *parser) duration(n *yaml.Node) time.Duration {
+	if !p.scalar(n, "a duration such as 40ms") {
+		return 0
+	}
+	d, err := time.ParseDuration(n.Value)
+	if err != nil || d <= 0 {
+		p.bad(n, fmt.Sprintf("want a positive duration such as 40ms, got %q", n.Value))
+		return 0
+	}
+	return d
+}
+
+func (p *parser) floors(n *yaml.Node, path string) Floors {
+	var f Floors
+	p.mapping(n, path, map[string]func(*yaml.Node){
+		"tier1": func(n *yaml.Node) { v := p.unit(n); f.Tier1 = &v },
+		"tier2": func(n *yaml.Node) { v := p.unit(n); f.Tier2 = &v },
+	})
+	return f
+}
+
+// suggest returns the known field within edit distance 2 of k, if any.
+func suggest(k string, fields map[string]func(*yaml.Node)) string {
+	names := make([]string, 0, len(fields))
+	for n := range fields {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	best, bestD := "", 3
+	for _, n := range names {
+		if d := distance(k, n); d < bestD {
+			best, bestD = n, d
+		}
+	}
+	return best
+}
+
+func distance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			c := 1
+			if a[i-1] == b[j-1] {
+				c = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+c)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

@@ -1,0 +1,401 @@
+package rules
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/triagegw/triage/classifier"
+	"github.com/triagegw/triage/classifier/classifiertest"
+	"github.com/triagegw/triage/router/openai"
+)
+
+var testClasses = []string{"code", "health", "law", "other"}
+
+func testHeads(tier2 bool, floors map[string]classifier.Floors) *classifier.Heads {
+	head := classifier.Linear{Kind: "softmax", Classes: testClasses, Dims: 1, W: make([]float32, 4), B: make([]float32, 4)}
+	h := &classifier.Heads{Format: 1, Name: "t", Version: "v1", Classes: testClasses, Dir: "/heads",
+		Tier1: &classifier.Tier{Head: head}, Floors: floors}
+	if tier2 {
+		h.Tier2 = &classifier.Tier{Head: head}
+	}
+	return h
+}
+
+var pools = map[string]bool{"general": true, "code": true, "legal": true, "medical": true, "vip": true}
+
+func write(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func compile(t *testing.T, body string, env Env) *Set {
+	t.Helper()
+	f, err := ParseFile(write(t, body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env.Pools == nil {
+		env.Pools = pools
+	}
+	s, err := Compile(f, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func input(t testing.TB, model, user string, hdr ...string) Input {
+	t.Helper()
+	body := []byte(fmt.Sprintf(`{"model":%q,"messages":[{"role":"system","content":"sys"},{"role":"user","content":%q}]}`, model, user))
+	r, err := openai.Extract(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := http.Header{}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		h.Set(hdr[i], hdr[i+1])
+	}
+	return Input{Req: r, Body: body, Header: h}
+}
+
+func TestParseReportsEveryProblemWithPosition(t *testing.T) {
+	_, err := Parse("r.yaml", []byte(`alias: auto
+heads: h
+clases:
+  law: {}
+classes:
+  law: {floors: {tier1: 1.5}, requires_tier2: maybe}
+  law: {}
+routes:
+  - {when: {class: law}, pool: legal}
+  - {name: x, pool: code, when: {clas: code, min_score: high}}
+tier2: {budget: -3ms}
+window: {user_turns: 0}
+`))
+	var e *Error
+	if !errors.As(err, &e) {
+		t.Fatalf("Parse error = %v, want *Error", err)
+	}
+	want := []string{
+		`r.yaml:3:1: clases: unknown field (did you mean "classes"?)`,
+		`r.yaml:6:25: want a number between 0 and 1, got "1.5"`,
+		`r.yaml:6:47: want true or false, got "maybe"`,
+		`r.yaml:7:3: class "law" is listed twice`,
+		`r.yaml:9:5: routes[0]: a route needs a name`,
+		`r.yaml:10:34: routes[1].when.clas: unknown field (did you mean "class"?)`,
+		`r.yaml:10:57: want a number between 0 and 1, got "high"`,
+		`r.yaml:11:17: want a positive duration such as 40ms, got "-3ms"`,
+		`r.yaml:12:22: want a whole number from 1 to 100, got "0"`,
+		`default: required`,
+	}
+	msg := err.Error()
+	for _, w := range want {
+		if !strings.Contains(msg, w) {
+			t.Errorf("missing problem %q in:\n%s", w, msg)
+		}
+	}
+	if len(e.Problems) != len(want) {
+		t.Errorf("%d problems, want %d:\n%s", len(e.Problems), len(want), msg)
+	}
+	if _, err := Parse("r.yaml", []byte("routes: [\n")); err == nil || !strings.Contains(err.Error(), "not valid YAML") {
+		t.Fatalf("broken YAML: %v", err)
+	}
+}
+
+func TestCompileChecksReferences(t *testing.T) {
+	f, err := Parse("r.yaml", []byte(`heads: h
+classes:
+  astrology: {}
+  health: {requires_tier2: true}
+routes:
+  - {name: legal, when: {class: law}, pool: legal}
+  - {name: legal, when: {class: law, min_score: 0.9}, pool: legal}
+  - {name: medical, when: {class: health}, pool: medical, fallback: nowhere}
+  - {name: coding, when: {class: code}, pool: kode}
+  - {name: fast, when: {model: gpt-4o, class: code}, pool: code}
+  - {name: any, pool: general}
+  - {name: never, when: {class: other}, pool: general}
+default: nope
+tier2: {enabled: true}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Compile(f, Env{Pools: pools, Heads: testHeads(false, nil), Tier1: &classifiertest.Fixed{}})
+	if err == nil {
+		t.Fatal("Compile accepted broken references")
+	}
+	msg := err.Error()
+	for _, w := range []string{
+		`r.yaml:13:10: default: no pool named "nope"`,
+		`r.yaml:3:3: classes: "astrology" is not a class of the heads`,
+		`routes[1]: route name "legal" is also routes[0]'s`,
+		`r.yaml:7:5: routes[1] (legal) can never match: routes[0] (legal) takes every request it would`,
+		`r.yaml:8:69: routes[2].fallback: no pool named "nowhere"`,
+		`routes[3].pool: no pool named "kode"`,
+		`routes[4].when.model: "gpt-4o" is not an alias`,
+		`routes[6] (never) can never match: routes[5] (any) takes every request it would`,
+		`tier2.enabled: the heads in /heads have no tier-2 head`,
+	} {
+		if !strings.Contains(msg, w) {
+			t.Errorf("missing %q in:\n%s", w, msg)
+		}
+	}
+	// requires_tier2 with tier 2 off makes its routes unreachable.
+	f, _ = Parse("r.yaml", []byte("classes: {health: {requires_tier2: true}}\nroutes: [{name: m, when: {class: health}, pool: medical}]\ndefault: general\n"))
+	if _, err := Compile(f, Env{Pools: pools, Heads: testHeads(false, nil), Tier1: &classifiertest.Fixed{}}); err == nil ||
+		!strings.Contains(err.Error(), `class "health" requires tier 2 but tier2.enabled is false`) {
+		t.Fatalf("requires_tier2 without tier 2: %v", err)
+	}
+}
+
+const cascade = `alias: [auto, auto-fast]
+heads: h
+floors: {tier1: 0.6, tier2: 0.5}
+classes:
+  law: {floors: {tier1: 0.8, tier2: 0.7}}
+  health: {requires_tier2: true}
+routes:
+  - {name: vip, when: {headers: {x-tier: gold}}, pool: vip}
+  - {name: legal, when: {class: law}, pool: legal, fallback: general}
+  - {name: medical, when: {class: health, min_score: 0.7}, pool: medical}
+  - {name: coding-strict, when: {class: code, min_score: 0.9, model: auto-fast}, pool: code}
+  - {name: coding, when: {class: code}, pool: code}
+default: general
+tier2: {enabled: true, budget: 50ms}
+`
+
+func TestDecideCascade(t *testing.T) {
+	t1 := &classifiertest.Fixed{Rules: []classifiertest.Rule{
+		{Contains: "deposit", Class: "law", Score: 0.9},
+		{Contains: "lease", Class: "law", Score: 0.7}, // below law's 0.8
+		{Contains: "rash", Class: "health", Score: 0.95},
+		{Contains: "rebase", Class: "code", Score: 0.85},
+		{Contains: "soup", Class: "other", Score: 0.99},
+		{Contains: "tie", Class: "code", Score: 0.6}, // exactly the default floor
+	}}
+	t2 := &classifiertest.Fixed{Rules: []classifiertest.Rule{
+		{Contains: "lease", Class: "law", Score: 0.75},
+		{Contains: "rash", Class: "health", Score: 0.8},
+		{Contains: "itch", Class: "health", Score: 0.6}, // above health's tier-2 floor, below the route's 0.7
+		{Contains: "slow", Class: "law", Score: 0.99},
+	}}
+	var loads atomic.Int64
+	s := compile(t, cascade, Env{Heads: testHeads(true, nil), Tier1: t1, Tier2: func() (classifier.Classifier, error) {
+		loads.Add(1)
+		return t2, nil
+	}})
+	if !s.NeedsTier2() {
+		t.Fatal("NeedsTier2 = false with routed floors and tier 2 enabled")
+	}
+	for _, tc := range []struct {
+		name, model, text string
+		hdr               []string
+		want              Decision
+	}{
+		{"explicit model", "llama-3", "deposit", nil, Decision{Reason: ReasonExplicitModel}},
+		{"confident", "auto", "my deposit", nil, Decision{Pool: "legal", Fallback: "general", Route: "legal", Class: "law", Score: 0.9, Tier: 1, Reason: ReasonTier1Confident}},
+		{"second alias", "auto-fast", "git rebase", nil, Decision{Pool: "code", Route: "coding", Class: "code", Score: 0.85, Tier: 1, Reason: ReasonTier1Confident}},
+		{"at the floor", "auto", "tie", nil, Decision{Pool: "code", Route: "coding", Class: "code", Score: 0.6, Tier: 1, Reason: ReasonTier1Confident}},
+		{"header rule first", "auto", "my deposit", []string{"X-Tier", "gold"}, Decision{Pool: "vip", Route: "vip", Reason: ReasonRule}},
+		{"no route for the class", "auto", "tomato soup", nil, Decision{Pool: "general", Class: "other", Score: 0.99, Tier: 1, Reason: ReasonDefault}},
+		{"below floor, tier 2 confident", "auto", "my lease", nil, Decision{Pool: "legal", Fallback: "general", Route: "legal", Class: "law", Score: 0.75, Tier: 2, Reason: ReasonBelowFloor}},
+		{"requires tier 2, confident", "auto", "a rash", nil, Decision{Pool: "medical", Route: "medical", Class: "health", Score: 0.8, Tier: 2, Reason: ReasonClassRequiresTier2}},
+		{"requires tier 2, below the route minimum", "auto", "a rash that itch", nil, Decision{Pool: "medical", Route: "medical", Class: "health", Score: 0.8, Tier: 2, Reason: ReasonClassRequiresTier2}},
+		{"tier 2 timeout", "auto", "lease slow", nil, Decision{Pool: "general", Class: "law", Score: 0.7, Tier: 1, Reason: ReasonTier2Timeout}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t2.Delay = 0
+			if tc.text == "lease slow" {
+				t2.Delay = time.Second
+			}
+			got := s.Decide(context.Background(), input(t, tc.model, tc.text, tc.hdr...))
+			if got != tc.want {
+				t.Fatalf("Decide(%s %q) = %+v\nwant %+v", tc.model, tc.text, got, tc.want)
+			}
+		})
+	}
+	if loads.Load() != 1 {
+		t.Fatalf("tier 2 loaded %d times, want once", loads.Load())
+	}
+	// Tier 2 that cannot run: the default pool, said so.
+	s2 := compile(t, cascade, Env{Heads: testHeads(true, nil), Tier1: t1, Tier2: func() (classifier.Classifier, error) {
+		return nil, fmt.Errorf("no model: %w", classifier.ErrUnavailable)
+	}})
+	if d := s2.Decide(context.Background(), input(t, "auto", "my lease")); d.Pool != "general" || d.Reason != ReasonTier2Unavailable {
+		t.Fatalf("tier 2 unavailable: %+v", d)
+	}
+	// The trace tells the whole story.
+	t2.Delay = 0
+	tr := s.ExplainDecision(context.Background(), input(t, "auto", "my lease"))
+	if tr.Tier1 == nil || tr.Tier2 == nil || tr.Floors["tier1"] != 0.8 || tr.Floors["tier2"] != 0.7 ||
+		len(tr.Candidates) != 1 || tr.Decision.Route != "legal" || tr.Text != "my lease" {
+		t.Fatalf("trace = %+v", tr)
+	}
+}
+
+func TestTier2NeverLoadedWhenNotNeeded(t *testing.T) {
+	t1 := &classifiertest.Fixed{Default: classifier.Scored{Class: "law", Score: 0.1}}
+	loaded := false
+	load := func() (classifier.Classifier, error) { loaded = true; return &classifiertest.Fixed{}, nil }
+	// Tier 2 off: below-floor requests go to the default pool; nothing loads.
+	s := compile(t, "routes: [{name: l, when: {class: law}, pool: legal}]\ndefault: general\n", Env{Heads: testHeads(true, nil), Tier1: t1, Tier2: load})
+	if s.NeedsTier2() {
+		t.Fatal("NeedsTier2 = true with tier 2 disabled")
+	}
+	if d := s.Decide(context.Background(), input(t, "auto", "x")); d.Reason != ReasonBelowFloor || d.Pool != "general" {
+		t.Fatalf("below floor without tier 2: %+v", d)
+	}
+	// Tier 2 on, but no route names a class: nothing can escalate.
+	s = compile(t, "routes: [{name: v, when: {headers: {x-a: b}}, pool: vip}]\ndefault: general\ntier2: {enabled: true, warmup: true}\n", Env{Heads: testHeads(true, nil), Tier1: t1, Tier2: load})
+	if s.NeedsTier2() || s.Warmup() != nil {
+		t.Fatal("NeedsTier2 = true with no class route")
+	}
+	s.Decide(context.Background(), input(t, "auto", "x"))
+	if loaded {
+		t.Fatal("tier 2 was loaded although no decision can need it")
+	}
+	// Warmup loads it up front when asked and needed.
+	s = compile(t, "routes: [{name: l, when: {class: law}, pool: legal}]\ndefault: general\ntier2: {enabled: true, warmup: true}\n", Env{Heads: testHeads(true, nil), Tier1: t1, Tier2: load})
+	if err := s.Warmup(); err != nil || !loaded {
+		t.Fatalf("Warmup: %v, loaded %v", err, loaded)
+	}
+}
+
+func TestFloorPrecedence(t *testing.T) {
+	f := func(v float32) *float32 { return &v }
+	heads := testHeads(false, map[string]classifier.Floors{"law": {Tier1: f(0.3)}, "code": {Tier1: f(0.4)}})
+	s := compile(t, `floors: {tier1: 0.7}
+classes: {code: {floors: {tier1: 0.9}}}
+routes:
+  - {name: l, when: {class: law}, pool: legal}
+  - {name: c, when: {class: code}, pool: code}
+  - {name: h, when: {class: health}, pool: medical}
+default: general
+`, Env{Heads: heads, Tier1: &classifiertest.Fixed{}})
+	for class, want := range map[string]float32{"law": 0.3, "code": 0.9, "health": 0.7, "other": 0.7} {
+		if got := s.info[s.index[class]].floor1; got != want {
+			t.Errorf("tier-1 floor of %s = %v, want %v (file class > heads > file default)", class, got, want)
+		}
+	}
+	s = compile(t, "routes: [{name: l, when: {class: law}, pool: legal}]\ndefault: general\n", Env{Heads: testHeads(false, nil), Tier1: &classifiertest.Fixed{}})
+	if got := s.info[s.index["law"]].floor1; got != 0.5 {
+		t.Errorf("built-in default floor = %v, want 0.5", got)
+	}
+}
+
+func TestConversationWindow(t *testing.T) {
+	t1 := &classifiertest.Fixed{Default: classifier.Scored{Class: "other", Score: 1}}
+	s := compile(t, "window: {user_turns: 2, system: true}\nroutes: [{name: l, when: {class: law}, pool: legal}]\ndefault: general\n",
+		Env{Heads: testHeads(false, nil), Tier1: t1})
+	body := []byte(`{"model":"auto","messages":[{"role":"system","content":"S"},{"role":"user","content":"one"},{"role":"assistant","content":"A"},{"role":"user","content":"two"},{"role":"user","content":"three"}]}`)
+	r, _ := openai.Extract(body)
+	s.Decide(context.Background(), Input{Req: r, Body: body, Header: http.Header{}})
+	if got := t1.Last(); got != "three\n\ntwo\n\nS" {
+		t.Fatalf("tier 1 saw %q", got)
+	}
+}
+
+func TestSessions(t *testing.T) {
+	t1 := &classifiertest.Fixed{Rules: []classifiertest.Rule{
+		{Contains: "rebase", Class: "code", Score: 0.95},
+		{Contains: "commit it", Class: "other", Score: 0.4},
+		{Contains: "deposit", Class: "law", Score: 0.95},
+	}, Default: classifier.Scored{Class: "law", Score: 0.2}}
+	s := compile(t, `routes:
+  - {name: coding, when: {class: code}, pool: code}
+  - {name: legal, when: {class: law}, pool: legal}
+default: general
+session: {header: x-session-id, turns: 2, size: 2}
+`, Env{Heads: testHeads(false, nil), Tier1: t1})
+	ctx := context.Background()
+	sid := []string{"X-Session-Id", "s1"}
+	steps := []struct {
+		text, wantPool, wantReason string
+	}{
+		{"how do I rebase", "code", ReasonTier1Confident},
+		{"now commit it", "code", ReasonSession},  // a follow-up does not bounce to the default
+		{"and push", "code", ReasonSession},       // below law's floor: still the session's route
+		{"and then", "general", ReasonBelowFloor}, // turns used up
+		{"my deposit", "legal", ReasonTier1Confident},
+		{"commit it", "legal", ReasonSession}, // a confident new class moved the session
+	}
+	for i, st := range steps {
+		d := s.Decide(ctx, input(t, "auto", st.text, sid...))
+		if d.Pool != st.wantPool || d.Reason != st.wantReason {
+			t.Fatalf("step %d %q: %+v, want %s/%s", i, st.text, d, st.wantPool, st.wantReason)
+		}
+	}
+	// Without the header nothing sticks; the table is bounded.
+	if d := s.Decide(ctx, input(t, "auto", "now commit it")); d.Reason != ReasonDefault {
+		t.Fatalf("no session header: %+v", d)
+	}
+	for _, id := range []string{"a", "b", "c", "d"} {
+		s.Decide(ctx, input(t, "auto", "rebase", "X-Session-Id", id))
+	}
+	if n := s.sessions.len(); n != 2 {
+		t.Fatalf("%d sessions kept, size is 2", n)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(cascade))
+	f.Add([]byte("routes: [{name: a, when: {class: [x, y]}}]\ndefault: p\n"))
+	f.Add([]byte("alias: [a, {b: c}]\nwindow: {user_turns: 9999999999999}\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		file, err := Parse("f.yaml", b)
+		if err == nil && file.Default == "" {
+			t.Fatal("Parse accepted a file without a default")
+		}
+		if err != nil {
+			var e *Error
+			if !errors.As(err, &e) || len(e.Problems) == 0 {
+				t.Fatalf("Parse error %v is not a problem list", err)
+			}
+		}
+	})
+}
+
+// BenchmarkDecide measures what the rules add to classification: the
+// conversation text, route matching, floors (tier 1 is a fixed answer).
+func BenchmarkDecide(b *testing.B) {
+	t1 := constant{Class: "code", Score: 0.9}
+	f, _ := Parse("r.yaml", []byte(cascade))
+	s, err := Compile(f, Env{Pools: pools, Heads: testHeads(true, nil), Tier1: t1, Tier2: func() (classifier.Classifier, error) { return t1, nil }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var r classifier.Result
+	if n := testing.AllocsPerRun(10, func() { t1.Classify(context.Background(), "x", &r) }); n != 0 {
+		b.Fatalf("the stand-in classifier allocates %v", n)
+	}
+	in := input(b, "auto", "How do I rebase my feature branch onto main without losing my commits?")
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if d := s.Decide(ctx, in); d.Route != "coding" {
+			b.Fatal(d)
+		}
+	}
+}
+
+// constant is a classifier that costs nothing and keeps nothing.
+type constant classifier.Scored
+
+func (c constant) Classify(_ context.Context, _ string, r *classifier.Result) error {
+	r.Class, r.Score = c.Class, c.Score
+	r.Top = append(r.Top[:0], classifier.Scored(c))
+	return nil
+}

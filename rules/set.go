@@ -1,0 +1,522 @@
+package rules
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/triagegw/triage/classifier"
+	"github.com/triagegw/triage/router/openai"
+	"unsafe"
+)
+
+// Reasons a Decision gives.
+const (
+	ReasonExplicitModel      = "explicit_model"       // the request named a model, not an alias
+	ReasonTier1Confident     = "tier1_confident"      // tier 1's top class has a route and cleared its floor
+	ReasonBelowFloor         = "below_floor"          // tier 1 fell below the floor of a routed class (tier 2 consulted when enabled)
+	ReasonClassRequiresTier2 = "class_requires_tier2" // tier 1's top class is never trusted alone
+	ReasonTier2Timeout       = "tier2_timeout"        // tier 2 ran out of its budget
+	ReasonTier2Unavailable   = "tier2_unavailable"    // tier 2 could not run
+	ReasonDefault            = "default"              // no route takes the top class
+	ReasonRule               = "rule"                 // a route without class conditions matched the request
+	ReasonSession            = "session"              // kept on the session's earlier route
+)
+
+// Decision is where a request goes and why.
+type Decision struct {
+	// Pool serves the request; empty for an explicit model (the gateway's
+	// model table decides). Fallback takes over when Pool has no healthy
+	// replica.
+	Pool, Fallback string
+	// Route names the route taken; empty for the default pool.
+	Route string
+	// Class and Score are the verdict of the tier that decided (Tier 1 or
+	// 2; 0 when no tier ran).
+	Class  string
+	Score  float32
+	Tier   int
+	Reason string
+}
+
+// Input is what Decide sees of a request.
+type Input struct {
+	Req    openai.Request // from openai.Extract on Body
+	Body   []byte
+	Header http.Header
+}
+
+// Env is what a rules file is compiled against.
+type Env struct {
+	// Pools are the gateway's pool names.
+	Pools map[string]bool
+	// Heads is the heads artifact the file names, loaded.
+	Heads *classifier.Heads
+	// Tier1 classifies with the heads' tier-1 head.
+	Tier1 classifier.Classifier
+	// Tier2 loads tier 2 on first need; nil when this build or the heads
+	// have none.
+	Tier2 func() (classifier.Classifier, error)
+}
+
+// Set is a compiled rules file: immutable, safe for concurrent use.
+type Set struct {
+	file    *File
+	version string
+	aliases []string
+	classes []string
+	index   map[string]int
+	info    []classInfo // by class index
+	routes  []route
+	def     string
+	conv    openai.Conversation
+	tier1   classifier.Classifier
+
+	tier2On     bool
+	tier2Load   func() (classifier.Classifier, error)
+	tier2Once   sync.Once
+	tier2       classifier.Classifier
+	tier2Err    error
+	tier2Budget time.Duration
+
+	sessions *sessions
+	scratch  sync.Pool
+}
+
+type classInfo struct {
+	floor1, floor2 float32
+	requiresTier2  bool
+}
+
+type route struct {
+	name, pool, fallback string
+	classes              []bool // by class index; nil: any class (no class condition)
+	minScore             float32
+	model                string
+	headers              [][2]string // canonical name, value
+}
+
+type work struct {
+	text []byte
+	r1   classifier.Result
+	r2   classifier.Result
+}
+
+// view lends the text to a classifier without copying it: the Classifier
+// contract says text is valid only during the call.
+func (w *work) view() string {
+	if len(w.text) == 0 {
+		return ""
+	}
+	return unsafe.String(&w.text[0], len(w.text))
+}
+
+// Compile checks f against env and builds its Set. Every problem is
+// reported at once, with the line and column it comes from.
+func Compile(f *File, env Env) (*Set, error) {
+	var problems []Problem
+	bad := func(p Pos, format string, a ...any) {
+		problems = append(problems, Problem{File: f.Path, Line: p.Line, Col: p.Col, Msg: fmt.Sprintf(format, a...)})
+	}
+	h := env.Heads
+	if h == nil {
+		return nil, &Error{Problems: []Problem{{File: f.Path, Msg: "heads: no heads artifact loaded"}}}
+	}
+	s := &Set{file: f, aliases: f.Aliases, classes: h.Classes, index: classifier.ClassIndex(h.Classes),
+		def: f.Default, tier1: env.Tier1, tier2Load: env.Tier2, tier2Budget: f.Tier2.Budget,
+		conv: openai.Conversation{UserTurns: f.Window.UserTurns, System: f.Window.System, MaxBytes: f.Window.MaxBytes}}
+	if env.Tier1 == nil || h.Tier1 == nil {
+		bad(Pos{}, "heads %s: no tier-1 head; tier 1 is what every decision starts with", h.Dir)
+	}
+	if !env.Pools[f.Default] {
+		bad(f.pos["default"], "default: no pool named %q", f.Default)
+	}
+	for name, c := range f.Classes {
+		if _, ok := s.index[name]; !ok {
+			bad(c.pos, "classes: %q is not a class of the heads in %s (they are %v)", name, h.Dir, h.Classes)
+		}
+	}
+	// Floors: the file's class floor, else the heads' calibrated one, else
+	// the file's default, else 0.5.
+	s.info = make([]classInfo, len(h.Classes))
+	for i, name := range h.Classes {
+		ci := &s.info[i]
+		def1, def2 := 0.5, 0.5
+		if f.Floors.Tier1 != nil {
+			def1 = *f.Floors.Tier1
+		}
+		if f.Floors.Tier2 != nil {
+			def2 = *f.Floors.Tier2
+		}
+		ci.floor1, ci.floor2 = float32(def1), float32(def2)
+		if hf, ok := h.Floors[name]; ok {
+			if hf.Tier1 != nil {
+				ci.floor1 = *hf.Tier1
+			}
+			if hf.Tier2 != nil {
+				ci.floor2 = *hf.Tier2
+			}
+		}
+		if c := f.Classes[name]; c != nil {
+			if c.Floors.Tier1 != nil {
+				ci.floor1 = float32(*c.Floors.Tier1)
+			}
+			if c.Floors.Tier2 != nil {
+				ci.floor2 = float32(*c.Floors.Tier2)
+			}
+			ci.requiresTier2 = c.RequiresTier2
+		}
+	}
+	names := map[string]int{}
+	for i, r := range f.Routes {
+		path := fmt.Sprintf("routes[%d]", i)
+		cr := route{name: r.Name, pool: r.Pool, fallback: r.Fallback, minScore: float32(r.When.MinScore), model: r.When.Model}
+		if j, dup := names[r.Name]; dup {
+			bad(r.pos, "%s: route name %q is also routes[%d]'s", path, r.Name, j)
+		}
+		names[r.Name] = i
+		if r.Pool != "" && !env.Pools[r.Pool] {
+			bad(f.pos[path+".pool"], "%s.pool: no pool named %q", path, r.Pool)
+		}
+		if r.Fallback != "" && !env.Pools[r.Fallback] {
+			bad(f.pos[path+".fallback"], "%s.fallback: no pool named %q", path, r.Fallback)
+		}
+		if r.When.Model != "" && !slices.Contains(f.Aliases, r.When.Model) {
+			bad(r.pos, "%s.when.model: %q is not an alias (%v): rules only see requests naming an alias, so this route can never match", path, r.When.Model, f.Aliases)
+		}
+		if len(r.When.Classes) > 0 {
+			cr.classes = make([]bool, len(h.Classes))
+			for _, c := range r.When.Classes {
+				ci, ok := s.index[c]
+				if !ok {
+					bad(f.pos[path+".when.class"], "%s.when: %q is not a class of the heads (%v)", path, c, h.Classes)
+					continue
+				}
+				cr.classes[ci] = true
+				if s.info[ci].requiresTier2 && !f.Tier2.Enabled {
+					bad(f.pos[path+".when.class"], "%s.when: class %q requires tier 2 but tier2.enabled is false: this route can never take it", path, c)
+				}
+			}
+		}
+		for k, v := range r.When.Headers {
+			cr.headers = append(cr.headers, [2]string{http.CanonicalHeaderKey(k), v})
+		}
+		slices.SortFunc(cr.headers, func(a, b [2]string) int { return cmpStr(a[0], b[0]) })
+		s.routes = append(s.routes, cr)
+	}
+	for j := range s.routes {
+		for i := range j {
+			if shadows(&s.routes[i], &s.routes[j]) {
+				bad(f.Routes[j].pos, "routes[%d] (%s) can never match: routes[%d] (%s) takes every request it would", j, s.routes[j].name, i, s.routes[i].name)
+				break
+			}
+		}
+	}
+	if f.Tier2.Enabled {
+		if h.Tier2 == nil || env.Tier2 == nil {
+			bad(f.pos["tier2.enabled"], "tier2.enabled: the heads in %s have no tier-2 head, or this build has no tier-2 encoder", h.Dir)
+		}
+	}
+	s.tier2On = f.Tier2.Enabled && s.needsTier2()
+	if f.Session.Header != "" {
+		s.sessions = newSessions(f.Session.Size, f.Session.Turns)
+	}
+	if len(problems) > 0 {
+		return nil, &Error{Problems: problems}
+	}
+	sum := sha256.New()
+	if b, err := os.ReadFile(f.Path); err == nil {
+		sum.Write(b)
+	}
+	fmt.Fprintf(sum, "\x00%s\x00%s\x00%s", h.Name, h.Version, h.Dir)
+	s.version = hex.EncodeToString(sum.Sum(nil))[:12]
+	s.scratch.New = func() any { return &work{text: make([]byte, 0, 1024)} }
+	return s, nil
+}
+
+func cmpStr(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// shadows reports whether route a (earlier) takes every request route b
+// would: its conditions are each no stricter than b's.
+func shadows(a, b *route) bool {
+	if a.model != "" && a.model != b.model {
+		return false
+	}
+	if a.minScore > b.minScore {
+		return false
+	}
+	for _, ha := range a.headers {
+		if !slices.Contains(b.headers, ha) {
+			return false
+		}
+	}
+	if a.classes == nil {
+		return true
+	}
+	if b.classes == nil {
+		return false
+	}
+	for c, in := range b.classes {
+		if in && !a.classes[c] {
+			return false
+		}
+	}
+	return true
+}
+
+// needsTier2 reports whether any route could escalate: a routed class that
+// requires tier 2 or whose tier-1 floor (or the route's minimum) can fail.
+func (s *Set) needsTier2() bool {
+	for _, r := range s.routes {
+		for c, in := range r.classes {
+			if in && (s.info[c].requiresTier2 || s.info[c].floor1 > 0 || r.minScore > 0) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// NeedsTier2 reports whether any decision can reach tier 2. When false the
+// tier-2 model is never loaded.
+func (s *Set) NeedsTier2() bool { return s.tier2On }
+
+// Version identifies the rules file, heads and floors in effect.
+func (s *Set) Version() string { return s.version }
+
+// Explain reports whether responses carry the x-triage-* headers.
+func (s *Set) Explain() bool { return s.file.Explain }
+
+// Aliases are the model names that ask for routing.
+func (s *Set) Aliases() []string { return s.aliases }
+
+// Default is the default pool.
+func (s *Set) Default() string { return s.def }
+
+// File is the parsed file the Set was compiled from.
+func (s *Set) File() *File { return s.file }
+
+// IsAlias reports whether a requested model name asks for routing.
+func (s *Set) IsAlias(model []byte) bool {
+	for _, a := range s.aliases {
+		if string(model) == a {
+			return true
+		}
+	}
+	return false
+}
+
+// Warmup loads tier 2 now when the file asks for it and a decision can need
+// it; otherwise it does nothing.
+func (s *Set) Warmup() error {
+	if s.tier2On && s.file.Tier2.Warmup {
+		_, err := s.loadTier2()
+		return err
+	}
+	return nil
+}
+
+func (s *Set) loadTier2() (classifier.Classifier, error) {
+	s.tier2Once.Do(func() {
+		if s.tier2Load == nil {
+			s.tier2Err = fmt.Errorf("rules: no tier-2 encoder: %w", classifier.ErrUnavailable)
+			return
+		}
+		s.tier2, s.tier2Err = s.tier2Load()
+	})
+	return s.tier2, s.tier2Err
+}
+
+// Trace is the whole story of one decision, for `triage route`.
+type Trace struct {
+	Model      string             `json:"model"`
+	Text       string             `json:"text,omitempty"`
+	Tier1      *classifier.Result `json:"tier1,omitempty"`
+	Tier2      *classifier.Result `json:"tier2,omitempty"`
+	Tier2Error string             `json:"tier2_error,omitempty"`
+	Floors     map[string]float32 `json:"floors_applied,omitempty"` // tier → floor of the class it judged
+	Candidates []string           `json:"candidate_routes,omitempty"`
+	Session    string             `json:"session,omitempty"`
+	Decision   Decision           `json:"decision"`
+}
+
+// Decide routes one request. For a model that is not an alias it returns
+// ReasonExplicitModel and no pool.
+func (s *Set) Decide(ctx context.Context, in Input) Decision {
+	return s.decide(ctx, &in, nil)
+}
+
+// Explain decides as Decide does and records how.
+func (s *Set) ExplainDecision(ctx context.Context, in Input) Trace {
+	var t Trace
+	t.Decision = s.decide(ctx, &in, &t)
+	return t
+}
+
+func (s *Set) decide(ctx context.Context, in *Input, tr *Trace) Decision {
+	if tr != nil {
+		tr.Model = in.Req.ModelName()
+	}
+	if !s.IsAlias(in.Req.Model) {
+		return Decision{Reason: ReasonExplicitModel}
+	}
+	w := s.scratch.Get().(*work)
+	defer s.scratch.Put(w)
+	d := s.cascade(ctx, in, w, tr)
+	if s.sessions != nil {
+		d = s.sessions.apply(in.Header.Get(s.file.Session.Header), d, tr)
+	}
+	if tr != nil {
+		tr.Decision = d
+	}
+	return d
+}
+
+// matches reports whether r's conditions other than the class hold.
+func (r *route) matches(in *Input) bool {
+	if r.model != "" && string(in.Req.Model) != r.model {
+		return false
+	}
+	for _, h := range r.headers {
+		if v := in.Header[h[0]]; len(v) == 0 || v[0] != h[1] {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Set) pick(r *route, res *classifier.Result, tier int, reason string) Decision {
+	return Decision{Pool: r.pool, Fallback: r.fallback, Route: r.name, Class: res.Class, Score: res.Score, Tier: tier, Reason: reason}
+}
+
+func (s *Set) cascade(ctx context.Context, in *Input, w *work, tr *Trace) Decision {
+	// A route without a class condition that comes before any class route
+	// the request could take settles it without classifying.
+	for i := range s.routes {
+		r := &s.routes[i]
+		if !r.matches(in) {
+			continue
+		}
+		if r.classes == nil {
+			return Decision{Pool: r.pool, Fallback: r.fallback, Route: r.name, Reason: ReasonRule}
+		}
+		break
+	}
+	w.text = s.conv.AppendText(w.text[:0], in.Body, &in.Req)
+	if tr != nil {
+		tr.Text = string(w.text)
+	}
+	_ = s.tier1.Classify(ctx, w.view(), &w.r1) // tier 1 does not fail
+	if tr != nil {
+		r1 := w.r1
+		r1.Top = append([]classifier.Scored(nil), w.r1.Top...)
+		tr.Tier1 = &r1
+	}
+	c, ok := s.index[w.r1.Class]
+	if !ok {
+		return Decision{Pool: s.def, Class: w.r1.Class, Score: w.r1.Score, Tier: 1, Reason: ReasonDefault}
+	}
+	info := &s.info[c]
+	routed := false
+	var catchAll *route // a class-free route after the class routes: it takes what they leave
+	for i := range s.routes {
+		r := &s.routes[i]
+		if !r.matches(in) {
+			continue
+		}
+		if r.classes == nil {
+			catchAll = r
+			break
+		}
+		if !r.classes[c] {
+			continue
+		}
+		routed = true
+		if tr != nil {
+			tr.Candidates = append(tr.Candidates, r.name)
+			if tr.Floors == nil {
+				tr.Floors = map[string]float32{"tier1": info.floor1}
+			}
+		}
+		if !info.requiresTier2 && w.r1.Score >= max(info.floor1, r.minScore) {
+			return s.pick(r, &w.r1, 1, ReasonTier1Confident)
+		}
+	}
+	def := Decision{Pool: s.def, Class: w.r1.Class, Score: w.r1.Score, Tier: 1, Reason: ReasonDefault}
+	if catchAll != nil {
+		def.Pool, def.Fallback, def.Route, def.Reason = catchAll.pool, catchAll.fallback, catchAll.name, ReasonRule
+	}
+	if !routed {
+		return def
+	}
+	reason := ReasonBelowFloor
+	if info.requiresTier2 {
+		reason = ReasonClassRequiresTier2
+	}
+	def.Reason = reason
+	if !s.tier2On {
+		return def
+	}
+	return s.escalate(ctx, in, w, tr, reason, def)
+}
+
+func (s *Set) escalate(ctx context.Context, in *Input, w *work, tr *Trace, reason string, def Decision) Decision {
+	t2, err := s.loadTier2()
+	if err == nil {
+		cctx, cancel := context.WithTimeout(ctx, s.tier2Budget)
+		err = t2.Classify(cctx, w.view(), &w.r2)
+		cancel()
+	}
+	if err != nil {
+		if tr != nil {
+			tr.Tier2Error = err.Error()
+		}
+		def.Reason = ReasonTier2Unavailable
+		if errors.Is(err, context.DeadlineExceeded) {
+			def.Reason = ReasonTier2Timeout
+		}
+		return def
+	}
+	if tr != nil {
+		r2 := w.r2
+		r2.Top = append([]classifier.Scored(nil), w.r2.Top...)
+		tr.Tier2 = &r2
+	}
+	c, ok := s.index[w.r2.Class]
+	if !ok {
+		return def
+	}
+	info := &s.info[c]
+	if tr != nil {
+		if tr.Floors == nil {
+			tr.Floors = map[string]float32{}
+		}
+		tr.Floors["tier2"] = info.floor2
+	}
+	for i := range s.routes {
+		r := &s.routes[i]
+		if r.classes == nil || !r.classes[c] || !r.matches(in) {
+			continue
+		}
+		if w.r2.Score >= max(info.floor2, r.minScore) {
+			return s.pick(r, &w.r2, 2, reason)
+		}
+	}
+	def.Class, def.Score, def.Tier = w.r2.Class, w.r2.Score, 2
+	return def
+}
