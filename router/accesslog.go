@@ -57,6 +57,18 @@ func (l *logLine) ms(k string, d time.Duration) {
 	l.b = strconv.AppendFloat(l.b, float64(d.Microseconds())/1000, 'f', -1, 64)
 }
 
+// float writes a score with 3 decimals.
+func (l *logLine) float(k string, v float32) {
+	l.key(k)
+	l.b = strconv.AppendFloat(l.b, float64(v), 'f', 3, 32)
+}
+
+// us writes a duration in microseconds with 0.1 µs precision.
+func (l *logLine) us(k string, d time.Duration) {
+	l.key(k)
+	l.b = strconv.AppendFloat(l.b, float64(d.Nanoseconds())/1000, 'f', 1, 64)
+}
+
 func (l *logLine) key(k string) {
 	l.b = append(l.b, ',', '"')
 	l.b = append(l.b, k...)

@@ -79,7 +79,7 @@ func BenchmarkRequestPath(b *testing.B) {
 		b.Run(fmt.Sprintf("stream=%v", stream), func(b *testing.B) {
 			up := instantUpstream(b, stream)
 			pc := poolCfg("p", "gpt-4o-mini", up)
-			gw, err := New(newConfig("", pc), Options{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), AccessLog: io.Discard})
+			gw, err := New(newConfig("", pc), nil, Options{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), AccessLog: io.Discard})
 			if err != nil {
 				b.Fatal(err)
 			}

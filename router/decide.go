@@ -6,16 +6,26 @@ import (
 	"net/http"
 
 	"github.com/triagegw/triage/router/openai"
+	"github.com/triagegw/triage/rules"
 )
 
 // Decision is where one request goes, and why.
 type Decision struct {
-	// Pool names the pool that serves the request.
-	Pool string
+	// Pool names the pool that serves the request; Fallback, when set,
+	// takes over if Pool has no replica available.
+	Pool, Fallback string
 	// Reason says why, for the access log and the response headers:
 	// ReasonExplicitModel or ReasonDefault here; semantic routing adds its
 	// own (tier1_confident, below_floor, ...).
 	Reason string
+	// Route, Class, Score and Tier explain a semantic decision: the route
+	// taken and the verdict of the tier that decided (Tier 0: none ran).
+	Route string
+	Class string
+	Score float32
+	Tier  int
+	// Semantic is set when the request named a routing alias.
+	Semantic bool
 }
 
 // Reasons of the built-in decider.
@@ -43,6 +53,21 @@ type Input struct {
 // to one config snapshot and must be safe for concurrent use.
 type Decider interface {
 	Decide(ctx context.Context, in Input) (Decision, error)
+}
+
+// ruled routes requests naming a rules alias by subject, and the rest by
+// the model table.
+type ruled struct {
+	set   *rules.Set
+	table *modelTable
+}
+
+func (d *ruled) Decide(ctx context.Context, in Input) (Decision, error) {
+	if !d.set.IsAlias(in.Req.Model) {
+		return d.table.Decide(ctx, in)
+	}
+	r := d.set.Decide(ctx, rules.Input{Req: in.Req, Body: in.Body, Header: in.Header})
+	return Decision{Pool: r.Pool, Fallback: r.Fallback, Reason: r.Reason, Route: r.Route, Class: r.Class, Score: r.Score, Tier: r.Tier, Semantic: true}, nil
 }
 
 // modelTable is the built-in Decider: the model name, or an alias, picks

@@ -23,6 +23,7 @@ import (
 	"github.com/triagegw/triage/router/openai"
 	"github.com/triagegw/triage/router/pool"
 	"github.com/triagegw/triage/router/proxy"
+	"github.com/triagegw/triage/rules"
 )
 
 // gin is this package's business, and its debug mode prints to stdout.
@@ -73,7 +74,8 @@ type snapshot struct {
 	models    map[string]*poolEntry // model names and aliases
 	def       *poolEntry
 	decider   Decider
-	modelList []byte // the /v1/models body
+	rules     *rules.Set // nil without a rules file
+	modelList []byte     // the /v1/models body
 }
 
 // poolEntry is a pool and what the request path needs of it, resolved once.
@@ -84,8 +86,9 @@ type poolEntry struct {
 	m     *metrics.Pool
 }
 
-// New builds a Gateway serving cfg.
-func New(cfg *config.Config, o Options) (*Gateway, error) {
+// New builds a Gateway serving cfg, routing by routing (nil: by model name
+// alone).
+func New(cfg *config.Config, routing *rules.Set, o Options) (*Gateway, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -108,7 +111,7 @@ func New(cfg *config.Config, o Options) (*Gateway, error) {
 		changed:  make(chan struct{}, 1),
 	}
 	metrics.RegisterBackends(o.Registry, g.backendStates)
-	if err := g.Apply(cfg); err != nil {
+	if err := g.Apply(cfg, routing); err != nil {
 		return nil, err
 	}
 	g.engine = g.newEngine()
@@ -138,15 +141,24 @@ func (g *Gateway) Handler() http.Handler { return g.engine }
 // Metrics exposes the collectors, for the reload counter.
 func (g *Gateway) Metrics() *metrics.Metrics { return g.metrics }
 
+// RulesVersion is the version of the rules in effect ("" without rules).
+func (g *Gateway) RulesVersion() string {
+	if r := g.snap.Load().rules; r != nil {
+		return r.Version()
+	}
+	return ""
+}
+
 // Version is the number of the snapshot in effect: 1 after New, plus one
 // per successful Apply.
 func (g *Gateway) Version() uint64 { return g.snap.Load().version }
 
-// Apply validates cfg's pools and swaps in a snapshot built from it. Pools
-// whose configuration did not change keep their state (health, breaker,
-// in-flight counts). Requests in flight finish on the snapshot they began
-// with. On error the current snapshot stays.
-func (g *Gateway) Apply(cfg *config.Config) error {
+// Apply validates cfg's pools and swaps in a snapshot built from it and the
+// rules (config, rules, heads and floors are one unit). Pools whose
+// configuration did not change keep their state (health, breaker, in-flight
+// counts). Requests in flight finish on the snapshot they began with. On
+// error the current snapshot stays.
+func (g *Gateway) Apply(cfg *config.Config, routing *rules.Set) error {
 	g.applyMu.Lock()
 	defer g.applyMu.Unlock()
 	if err := cfg.Validate(); err != nil {
@@ -186,9 +198,24 @@ func (g *Gateway) Apply(cfg *config.Config) error {
 	if cfg.DefaultPool != "" {
 		s.def = s.byName[cfg.DefaultPool]
 	}
-	s.decider = &modelTable{models: s.models, def: s.def}
+	table := &modelTable{models: s.models, def: s.def}
+	s.decider = table
+	if routing != nil {
+		for _, a := range routing.Aliases() {
+			if e, taken := s.models[a]; taken {
+				return fmt.Errorf("rules alias %q is also a model name of pool %q: one name cannot mean both", a, e.pool.Name())
+			}
+		}
+		s.rules = routing
+		s.decider = &ruled{set: routing, table: table}
+	}
 	s.modelList = modelList(s)
 	g.snap.Store(s)
+	if routing != nil {
+		g.metrics.RulesVersion(routing.Version())
+	} else {
+		g.metrics.RulesVersion("")
+	}
 
 	keep := map[string]bool{}
 	for _, e := range s.pools {
@@ -235,6 +262,11 @@ func modelList(s *snapshot) []byte {
 	list.Data = []model{}
 	for name, e := range s.models {
 		list.Data = append(list.Data, model{ID: name, Object: "model", Created: s.loadedAt.Unix(), OwnedBy: "triage", Root: e.model})
+	}
+	if s.rules != nil {
+		for _, a := range s.rules.Aliases() {
+			list.Data = append(list.Data, model{ID: a, Object: "model", Created: s.loadedAt.Unix(), OwnedBy: "triage", Root: a})
+		}
 	}
 	sort.Slice(list.Data, func(i, j int) bool { return list.Data[i].ID < list.Data[j].ID })
 	b, _ := json.Marshal(list)

@@ -72,12 +72,16 @@ func (g *Gateway) models(c *gin.Context) {
 func (g *Gateway) model(c *gin.Context) {
 	s := g.snap.Load()
 	name := c.Param("model")[1:] // "/name" → "name"; names may hold slashes
-	e, ok := s.models[name]
-	if !ok {
+	root := ""
+	if e, ok := s.models[name]; ok {
+		root = e.model
+	} else if s.rules != nil && s.rules.IsAlias([]byte(name)) {
+		root = name
+	} else {
 		openai.WriteError(c.Writer, openai.ModelNotFound(name))
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"id": name, "object": "model", "created": s.loadedAt.Unix(), "owned_by": "triage", "root": e.model})
+	c.JSON(http.StatusOK, gin.H{"id": name, "object": "model", "created": s.loadedAt.Unix(), "owned_by": "triage", "root": root})
 }
 
 func (g *Gateway) readyz(c *gin.Context) {
@@ -89,7 +93,11 @@ func (g *Gateway) readyz(c *gin.Context) {
 	case !g.Ready():
 		status, code = "no healthy upstream", http.StatusServiceUnavailable
 	}
-	c.JSON(code, gin.H{"status": status, "config_version": s.version})
+	body := gin.H{"status": status, "config_version": s.version}
+	if s.rules != nil {
+		body["rules_version"] = s.rules.Version()
+	}
+	c.JSON(code, body)
 }
 
 // forward handles the OpenAI endpoints: read the body once, find the
@@ -137,6 +145,7 @@ func (g *Gateway) forward(c *gin.Context) {
 		return
 	}
 	al.model, al.stream = req.Model, req.Stream
+	t0 := time.Now()
 	dec, err := s.decider.Decide(r.Context(), Input{Req: req, Body: body, Header: r.Header})
 	if err != nil {
 		oe := openai.Internal()
@@ -147,13 +156,36 @@ func (g *Gateway) forward(c *gin.Context) {
 		openai.WriteError(w, oe)
 		return
 	}
-	al.reason = dec.Reason
+	if dec.Semantic {
+		al.decideTime = time.Since(t0)
+		route := dec.Route
+		if route == "" {
+			route = "default"
+		}
+		g.metrics.Decision(route, dec.Reason, dec.Tier, al.decideTime.Seconds())
+	}
+	al.dec = dec
 	e := s.byName[dec.Pool]
 	if e == nil {
 		oe := openai.Internal()
 		al.status, al.err = oe.Status, errors.New("router: decider chose unknown pool "+dec.Pool)
 		openai.WriteError(w, oe)
 		return
+	}
+	if dec.Fallback != "" && !e.pool.Available() {
+		if fb := s.byName[dec.Fallback]; fb != nil {
+			e = fb
+		}
+	}
+	if dec.Semantic && s.rules.Explain() {
+		h := w.Header()
+		h["X-Triage-Route"] = []string{orDefault(dec.Route)}
+		h["X-Triage-Reason"] = []string{dec.Reason}
+		if dec.Tier > 0 {
+			h["X-Triage-Class"] = []string{dec.Class}
+			h["X-Triage-Tier"] = []string{strconv.Itoa(dec.Tier)}
+			h["X-Triage-Score"] = []string{strconv.FormatFloat(float64(dec.Score), 'f', 3, 32)}
+		}
 	}
 	al.pool = e
 	fr := proxy.Request{
@@ -173,18 +205,19 @@ func (g *Gateway) forward(c *gin.Context) {
 
 // accessLine collects one request's facts for the metrics and the log.
 type accessLine struct {
-	id      string
-	path    string
-	model   []byte
-	stream  bool
-	start   time.Time
-	bytesIn int
-	pool    *poolEntry
-	reason  string
-	status  int
-	err     error
-	res     proxy.Result
-	done    bool
+	id         string
+	path       string
+	model      []byte
+	stream     bool
+	start      time.Time
+	bytesIn    int
+	pool       *poolEntry
+	dec        Decision
+	decideTime time.Duration
+	status     int
+	err        error
+	res        proxy.Result
+	done       bool
 }
 
 func (g *Gateway) account(s *snapshot, al *accessLine) {
@@ -234,8 +267,17 @@ func (g *Gateway) account(s *snapshot, al *accessLine) {
 	l.bool("stream", al.stream)
 	l.str("pool", poolName)
 	l.str("backend", backend)
-	if al.reason != "" {
-		l.str("reason", al.reason)
+	if d := &al.dec; d.Reason != "" {
+		l.str("reason", d.Reason)
+		if d.Semantic {
+			l.str("route", orDefault(d.Route))
+			if d.Tier > 0 {
+				l.str("class", d.Class)
+				l.int("tier", int64(d.Tier))
+				l.float("score", d.Score)
+			}
+			l.us("decision_us", al.decideTime)
+		}
 	}
 	l.int("status", int64(al.status))
 	l.int("attempts", int64(res.Attempts))
@@ -251,6 +293,13 @@ func (g *Gateway) account(s *snapshot, al *accessLine) {
 		l.str("error", cause.Error())
 	}
 	l.end(g.access)
+}
+
+func orDefault(route string) string {
+	if route == "" {
+		return "default"
+	}
+	return route
 }
 
 // Request ids: a random per-process prefix and a counter, unless the client

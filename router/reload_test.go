@@ -65,7 +65,7 @@ func TestReloadUnderLoad(t *testing.T) {
 		if i%2 == 0 {
 			cfg = cfgB
 		}
-		if err := h.gw.Apply(cfg); err != nil {
+		if err := h.gw.Apply(cfg, nil); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -73,7 +73,7 @@ func TestReloadUnderLoad(t *testing.T) {
 	// An invalid config is rejected and changes nothing.
 	bad := newConfig("nope", poolCfg("p", "m", b0.URL))
 	v := h.gw.Version()
-	if err := h.gw.Apply(bad); err == nil || h.gw.Version() != v {
+	if err := h.gw.Apply(bad, nil); err == nil || h.gw.Version() != v {
 		t.Fatalf("Apply(invalid) = %v, version %d -> %d", err, v, h.gw.Version())
 	}
 	time.Sleep(50 * time.Millisecond)
@@ -102,14 +102,14 @@ func TestApplyKeepsUnchangedPoolsAndRebuildsChanged(t *testing.T) {
 	p1 := h.gw.snap.Load().byName["p"].pool
 	p1.Report(p1.Backends()[0], pool.Failure) // state that must survive an unrelated reload
 	same := newConfig("", poolCfg("p", "m", r.URL), poolCfg("q", "n", r.URL))
-	if err := h.gw.Apply(same); err != nil {
+	if err := h.gw.Apply(same, nil); err != nil {
 		t.Fatal(err)
 	}
 	if h.gw.snap.Load().byName["p"].pool != p1 {
 		t.Fatal("unchanged pool p was rebuilt")
 	}
 	changed := newConfig("", func() pool.Config { c := poolCfg("p", "m", r.URL); c.Retry.Attempts = 1; return c }())
-	if err := h.gw.Apply(changed); err != nil {
+	if err := h.gw.Apply(changed, nil); err != nil {
 		t.Fatal(err)
 	}
 	if h.gw.snap.Load().byName["p"].pool == p1 {

@@ -75,7 +75,7 @@ func newConfig(def string, pools ...pool.Config) *config.Config {
 func newHarness(t testing.TB, cfg *config.Config, opts ...pool.Option) *harness {
 	t.Helper()
 	logs := &syncBuffer{}
-	gw, err := New(cfg, Options{Logger: slog.New(slog.NewJSONHandler(logs, nil)), AccessLog: logs, PoolOptions: opts})
+	gw, err := New(cfg, nil, Options{Logger: slog.New(slog.NewJSONHandler(logs, nil)), AccessLog: logs, PoolOptions: opts})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,15 +35,16 @@ type Decision struct {
 	// Pool serves the request; empty for an explicit model (the gateway's
 	// model table decides). Fallback takes over when Pool has no healthy
 	// replica.
-	Pool, Fallback string
+	Pool     string `json:"pool"`
+	Fallback string `json:"fallback,omitempty"`
 	// Route names the route taken; empty for the default pool.
-	Route string
+	Route string `json:"route,omitempty"`
 	// Class and Score are the verdict of the tier that decided (Tier 1 or
 	// 2; 0 when no tier ran).
-	Class  string
-	Score  float32
-	Tier   int
-	Reason string
+	Class  string  `json:"class,omitempty"`
+	Score  float32 `json:"score,omitempty"`
+	Tier   int     `json:"tier"`
+	Reason string  `json:"reason"`
 }
 
 // Input is what Decide sees of a request.

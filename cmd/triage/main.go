@@ -2,6 +2,8 @@
 // servers, and its tools.
 //
 //	triage serve --config FILE [--listen ADDR]          run the gateway
+//	triage route --config FILE PROMPT                   explain a routing decision
+//	triage rules check [--data FILE.jsonl] [RULES]      check rules, dry-run them
 //	triage classify [--heads DIR] TEXT | -              classify text (tier 1)
 //	triage train --data FILE --tier 1 --out DIR         train class heads
 //	triage models import glove|model2vec ... | info     build and inspect model tables
@@ -34,6 +36,8 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"serve", "run the gateway", runServe},
+		{"route", "explain how the gateway would route a prompt", runRoute},
+		{"rules", "check a rules file, and dry-run it over prompts", runRules},
 		{"classify", "classify text with a heads artifact (tier 1)", runClassify},
 		{"train", "train class heads on a labelled JSONL dataset", runTrain},
 		{"sim", "run a simulated vLLM replica (for trying triage out, tests and benchmarks)", runSim},

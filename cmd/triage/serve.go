@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -30,7 +31,8 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := flag.NewFlagSet("triage serve", flag.ContinueOnError)
 	cfgPath := fs.String("config", "triage.yaml", "config file (YAML); TRIAGE_* environment variables override it")
 	listen := fs.String("listen", "", "address to serve on, overriding the config's listen")
-	check := fs.Bool("check", false, "validate the config and exit")
+	check := fs.Bool("check", false, "validate the config (and its rules) and exit")
+	withSims := fs.Bool("sim", false, "also serve every loopback replica URL of the config with a simulated vLLM replica (triage sim), to try triage without model servers")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
@@ -39,22 +41,31 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	load := func() (*config.Config, error) {
+	cache := &tierCache{}
+	load := func() (*config.Config, *routing, error) {
 		c, err := config.Load(*cfgPath)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if *listen != "" {
 			c.Listen = *listen
 		}
-		return c, nil
+		r, err := loadRouting(c, cache)
+		if err != nil {
+			return nil, nil, err
+		}
+		return c, r, nil
 	}
-	cfg, err := load()
+	cfg, rt, err := load()
 	if err != nil {
 		return err
 	}
 	if *check {
-		fmt.Fprintf(stdout, "%s: ok (%d pools)\n", *cfgPath, len(cfg.Pools))
+		fmt.Fprintf(stdout, "%s: ok (%d pools", *cfgPath, len(cfg.Pools))
+		if rt.set != nil {
+			fmt.Fprintf(stdout, "; rules %s, version %s", cfg.RulesPath(), rt.set.Version())
+		}
+		fmt.Fprintln(stdout, ")")
 		return nil
 	}
 
@@ -70,11 +81,19 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	bg.Go(func() { sink.Run(sinkCtx) })
 	defer func() { stopSink(); bg.Wait() }()
 
+	if *withSims {
+		stop, err := startSims(cfg, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "triage_log_dropped_total", Help: "Log lines dropped because the log output could not keep up."},
 			func() float64 { return float64(sink.Dropped()) }))
-	gw, err := router.New(cfg, router.Options{Logger: log, AccessLog: sink, Registry: reg})
+	gw, err := router.New(cfg, rt.set, router.Options{Logger: log, AccessLog: sink, Registry: reg})
 	if err != nil {
 		return err
 	}
@@ -105,10 +124,36 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	bg.Go(func() { gw.Run(runCtx) })
 	bg.Go(func() { releaseWhenIdle(runCtx, gw.Served, 500*time.Millisecond) })
 
-	reload := func(trigger string) {
-		c, err := load()
+	// The config, its rules and their heads reload as one unit: a change to
+	// any of them rebuilds all, and a problem in any rejects all.
+	var watchMu sync.Mutex
+	var stopWatch context.CancelFunc
+	var watched []string
+	var reload func(trigger string)
+	watch := func(files []string) {
+		watchMu.Lock()
+		defer watchMu.Unlock()
+		if slices.Equal(files, watched) {
+			return
+		}
+		if stopWatch != nil {
+			stopWatch()
+		}
+		wctx, cancel := context.WithCancel(runCtx)
+		stopWatch, watched = cancel, files
+		bg.Go(func() {
+			if err := config.Watch(wctx, log, files, 250*time.Millisecond, func() { reload("file") }); err != nil {
+				log.Error("config file watch failed; reload with SIGHUP", "error", err)
+			}
+		})
+	}
+	var reloadMu sync.Mutex
+	reload = func(trigger string) {
+		reloadMu.Lock()
+		defer reloadMu.Unlock()
+		c, r, err := load()
 		if err == nil {
-			err = gw.Apply(c)
+			err = gw.Apply(c, r.set)
 		}
 		if err != nil {
 			gw.Metrics().Reload("invalid")
@@ -117,13 +162,10 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		level.UnmarshalText([]byte(c.Log.Level))
 		gw.Metrics().Reload("success")
-		log.Info("config reloaded", "trigger", trigger, "version", gw.Version())
+		log.Info("config reloaded", "trigger", trigger, "version", gw.Version(), "rules_version", gw.RulesVersion())
+		watch(append([]string{*cfgPath}, r.files...))
 	}
-	bg.Go(func() {
-		if err := config.Watch(runCtx, log, []string{*cfgPath}, 250*time.Millisecond, func() { reload("file") }); err != nil {
-			log.Error("config file watch failed; reload with SIGHUP", "error", err)
-		}
-	})
+	watch(append([]string{*cfgPath}, rt.files...))
 	bg.Go(func() {
 		for {
 			select {
@@ -137,7 +179,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	log.Info("triage listening", "addr", ln.Addr().String(), "config", *cfgPath, "pools", len(cfg.Pools), "version", versionString())
+	log.Info("triage listening", "addr", ln.Addr().String(), "config", *cfgPath, "pools", len(cfg.Pools), "rules_version", gw.RulesVersion(), "version", versionString())
 
 	select {
 	case err := <-errc:

@@ -9,7 +9,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"time"
+
+	"github.com/triagegw/triage/router/config"
 
 	"github.com/triagegw/triage/sim"
 )
@@ -47,4 +50,39 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	return nil
+}
+
+// startSims serves each loopback replica URL of cfg with a simulated
+// replica of its pool's model (paced like a real model: 150 ms to the first
+// token, 25 ms between tokens), for `serve --sim`. stop shuts them down.
+func startSims(cfg *config.Config, log *slog.Logger) (stop func(), err error) {
+	var servers []*http.Server
+	stop = func() {
+		for _, s := range servers {
+			_ = s.Close()
+		}
+	}
+	for _, p := range cfg.Pools {
+		for i, r := range p.Replicas {
+			u, err := url.Parse(r.URL)
+			if err != nil || u.Scheme != "http" || (u.Hostname() != "127.0.0.1" && u.Hostname() != "localhost") {
+				continue
+			}
+			s, err := sim.New(sim.Options{Model: p.Model, Name: fmt.Sprintf("%s-%d", p.Name, i), Latency: 150 * time.Millisecond, ChunkDelay: 25 * time.Millisecond})
+			if err != nil {
+				stop()
+				return nil, err
+			}
+			ln, err := net.Listen("tcp", u.Host)
+			if err != nil {
+				stop()
+				return nil, fmt.Errorf("--sim: %s (pool %s): %w", u.Host, p.Name, err)
+			}
+			srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+			servers = append(servers, srv)
+			go func() { _ = srv.Serve(ln) }()
+			log.Info("sim replica", "pool", p.Name, "addr", u.Host, "model", p.Model)
+		}
+	}
+	return stop, nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"reflect"
 	"sort"
 	"strconv"
@@ -29,9 +30,17 @@ type Config struct {
 	// DefaultPool receives requests whose model no pool serves. Optional:
 	// without it such requests get 404.
 	DefaultPool string `koanf:"default_pool"`
-	Limits      Limits `koanf:"limits"`
-	Server      Server `koanf:"server"`
-	Log         Log    `koanf:"log"`
+	// Rules is the routing-rules file (relative to this file) that routes
+	// requests naming its alias by subject. Optional: without it the model
+	// name alone selects the pool.
+	Rules string `koanf:"rules"`
+	// ModelsDir is where setup puts model files (tables, tokenizer),
+	// relative to this file. Default $TRIAGE_MODELS, else var/models under
+	// the working directory. See ModelsPath.
+	ModelsDir string `koanf:"models_dir"`
+	Limits    Limits `koanf:"limits"`
+	Server    Server `koanf:"server"`
+	Log       Log    `koanf:"log"`
 
 	// Path is the file the config was loaded from (not a config key).
 	Path string `koanf:"-"`
@@ -183,6 +192,38 @@ func (c *Config) Validate() error {
 	}
 	sort.SliceStable(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 	return &Error{Path: c.Path, Problems: errs}
+}
+
+// RulesPath is the rules file's path, resolved against the config file's
+// directory; empty when there is none.
+func (c *Config) RulesPath() string {
+	if c.Rules == "" || filepath.IsAbs(c.Rules) {
+		return c.Rules
+	}
+	return filepath.Join(filepath.Dir(c.Path), c.Rules)
+}
+
+// ModelsPath is the models directory: models_dir resolved against the
+// config file's directory, else $TRIAGE_MODELS, else var/models.
+func (c *Config) ModelsPath() string {
+	switch {
+	case c.ModelsDir != "" && filepath.IsAbs(c.ModelsDir):
+		return c.ModelsDir
+	case c.ModelsDir != "":
+		return filepath.Join(filepath.Dir(c.Path), c.ModelsDir)
+	case os.Getenv("TRIAGE_MODELS") != "":
+		return os.Getenv("TRIAGE_MODELS")
+	}
+	return filepath.Join("var", "models")
+}
+
+// PoolNames lists the pools by name.
+func (c *Config) PoolNames() map[string]bool {
+	m := map[string]bool{}
+	for _, p := range c.Pools {
+		m[p.Name] = true
+	}
+	return m
 }
 
 // Error lists every problem found in a config file.

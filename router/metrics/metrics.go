@@ -17,8 +17,18 @@ type Metrics struct {
 	aborted  *prometheus.CounterVec
 	reloads  *prometheus.CounterVec
 
+	decisions    *prometheus.CounterVec
+	decisionTime prometheus.Histogram
+	rulesInfo    *prometheus.GaugeVec
+	decided      sync.Map // decisionKey -> prometheus.Counter
+
 	mu    sync.Mutex
 	pools map[string]*Pool
+}
+
+type decisionKey struct {
+	route, reason string
+	tier          int
 }
 
 // NoPool labels requests that never reached a pool (bad input, unknown model).
@@ -53,9 +63,22 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "triage_config_reloads_total",
 			Help: "Config reloads by result (success, invalid).",
 		}, []string{"result"}),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "triage_decisions_total",
+			Help: "Routing decisions for requests naming an alias, by route (\"default\" for the default pool), reason and deciding tier (0: none ran).",
+		}, []string{"route", "reason", "tier"}),
+		decisionTime: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "triage_decision_seconds",
+			Help:    "Time to decide a request naming an alias: conversation text, classification (every tier that ran) and rules.",
+			Buckets: []float64{1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, .001, .0025, .005, .01, .025, .05, .1},
+		}),
+		rulesInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "triage_rules_info",
+			Help: "1 for the rules/heads version in effect (empty without rules).",
+		}, []string{"version"}),
 		pools: map[string]*Pool{},
 	}
-	reg.MustRegister(m.requests, m.duration, m.ttfb, m.attempts, m.aborted, m.reloads)
+	reg.MustRegister(m.requests, m.duration, m.ttfb, m.attempts, m.aborted, m.reloads, m.decisions, m.decisionTime, m.rulesInfo)
 	for _, r := range []string{"success", "invalid"} {
 		m.reloads.WithLabelValues(r)
 	}
@@ -64,6 +87,23 @@ func New(reg prometheus.Registerer) *Metrics {
 
 // Reload counts a config reload with result "success" or "invalid".
 func (m *Metrics) Reload(result string) { m.reloads.WithLabelValues(result).Inc() }
+
+// Decision counts one routing decision; counters are cached per label set.
+func (m *Metrics) Decision(route, reason string, tier int, seconds float64) {
+	k := decisionKey{route, reason, tier}
+	c, ok := m.decided.Load(k)
+	if !ok {
+		c, _ = m.decided.LoadOrStore(k, m.decisions.WithLabelValues(route, reason, strconv.Itoa(tier)))
+	}
+	c.(prometheus.Counter).Inc()
+	m.decisionTime.Observe(seconds)
+}
+
+// RulesVersion marks version as the rules in effect.
+func (m *Metrics) RulesVersion(version string) {
+	m.rulesInfo.Reset()
+	m.rulesInfo.WithLabelValues(version).Set(1)
+}
 
 // Pool returns the observers for one pool, creating them on first use.
 // Call it when building a snapshot, not per request.

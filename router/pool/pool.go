@@ -302,6 +302,12 @@ func (p *Pool) State(b *Backend) string {
 // checks are off) and not ejected.
 func (p *Pool) Healthy(b *Backend) bool { return p.State(b) == "healthy" }
 
+// Available reports whether Pick could find a replica now: one not failing
+// its checks and not ejected (an unchecked one counts).
+func (p *Pool) Available() bool {
+	return p.choose(nil) != nil
+}
+
 // Ready reports whether some replica is confirmed healthy.
 func (p *Pool) Ready() bool {
 	for _, b := range p.backends {

@@ -1,0 +1,143 @@
+package router
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/triagegw/triage/classifier"
+	"github.com/triagegw/triage/classifier/classifiertest"
+	"github.com/triagegw/triage/router/config"
+	"github.com/triagegw/triage/router/pool"
+	"github.com/triagegw/triage/rules"
+)
+
+func compileRules(t *testing.T, cfg *config.Config, tier1 classifier.Classifier, body string) *rules.Set {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "rules.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := rules.ParseFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	classes := []string{"code", "law", "other"}
+	head := classifier.Linear{Kind: "softmax", Classes: classes, Dims: 1, W: make([]float32, 3), B: make([]float32, 3)}
+	h := &classifier.Heads{Format: 1, Name: "t", Version: "1", Classes: classes, Dir: "/h", Tier1: &classifier.Tier{Head: head}}
+	s, err := rules.Compile(f, rules.Env{Pools: cfg.PoolNames(), Heads: h, Tier1: tier1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+const gatewayRules = `alias: auto
+floors: {tier1: 0.6}
+routes:
+  - {name: coding, when: {class: code}, pool: code, fallback: general}
+  - {name: legal, when: {class: law}, pool: legal}
+default: general
+`
+
+func TestSemanticRouting(t *testing.T) {
+	gen := newReplica(t, "llama", "gen")
+	code := newReplica(t, "coder", "code")
+	legal := newReplica(t, "saul", "legal")
+	cfg := newConfig("general", poolCfg("general", "llama", gen.URL), poolCfg("code", "coder", code.URL), poolCfg("legal", "saul", legal.URL))
+	tier1 := &classifiertest.Fixed{Rules: []classifiertest.Rule{
+		{Contains: "rebase", Class: "code", Score: 0.93},
+		{Contains: "lease", Class: "law", Score: 0.55},
+		{Contains: "deposit", Class: "law", Score: 0.9},
+	}, Default: classifier.Scored{Class: "other", Score: 0.8}}
+	set := compileRules(t, cfg, tier1, gatewayRules)
+	logs := &syncBuffer{}
+	h := newHarness(t, cfg)
+	if err := h.gw.Apply(cfg, set); err != nil {
+		t.Fatal(err)
+	}
+	h.gw.access = logs
+	for _, tc := range []struct {
+		model, text, replica, route, reason, class string
+	}{
+		{"auto", "how do I rebase onto main", "code", "coding", "tier1_confident", "code"},
+		{"auto", "my deposit", "legal", "legal", "tier1_confident", "law"},
+		{"auto", "my lease", "gen", "default", "below_floor", "law"},
+		{"auto", "banana bread", "gen", "default", "default", "other"},
+		{"coder", "banana bread", "code", "", "explicit_model", ""},
+	} {
+		r := h.do(t, "POST", "/v1/chat/completions", `{"model":"`+tc.model+`","messages":[{"role":"user","content":"`+tc.text+`"}]}`)
+		if r.status != 200 || r.header.Get("X-Sim-Replica") != tc.replica {
+			t.Fatalf("%s %q: status %d replica %q, want %s", tc.model, tc.text, r.status, r.header.Get("X-Sim-Replica"), tc.replica)
+		}
+		if got := r.header.Get("X-Triage-Route"); got != tc.route {
+			t.Errorf("%q: x-triage-route %q, want %q", tc.text, got, tc.route)
+		}
+		if tc.route != "" {
+			if r.header.Get("X-Triage-Reason") != tc.reason || r.header.Get("X-Triage-Class") != tc.class || r.header.Get("X-Triage-Tier") != "1" || r.header.Get("X-Triage-Score") == "" {
+				t.Errorf("%q: explanation headers %v", tc.text, r.header)
+			}
+		}
+	}
+	// The upstream sees its own model name, spliced in.
+	if body := string(code.LastRequest().Body); !strings.Contains(body, `"model":"coder"`) {
+		t.Fatalf("upstream body %s", body)
+	}
+	// The access log carries the decision, never the prompt.
+	waitFor(t, func() bool { return strings.Contains(logs.String(), `"route":"coding"`) }, "the decision in the access log")
+	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var m map[string]any
+		json.Unmarshal([]byte(l), &m)
+		if m["route"] == "coding" && (m["class"] != "code" || m["tier"] != float64(1) || m["reason"] != "tier1_confident" || m["decision_us"] == nil) {
+			t.Fatalf("access line %s", l)
+		}
+	}
+	if strings.Contains(logs.String(), "rebase") {
+		t.Fatal("prompt text in the access log")
+	}
+	m := scrape(t, h)
+	for _, want := range []string{
+		`triage_decisions_total{reason="tier1_confident",route="coding",tier="1"} 1`,
+		`triage_decisions_total{reason="below_floor",route="default",tier="1"} 1`,
+		`triage_decision_seconds_count 4`,
+		`triage_rules_info{version="` + set.Version() + `"} 1`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s\n%s", want, grep(m, "decision"))
+		}
+	}
+	// /v1/models lists the alias; /readyz the rules version.
+	if r := h.do(t, "GET", "/v1/models", ""); !strings.Contains(r.body, `"id":"auto"`) {
+		t.Fatalf("/v1/models = %s", r.body)
+	}
+	if r := h.do(t, "GET", "/readyz", ""); !strings.Contains(r.body, `"rules_version":"`+set.Version()+`"`) {
+		t.Fatalf("/readyz = %s", r.body)
+	}
+}
+
+func TestSemanticFallbackAndAliasClash(t *testing.T) {
+	gen := newReplica(t, "llama", "gen")
+	cfg := newConfig("general", poolCfg("general", "llama", gen.URL), poolCfg("code", "coder", "http://127.0.0.1:1"))
+	cfg.Pools[1].Breaker.Failures = 1
+	tier1 := &classifiertest.Fixed{Default: classifier.Scored{Class: "code", Score: 0.99}}
+	set := compileRules(t, cfg, tier1, "routes: [{name: coding, when: {class: code}, pool: code, fallback: general}]\ndefault: general\n")
+	h := newHarness(t, cfg)
+	if err := h.gw.Apply(cfg, set); err != nil {
+		t.Fatal(err)
+	}
+	codePool := h.gw.snap.Load().byName["code"].pool
+	codePool.Report(codePool.Backends()[0], pool.Failure) // ejected: no replica left
+	r := h.do(t, "POST", "/v1/chat/completions", `{"model":"auto","messages":[{"role":"user","content":"x"}]}`)
+	if r.status != 200 || r.header.Get("X-Sim-Replica") != "gen" || r.header.Get("X-Triage-Route") != "coding" {
+		t.Fatalf("route with its pool down: %d from %q route %q, want the fallback pool", r.status, r.header.Get("X-Sim-Replica"), r.header.Get("X-Triage-Route"))
+	}
+	// An alias that is also a pool's model name is refused, and the old
+	// snapshot stays.
+	clash := newConfig("general", func() pool.Config { p := poolCfg("general", "llama", gen.URL); p.Aliases = []string{"auto"}; return p }())
+	v := h.gw.Version()
+	if err := h.gw.Apply(clash, compileRules(t, clash, tier1, "routes: []\ndefault: general\n")); err == nil || !strings.Contains(err.Error(), `"auto"`) || h.gw.Version() != v {
+		t.Fatalf("Apply(alias clash) = %v", err)
+	}
+}
