@@ -87,54 +87,26 @@ func (l *logLine) end(w io.Writer) {
 
 const hexDigits = "0123456789abcdef"
 
-func appendJSONString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			i++
-			dst = append(dst, c)
-			continue
-		}
-		if c < utf8.RuneSelf {
-			dst = appendEscape(dst, c)
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			dst = append(dst, `\ufffd`...)
-		} else {
-			dst = append(dst, s[i:i+size]...)
-		}
-		i += size
-	}
-	return append(dst, '"')
-}
+func appendJSONString(dst []byte, s string) []byte { return appendJSON(dst, s) }
 
-func appendJSONBytes(dst, s []byte) []byte {
-	// The same as appendJSONString; the copy avoids a string conversion
-	// (an allocation) per line.
+func appendJSONBytes(dst, s []byte) []byte { return appendJSON(dst, s) }
+
+// appendJSON appends s as a JSON string: escapes for quotes, backslashes and
+// control characters, U+FFFD for invalid UTF-8.
+func appendJSON[T string | []byte](dst []byte, s T) []byte {
 	dst = append(dst, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			i++
-			dst = append(dst, c)
-			continue
-		}
-		if c < utf8.RuneSelf {
-			dst = appendEscape(dst, c)
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRune(s[i:])
-		if r == utf8.RuneError && size == 1 {
+	// range over string(s) decodes runes without copying s.
+	for _, r := range string(s) {
+		switch {
+		case r < utf8.RuneSelf && r >= 0x20 && r != '"' && r != '\\':
+			dst = append(dst, byte(r))
+		case r < utf8.RuneSelf:
+			dst = appendEscape(dst, byte(r))
+		case r == utf8.RuneError:
 			dst = append(dst, `\ufffd`...)
-		} else {
-			dst = append(dst, s[i:i+size]...)
+		default:
+			dst = utf8.AppendRune(dst, r)
 		}
-		i += size
 	}
 	return append(dst, '"')
 }

@@ -34,3 +34,11 @@ func TestLogLineIsValidJSON(t *testing.T) {
 		t.Fatalf("not exactly one line: %q", out.Bytes())
 	}
 }
+
+func TestLogLineAllocs(t *testing.T) {
+	model := []byte("gpt-4o-mini é")
+	buf := make([]byte, 0, 256)
+	if n := testing.AllocsPerRun(100, func() { buf = appendJSONBytes(buf[:0], model) }); n != 0 {
+		t.Fatalf("appendJSONBytes allocates %v times", n)
+	}
+}

@@ -2,13 +2,16 @@ package rules
 
 import (
 	"fmt"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/triagegw/triage/internal/suggest"
 )
 
 // File is a parsed rules file, before its references are checked.
@@ -296,7 +299,7 @@ func (p *parser) mapping(n *yaml.Node, path string, fields map[string]func(*yaml
 		h, ok := fields[k.Value]
 		if !ok {
 			msg := fmt.Sprintf("%s: unknown field", full)
-			if s := suggest(k.Value, fields); s != "" {
+			if s := suggest.Closest(k.Value, slices.Collect(maps.Keys(fields))); s != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", s)
 			}
 			p.bad(k, msg)
@@ -420,40 +423,4 @@ func (p *parser) floors(n *yaml.Node, path string) Floors {
 		"tier2": func(n *yaml.Node) { v := p.unit(n); f.Tier2 = &v },
 	})
 	return f
-}
-
-// suggest returns the known field within edit distance 2 of k, if any.
-func suggest(k string, fields map[string]func(*yaml.Node)) string {
-	names := make([]string, 0, len(fields))
-	for n := range fields {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	best, bestD := "", 3
-	for _, n := range names {
-		if d := distance(k, n); d < bestD {
-			best, bestD = n, d
-		}
-	}
-	return best
-}
-
-func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			c := 1
-			if a[i-1] == b[j-1] {
-				c = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+c)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -30,20 +29,8 @@ func runClassify(_ context.Context, args []string, stdout, stderr io.Writer) err
 	headsDir := fs.String("heads", "models/heads/subjects", "heads artifact directory")
 	tier := fs.Int("tier", 1, "tier to run (1; 2 needs the tier-2 encoder)")
 	mdir := fs.String("models", modelsDir(), "directory of model files built by setup ($TRIAGE_MODELS)")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: triage classify [--heads DIR] [--tier 1] TEXT...\n       triage classify [--heads DIR] -    (JSONL on stdin: {\"text\":...} or a JSON string per line; one result per line)")
-		fs.PrintDefaults()
-	}
-	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return errUsage
-	}
-	if fs.NArg() == 0 {
-		fs.Usage()
-		return errUsage
+	if err := parseWithArgs(fs, args, stderr, "usage: triage classify [--heads DIR] [--tier 1] TEXT...\n       triage classify [--heads DIR] -    (JSONL on stdin: {\"text\":...} or a JSON string per line; one result per line)"); err != nil {
+		return err
 	}
 	if *tier != 1 {
 		return fmt.Errorf("tier %d: %w", *tier, classifier.ErrUnavailable)

@@ -138,3 +138,24 @@ func buildTime() (time.Time, error) {
 	}
 	return time.Unix(sec, 0).UTC(), nil
 }
+
+// parseWithArgs is parseFlags for commands that take positional arguments:
+// usage heads the help text, and at least one argument is required.
+func parseWithArgs(fs *flag.FlagSet, args []string, stderr io.Writer, usage string) error {
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), usage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsage
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return errUsage
+	}
+	return nil
+}

@@ -46,20 +46,8 @@ func runRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	model := fs.String("model", "", "model the request names (default: the rules' first alias)")
 	hdr := &headerFlag{h: http.Header{}}
 	fs.Var(hdr, "header", `request header "Name: value" (repeatable)`)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: triage route [--config FILE] [--model NAME] [--header 'K: V'] PROMPT\n\nPrints how the gateway would route PROMPT: each tier's top classes, the floors applied, why it escalated, the route and the pool.")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return errUsage
-	}
-	if fs.NArg() == 0 {
-		fs.Usage()
-		return errUsage
+	if err := parseWithArgs(fs, args, stderr, "usage: triage route [--config FILE] [--model NAME] [--header 'K: V'] PROMPT\n\nPrints how the gateway would route PROMPT: each tier's top classes, the floors applied, why it escalated, the route and the pool."); err != nil {
+		return err
 	}
 	cfg, err := config.Load(*cfgPath)
 	if err != nil {

@@ -3,9 +3,11 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,6 +19,7 @@ import (
 	"github.com/knadh/koanf/providers/file"
 	"github.com/knadh/koanf/v2"
 
+	"github.com/triagegw/triage/internal/suggest"
 	"github.com/triagegw/triage/router/pool"
 )
 
@@ -380,7 +383,7 @@ func unknownKeys(raw any, t reflect.Type, path string) []error {
 			f, ok := fields[k]
 			if !ok {
 				msg := "unknown field"
-				if s := suggest(k, fields); s != "" {
+				if s := suggest.Closest(k, slices.Collect(maps.Keys(fields))); s != "" {
 					msg += fmt.Sprintf(" (did you mean %q?)", s)
 				}
 				errs = append(errs, fmt.Errorf("%s: %s", p, msg))
@@ -432,37 +435,6 @@ func scalarKeys(t reflect.Type, path string) map[string]bool {
 		}
 	}
 	return out
-}
-
-// suggest returns the field name within edit distance 2 of k, if any.
-func suggest(k string, fields map[string]reflect.StructField) string {
-	best, bestD := "", 3
-	for name := range fields {
-		if d := distance(k, name); d < bestD || (d == bestD && name < best) {
-			best, bestD = name, d
-		}
-	}
-	return best
-}
-
-func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // Exists reports whether path names a readable file, for a clear message

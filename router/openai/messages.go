@@ -49,20 +49,13 @@ type message struct{ role, content Span }
 func (c Conversation) appendMessages(dst, body []byte, msgs Span, limit int) []byte {
 	var stack [16]message
 	list := stack[:0]
-	s := scanner{b: body[:msgs.End], i: msgs.Start + 1}
-	for {
-		if s.ws() >= len(s.b) || s.b[s.i] == ']' {
-			break
-		}
-		if s.b[s.i] == '{' {
+	forElements(body, msgs, func(el Span) bool {
+		if body[el.Start] == '{' {
+			s := scanner{b: body[:el.End], i: el.Start}
 			list = append(list, readMessage(&s))
-		} else {
-			_ = s.value(1)
 		}
-		if s.ws() < len(s.b) && s.b[s.i] == ',' {
-			s.i++
-		}
-	}
+		return true
+	})
 	first := true
 	add := func(m message) {
 		if len(dst) >= limit || (!first && len(dst)+len(separator) >= limit) {
@@ -138,34 +131,45 @@ func appendContent(dst, body []byte, v Span, limit int) []byte {
 	case '"':
 		return appendUnquoted(dst, body[v.Start:v.End], limit)
 	case '[':
-		s := scanner{b: body[:v.End], i: v.Start + 1}
 		first := true
-		for {
-			if s.ws() >= len(s.b) || s.b[s.i] == ']' {
-				return dst
+		forElements(body, v, func(el Span) bool {
+			if body[el.Start] != '{' {
+				return true
 			}
-			start := s.i
-			if err := s.value(2); err != nil {
-				return dst
+			t := field(body, el, "text")
+			if t.Len() == 0 || body[t.Start] != '"' {
+				return true
 			}
-			if body[start] == '{' {
-				if t := field(body, Span{start, s.i}, "text"); t.Len() > 0 && body[t.Start] == '"' {
-					if !first {
-						if len(dst)+1 >= limit {
-							return dst
-						}
-						dst = append(dst, '\n')
-					}
-					first = false
-					dst = appendUnquoted(dst, body[t.Start:t.End], limit)
+			if !first {
+				if len(dst)+1 >= limit {
+					return false
 				}
+				dst = append(dst, '\n')
 			}
-			if s.ws() < len(s.b) && s.b[s.i] == ',' {
-				s.i++
-			}
-		}
+			first = false
+			dst = appendUnquoted(dst, body[t.Start:t.End], limit)
+			return true
+		})
 	}
 	return dst
+}
+
+// forElements calls fn with each element of the (validated) array at arr,
+// until fn returns false.
+func forElements(body []byte, arr Span, fn func(el Span) bool) {
+	s := scanner{b: body[:arr.End], i: arr.Start + 1}
+	for {
+		if s.ws() >= len(s.b) || s.b[s.i] == ']' {
+			return
+		}
+		start := s.i
+		if err := s.value(2); err != nil || !fn(Span{start, s.i}) {
+			return
+		}
+		if s.ws() < len(s.b) && s.b[s.i] == ',' {
+			s.i++
+		}
+	}
 }
 
 // field finds key's value in the object at obj (shallow).
@@ -204,22 +208,13 @@ func appendFirstString(dst, body []byte, v Span, limit int) []byte {
 	case '"':
 		return appendUnquoted(dst, body[v.Start:v.End], limit)
 	case '[':
-		s := scanner{b: body[:v.End], i: v.Start + 1}
-		for {
-			if s.ws() >= len(s.b) || s.b[s.i] == ']' {
-				return dst
+		forElements(body, v, func(el Span) bool {
+			if body[el.Start] == '"' {
+				dst = appendUnquoted(dst, body[el.Start:el.End], limit)
+				return false
 			}
-			start := s.i
-			if err := s.value(2); err != nil {
-				return dst
-			}
-			if body[start] == '"' {
-				return appendUnquoted(dst, body[start:s.i], limit)
-			}
-			if s.ws() < len(s.b) && s.b[s.i] == ',' {
-				s.i++
-			}
-		}
+			return true
+		})
 	}
 	return dst
 }
