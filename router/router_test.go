@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -511,42 +512,70 @@ func TestPassiveEjectionAndRecovery(t *testing.T) {
 		return h.do(t, "POST", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
 	}
 
-	// Five requests: three 500s eject the flaky replica, then the good one serves.
-	var codes []int
-	for range 5 {
-		codes = append(codes, send().status)
+	// The weighted draw sends nearly everything (1000:1) to the flaky
+	// replica; its third 500 in a row ejects it, and from then on the good
+	// replica serves everything.
+	fails := 0
+	for i := 0; fails < 3; i++ {
+		if i == 20 {
+			t.Fatalf("20 requests and only %d failures: the flaky replica is not preferred", fails)
+		}
+		if r := send(); r.status == 500 {
+			fails++
+		} else if r.status != 200 {
+			t.Fatalf("status %d", r.status)
+		}
 	}
-	if fmt.Sprint(codes) != "[500 500 500 200 200]" || f.count() != 3 {
-		t.Fatalf("statuses %v with %d hits on the flaky replica, want [500 500 500 200 200] and 3", codes, f.count())
+	for range 10 {
+		if r := send(); r.status != 200 || r.header.Get("X-Sim-Replica") != "good" {
+			t.Fatalf("after ejection: %d from %q, want every request on the good replica", r.status, r.header.Get("X-Sim-Replica"))
+		}
+	}
+	if f.count() != 3 {
+		t.Fatalf("the flaky replica took %d requests; ejection after 3 failures should stop it there", f.count())
 	}
 	m := scrape(t, h)
 	if !strings.Contains(m, `triage_backend_healthy{backend="`+bad.URL+`",pool="p"} 0`) {
 		t.Fatalf("ejected replica not reported unhealthy:\n%s", grep(m, "healthy"))
 	}
-	// Cooldown over, the replica has recovered: one probe, then it is back.
+	// Cooldown over, the replica has recovered: a probe reaches it, succeeds,
+	// and it takes its share again.
 	f.set(false)
 	clk.Advance(30 * time.Second)
-	if r := send(); r.status != 200 || r.header.Get("X-Replica") != "flaky" {
-		t.Fatalf("probe after cooldown: %d from %q, want 200 from the recovered replica", r.status, r.header.Get("X-Replica"))
-	}
-	for range 3 {
-		if r := send(); r.header.Get("X-Replica") != "flaky" {
-			t.Fatalf("recovered replica not back in rotation")
+	probed := false
+	for range 10 {
+		if r := send(); r.status != 200 {
+			t.Fatalf("after the cooldown: status %d", r.status)
+		} else if r.header.Get("X-Replica") == "flaky" {
+			probed = true
+			break
 		}
+	}
+	if !probed {
+		t.Fatal("no request probed the replica after its cooldown")
+	}
+	back := 0
+	for range 20 {
+		if r := send(); r.header.Get("X-Replica") == "flaky" {
+			back++
+		}
+	}
+	if back < 15 {
+		t.Fatalf("recovered replica took %d of 20 requests, want nearly all (weight 1000:1)", back)
 	}
 }
 
 func TestRetryGoesToAnotherReplica(t *testing.T) {
-	f := &flaky{fail: true}
+	var busyHits atomic.Int64
 	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
+		busyHits.Add(1)
 		w.WriteHeader(503)
 	}))
 	defer bad.Close()
-	_ = f
 	good := newReplica(t, "m", "good")
 	pc := poolCfg("p", "m", bad.URL, good.URL)
-	pc.Replicas[0].Weight = 1000
+	pc.Replicas[0].Weight = 1000 // the busy replica is nearly always tried first
 	pc.Breaker.Failures = 1000
 	h := newHarness(t, newConfig("", pc))
 	for range 5 {
@@ -555,8 +584,10 @@ func TestRetryGoesToAnotherReplica(t *testing.T) {
 			t.Fatalf("status %d from %q: a 503 before any byte must be retried elsewhere", r.status, r.header.Get("X-Sim-Replica"))
 		}
 	}
-	if m := scrape(t, h); !strings.Contains(m, `triage_upstream_retries_total{pool="p"} 5`) {
-		t.Fatalf("retries not counted:\n%s", grep(m, "retries"))
+	// Every 503 was retried once: as many retries as busy answers.
+	want := fmt.Sprintf(`triage_upstream_retries_total{pool="p"} %d`, busyHits.Load())
+	if m := scrape(t, h); busyHits.Load() == 0 || !strings.Contains(m, want) {
+		t.Fatalf("%d busy answers; retries not counted as such (want %s):\n%s", busyHits.Load(), want, grep(m, "retries"))
 	}
 }
 
