@@ -23,6 +23,7 @@ vet:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 test: setup vet
+	@bash scripts/install-chromium.sh   # the HTML report's render test runs in headless Chromium
 	CGO_ENABLED=0 $(GO) build ./...
 	$(GO) test -race -count=1 -timeout 15m ./...
 

@@ -19,6 +19,9 @@ type Row struct {
 	Source  string `json:"source,omitempty"`
 	Realism string `json:"realism,omitempty"`
 	ID      string `json:"id,omitempty"`
+	// Cols holds every column but the text (label, source, realism and any
+	// other), for slicing reports by any of them. Filled by Read.
+	Cols map[string]string `json:"-"`
 }
 
 // Set is a dataset read from a file.

@@ -306,6 +306,25 @@ func (s *Set) Explain() bool { return s.file.Explain }
 // Aliases are the model names that ask for routing.
 func (s *Set) Aliases() []string { return s.aliases }
 
+// RoutedClasses are the classes some route names, sorted.
+func (s *Set) RoutedClasses() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, r := range s.file.Routes {
+		for _, c := range r.When.Classes {
+			if !seen[c] {
+				seen[c] = true
+				out = append(out, c)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Classes are the heads' classes.
+func (s *Set) Classes() []string { return s.classes }
+
 // Default is the default pool.
 func (s *Set) Default() string { return s.def }
 

@@ -8,7 +8,9 @@
 # to the sha256 heads.json records, or the script fails.
 #
 #   scripts/build-heads.sh            build var/models/tables/subjects-tier1.tbl if missing
-#   scripts/build-heads.sh --retrain  retrain and rewrite models/heads/subjects (commit the result)
+#   scripts/build-heads.sh --retrain  retrain, recalibrate (floors for 0.9 precision in every
+#                                     source of dev.jsonl) and rewrite models/heads/subjects
+#                                     (commit the result)
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 cd "$REPO"
@@ -38,8 +40,10 @@ go run -tags nomsgpack ./cmd/triage train --data "$DATA/train.jsonl" --eval "$DA
 got=$(sha256 "$tmp/subjects/subjects-tier1.tbl")
 mkdir -p "$M/tables"
 if [ "${1:-}" = "--retrain" ]; then
+  go run -tags nomsgpack ./cmd/triage calibrate --heads "$tmp/subjects" --models "$M" --data "$DATA/dev.jsonl" \
+    --group-by source --target-precision 0.9 --out "$tmp/calibrated" >&2
   mkdir -p "$HEADS"
-  cp "$tmp/subjects/heads.json" "$HEADS/heads.json"
+  cp "$tmp/calibrated/heads.json" "$HEADS/heads.json"
   say "rewrote $HEADS/heads.json (table sha256 $got); commit it"
 elif [ "$got" != "$want" ]; then
   say "the trained table hashes to $got, $HEADS/heads.json records ${want:-nothing}:"

@@ -4,6 +4,8 @@
 //	triage serve --config FILE [--listen ADDR]          run the gateway
 //	triage route --config FILE PROMPT                   explain a routing decision
 //	triage rules check [--data FILE.jsonl] [RULES]      check rules, dry-run them
+//	triage eval --heads DIR | --rules FILE --data FILE  evaluate (text, JSON, HTML; gates)
+//	triage calibrate --heads DIR --data FILE            fit floors to a target precision
 //	triage classify [--heads DIR] TEXT | -              classify text (tier 1)
 //	triage train --data FILE --tier 1 --out DIR         train class heads
 //	triage models import glove|model2vec ... | info     build and inspect model tables
@@ -38,6 +40,8 @@ func commands() []command {
 		{"serve", "run the gateway", runServe},
 		{"route", "explain how the gateway would route a prompt", runRoute},
 		{"rules", "check a rules file, and dry-run it over prompts", runRules},
+		{"eval", "measure how well a tier or a rule set routes a labelled dataset", runEval},
+		{"calibrate", "fit per-class floors (and the temperature) to a target precision", runCalibrate},
 		{"classify", "classify text with a heads artifact (tier 1)", runClassify},
 		{"train", "train class heads on a labelled JSONL dataset", runTrain},
 		{"sim", "run a simulated vLLM replica (for trying triage out, tests and benchmarks)", runSim},

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/triagegw/triage/classifier"
 )
 
 func repoRoot() string {
@@ -54,7 +57,7 @@ func TestSemanticRoutingEndToEnd(t *testing.T) {
 	cfgPath := filepath.Join(dir, "triage.yaml")
 	rulesPath := filepath.Join(dir, "rules.yaml")
 	rulesBody := func(floor string) string {
-		return "alias: auto\nheads: " + filepath.Join(root, "models", "heads", "subjects") + "\nfloors: {tier1: " + floor + "}\n" +
+		return "alias: auto\nheads: " + filepath.Join(root, "models", "heads", "subjects") + "\nclasses: {computer science: {floors: {tier1: " + floor + "}}}\n" +
 			"routes:\n  - {name: coding, when: {class: computer science}, pool: code}\n  - {name: legal, when: {class: law}, pool: legal}\ndefault: general\n"
 	}
 	writeFile(t, rulesPath, rulesBody("0.6"))
@@ -165,7 +168,15 @@ func TestRouteAndRulesCheckCLI(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &tr); err != nil {
 		t.Fatalf("route printed %s: %v", out.String(), err)
 	}
-	if tr.Tier1.Class != "computer science" || len(tr.Tier1.Top) != 3 || tr.Floors["tier1"] != 0.6 ||
+	h, err := classifier.LoadHeads(filepath.Join(root, "models", "heads", "subjects"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantFloor := 0.6 // the rules file's default, unless calibration stored one
+	if f := h.Floors["computer science"].Tier1; f != nil {
+		wantFloor = float64(*f)
+	}
+	if tr.Tier1.Class != "computer science" || len(tr.Tier1.Top) != 3 || math.Abs(tr.Floors["tier1"]-wantFloor) > 1e-6 ||
 		tr.Decision.Pool != "code" || tr.Decision.Route != "coding" || tr.Decision.Reason != "tier1_confident" || tr.Version == "" {
 		t.Fatalf("route trace: %s", out.String())
 	}
@@ -194,7 +205,7 @@ func TestRouteAndRulesCheckCLI(t *testing.T) {
 	// A broken rules file given on the command line: every problem, with lines.
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	writeFile(t, bad, "heads: "+filepath.Join(root, "models", "heads", "subjects")+"\nroutes:\n  - {name: x, when: {class: astrology}, pool: nowhere}\ndefault: general\n")
-	err := runRules(context.Background(), []string{"check", "--config", cfg, bad}, &out, &errb)
+	err = runRules(context.Background(), []string{"check", "--config", cfg, bad}, &out, &errb)
 	if err == nil || !strings.Contains(err.Error(), `bad.yaml:3:`) || !strings.Contains(err.Error(), `no pool named "nowhere"`) || !strings.Contains(err.Error(), `"astrology" is not a class`) {
 		t.Fatalf("rules check of a broken file: %v", err)
 	}

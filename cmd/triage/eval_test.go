@@ -1,0 +1,135 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/triagegw/triage/classifier"
+)
+
+// defaultHeadsOrSkip returns the default heads' directory and models
+// directory, or skips when setup has not built the table.
+func defaultHeadsOrSkip(t *testing.T) (heads, models string) {
+	t.Helper()
+	root := repoRoot()
+	models = filepath.Join(root, "var", "models")
+	if _, err := os.Stat(filepath.Join(models, "tables", "subjects-tier1.tbl")); err != nil {
+		t.Skipf("default heads' table not built (scripts/setup.sh builds it): %v", err)
+	}
+	return filepath.Join(root, "models", "heads", "subjects"), models
+}
+
+func devSet(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(repoRoot(), "..", "shared", "datasets", "subjects", "dev.jsonl")
+	if d := os.Getenv("TRIAGE_SHARED"); d != "" {
+		p = filepath.Join(d, "datasets", "subjects", "dev.jsonl")
+	}
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("no shared dev set: %v", err)
+	}
+	return p
+}
+
+func TestEvalCLI(t *testing.T) {
+	heads, models := defaultHeadsOrSkip(t)
+	dev := devSet(t)
+	var out, errb bytes.Buffer
+	args := []string{"--heads", heads, "--models", models, "--data", dev, "--by", "realism", "--json"}
+	if err := runEval(context.Background(), args, &out, &errb); err != nil {
+		t.Fatalf("eval: %v\n%s", err, errb.String())
+	}
+	var r map[string]any
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"accuracy", "macro_precision", "macro_recall", "macro_f1", "coverage", "escalation_rate", "per_class", "latency"} {
+		if _, ok := r[k]; !ok {
+			t.Errorf("--json lacks %q", k)
+		}
+	}
+	h, _ := classifier.LoadHeads(heads)
+	recorded := h.Tier1.Eval["dev.jsonl"].Accuracy
+	if acc := r["accuracy"].(float64); acc < recorded-1e-9 || acc < 0.82 {
+		t.Fatalf("eval accuracy %.4f, the heads record %.4f", acc, recorded)
+	}
+	lat := r["latency"].(map[string]any)["tier1"].(map[string]any)
+	if lat["p50"].(float64) <= 0 || lat["p99"].(float64) < lat["p50"].(float64) {
+		t.Fatalf("latency %v", lat)
+	}
+	pc := r["per_class"].(map[string]any)["law"].(map[string]any)
+	for _, k := range []string{"precision", "recall", "f1", "support"} {
+		if _, ok := pc[k]; !ok {
+			t.Errorf("per_class.law lacks %q", k)
+		}
+	}
+	if s := r["slices"].(map[string]any); len(s) != 4 {
+		t.Fatalf("%d realism slices, want 4", len(s))
+	}
+	// Gates: a bar it clears passes, one it cannot fails with the figures.
+	out.Reset()
+	errb.Reset()
+	if err := runEval(context.Background(), []string{"--heads", heads, "--models", models, "--data", dev, "--min-accuracy", "0.8"}, &out, &errb); err != nil {
+		t.Fatalf("gate 0.8: %v", err)
+	}
+	err := runEval(context.Background(), []string{"--heads", heads, "--models", models, "--data", dev, "--min-accuracy", "0.99", "--min-macro-precision", "0.99"}, &out, &errb)
+	if !errors.Is(err, errGate) || !strings.Contains(errb.String(), "FAIL accuracy") || !strings.Contains(errb.String(), "FAIL macro precision") {
+		t.Fatalf("gate 0.99: %v\n%s", err, errb.String())
+	}
+	// The rules' view, with an HTML report and a leakage check.
+	html := filepath.Join(t.TempDir(), "r.html")
+	out.Reset()
+	errb.Reset()
+	t.Setenv("TRIAGE_MODELS", models)
+	train := filepath.Join(filepath.Dir(dev), "train.jsonl")
+	args = []string{"--rules", filepath.Join(repoRoot(), "rules.yaml"), "--config", filepath.Join(repoRoot(), "triage.yaml"), "--data", dev, "--html", html, "--train", train}
+	if err := runEval(context.Background(), args, &out, &errb); err != nil {
+		t.Fatalf("eval --rules: %v\n%s", err, errb.String())
+	}
+	if !strings.Contains(out.String(), "rules mode") || !strings.Contains(out.String(), "coverage") {
+		t.Fatalf("eval --rules printed:\n%s", out.String())
+	}
+	if b, err := os.ReadFile(html); err != nil || !bytes.Contains(b, []byte("<svg")) {
+		t.Fatalf("--html wrote %d bytes (%v)", len(b), err)
+	}
+}
+
+func TestCalibrateCLI(t *testing.T) {
+	heads, models := defaultHeadsOrSkip(t)
+	dev := devSet(t)
+	out := filepath.Join(t.TempDir(), "cal")
+	var so, se bytes.Buffer
+	args := []string{"--heads", heads, "--models", models, "--data", dev, "--group-by", "source", "--target-precision", "0.9", "--out", out}
+	if err := runCalibrate(context.Background(), args, &so, &se); err != nil {
+		t.Fatalf("calibrate: %v\n%s", err, se.String())
+	}
+	for _, want := range []string{"temperature", "floors for precision 0.90", "held-out source", "reddit_selfposts", "cv precision"} {
+		if !strings.Contains(so.String(), want) {
+			t.Fatalf("calibrate output lacks %q:\n%s", want, so.String())
+		}
+	}
+	h, err := classifier.LoadHeads(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := h.Floors["law"].Tier1; f == nil || *f <= 0 || *f > 1 {
+		t.Fatalf("calibrated heads: law floor %v", f)
+	}
+	if _, ok := h.Floors["other"]; ok {
+		t.Fatal("a floor for other: it is the default's class")
+	}
+	// --diff: a rules snippet, every floored class once.
+	so.Reset()
+	if err := runCalibrate(context.Background(), []string{"--heads", heads, "--models", models, "--data", dev, "--diff"}, &so, &se); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(so.String(), "classes:\n") || !strings.Contains(so.String(), `  "computer science": {floors: {tier1: `) || strings.Count(so.String(), "{floors:") != 13 {
+		t.Fatalf("--diff:\n%s", so.String())
+	}
+}

@@ -1,0 +1,70 @@
+package datasets
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func write(t *testing.T, name, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestReadFormatsAndColumns(t *testing.T) {
+	j := write(t, "a.jsonl", `{"text":"one","label":"x","source":"s1","lang":"en"}`+"\n\n"+`{"text":"two","label":"y","source":"s2","n":3}`+"\n")
+	s, err := Read(j, Columns{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Rows) != 2 || s.Rows[0].Label != "x" || s.Rows[0].Source != "s1" || s.Rows[0].Cols["lang"] != "en" || s.Rows[1].Cols["n"] != "3" || s.SHA256 == "" {
+		t.Fatalf("jsonl rows %+v", s.Rows)
+	}
+	c := write(t, "b.csv", "question,topic,origin\n\"what, exactly?\",law,forum\nplain,math,exam\n")
+	s, err = Read(c, Columns{Text: "question", Label: "topic", Source: "origin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Rows) != 2 || s.Rows[0].Text != "what, exactly?" || s.Rows[0].Label != "law" || s.Rows[1].Source != "exam" || s.Rows[1].Cols["origin"] != "exam" {
+		t.Fatalf("csv rows %+v", s.Rows)
+	}
+	if _, err := Read(write(t, "c.csv", "q\nx\n"), Columns{}); err == nil {
+		t.Fatal("a CSV without the text column was accepted")
+	}
+	if _, err := Read(write(t, "d.txt", "x"), Columns{}); err == nil {
+		t.Fatal("an unknown extension was accepted")
+	}
+	if _, err := Read(write(t, "e.jsonl", `{"label":"x"}`+"\n"), Columns{}); err == nil {
+		t.Fatal("a row without text was accepted")
+	}
+}
+
+func TestLabelMapSplitLeakage(t *testing.T) {
+	s := &Set{Rows: []Row{{Text: "a", Label: "cs"}, {Text: "b", Label: "drop"}, {Text: "c", Label: "law"}}}
+	m, err := ReadLabelMap(write(t, "m.yaml", "cs: computer science\ndrop: \"\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := m.Apply(s); n != 1 || len(s.Rows) != 2 || s.Rows[0].Label != "computer science" || s.Rows[1].Label != "law" {
+		t.Fatalf("Apply dropped %d: %+v", n, s.Rows)
+	}
+	big := &Set{}
+	for i := range 1000 {
+		big.Rows = append(big.Rows, Row{Text: string(rune('a'+i%26)) + string(rune(i))})
+	}
+	rest, held := Split(big, 0.2)
+	rest2, held2 := Split(big, 0.2)
+	if len(held.Rows) < 150 || len(held.Rows) > 250 || len(rest.Rows)+len(held.Rows) != 1000 || len(held2.Rows) != len(held.Rows) || len(rest2.Rows) != len(rest.Rows) {
+		t.Fatalf("Split: %d held of 1000 (want about 200, the same twice)", len(held.Rows))
+	}
+	train := &Set{Rows: []Row{{Text: "How do I rebase?"}, {Text: "What is law"}}}
+	eval := &Set{Rows: []Row{{Text: "How do I rebase?"}, {Text: "what   is LAW!"}, {Text: "new"}}}
+	l := Leakage(train, eval)
+	if len(l) != 2 || !l[0].Exact || l[1].Exact || l[1].Text != "what   is LAW!" {
+		t.Fatalf("Leakage = %+v", l)
+	}
+}
