@@ -1070,14 +1070,8 @@ func htmlSlices(r *Report) ([]htmlSliceRow, template.HTML) {
 
 var htmlPage = template.Must(template.New("report").Parse(htmlPageSource))
 
-const htmlPageSource = `<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>triage eval · {{.Spec}}</title>
-<style>
-:root{--ink:#1f2430;--muted:#6b7280;--line:#e6e8ec;--bg:#f4f5f7;--card:#fff;--blue:#0072B2;--sky:#56B4E9;--orange:#E69F00;--verm:#D55E00;--green:#009E73;--weak:#fdf1e1}
+// htmlCSS styles every report page.
+const htmlCSS = `:root{--ink:#1f2430;--muted:#6b7280;--line:#e6e8ec;--bg:#f4f5f7;--card:#fff;--blue:#0072B2;--sky:#56B4E9;--orange:#E69F00;--verm:#D55E00;--green:#009E73;--weak:#fdf1e1}
 *{box-sizing:border-box}
 html{background:var(--bg)}
 body{margin:0;color:var(--ink);font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans","Liberation Sans",Arial,sans-serif;-webkit-font-smoothing:antialiased}
@@ -1154,7 +1148,16 @@ footer{color:var(--muted);font-size:12px;text-align:center;margin-top:22px}
 .lat table{flex:1 1 320px;width:auto;max-width:560px}
 .lat-chart{flex:0 1 350px}
 .split{grid-template-columns:1fr}}
-</style>
+`
+
+const htmlPageSource = `<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>triage eval · {{.Spec}}</title>
+<style>
+` + htmlCSS + `</style>
 </head>
 <body>
 <div class="wrap">

@@ -48,7 +48,9 @@ type Outcome struct {
 	Tier       int
 	Reason     string
 	Route      string
-	Latency    time.Duration
+	// Pool is the pool a rule set chose (empty in tier mode).
+	Pool    string
+	Latency time.Duration
 }
 
 // Options tune a run.
@@ -153,7 +155,7 @@ func Rules(ctx context.Context, set *rules.Set, items []Item, o Options) ([]Outc
 		lat := time.Since(t0)
 		label := items[i].Label
 		oc := Outcome{Label: label, Pred: DefaultLabel, Score: d.Score, Tier: d.Tier, Reason: d.Reason, Route: d.Route,
-			Latency: lat, ClassRight: d.Class == label}
+			Pool: d.Pool, Latency: lat, ClassRight: d.Class == label}
 		if rc := routeClasses[d.Route]; d.Route != "" && len(rc) > 0 {
 			oc.Routed = true
 			oc.Pred = d.Class

@@ -133,3 +133,30 @@ func TestCalibrateCLI(t *testing.T) {
 		t.Fatalf("--diff:\n%s", so.String())
 	}
 }
+
+func TestABCLI(t *testing.T) {
+	heads, models := defaultHeadsOrSkip(t)
+	dev := devSet(t)
+	t.Setenv("TRIAGE_MODELS", models)
+	var out, errb bytes.Buffer
+	args := []string{"--a", "heads:" + heads, "--b", "rules:" + filepath.Join(repoRoot(), "rules.yaml"), "--config", filepath.Join(repoRoot(), "triage.yaml"),
+		"--data", dev, "--models", models, "--bootstrap", "200", "--json", "--html", filepath.Join(t.TempDir(), "ab.html")}
+	if err := runAB(context.Background(), args, &out, &errb); err != nil {
+		t.Fatalf("ab: %v\n%s", err, errb.String())
+	}
+	var r map[string]any
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"agreement", "accuracy", "per_class", "mcnemar", "latency_a", "latency_b", "counterfactual", "differ"} {
+		if _, ok := r[k]; !ok {
+			t.Errorf("ab --json lacks %q", k)
+		}
+	}
+	if n := r["n"].(float64); n < 4000 {
+		t.Fatalf("n = %v", n)
+	}
+	if _, err := resolveSpec("tier2", "", models, &tierCache{}); !errors.Is(err, classifier.ErrUnavailable) {
+		t.Fatalf("tier2 spec: %v", err)
+	}
+}

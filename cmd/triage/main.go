@@ -6,6 +6,7 @@
 //	triage rules check [--data FILE.jsonl] [RULES]      check rules, dry-run them
 //	triage eval --heads DIR | --rules FILE --data FILE  evaluate (text, JSON, HTML; gates)
 //	triage calibrate --heads DIR --data FILE            fit floors to a target precision
+//	triage ab --a SPEC --b SPEC --data FILE             compare two specs (deltas, McNemar, counterfactual)
 //	triage classify [--heads DIR] TEXT | -              classify text (tier 1)
 //	triage train --data FILE --tier 1 --out DIR         train class heads
 //	triage models import glove|model2vec ... | info     build and inspect model tables
@@ -41,6 +42,7 @@ func commands() []command {
 		{"route", "explain how the gateway would route a prompt", runRoute},
 		{"rules", "check a rules file, and dry-run it over prompts", runRules},
 		{"eval", "measure how well a tier or a rule set routes a labelled dataset", runEval},
+		{"ab", "compare two tiers, heads or rule sets on a labelled dataset", runAB},
 		{"calibrate", "fit per-class floors (and the temperature) to a target precision", runCalibrate},
 		{"classify", "classify text with a heads artifact (tier 1)", runClassify},
 		{"train", "train class heads on a labelled JSONL dataset", runTrain},

@@ -1,0 +1,187 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/triagegw/triage/classifier"
+	"github.com/triagegw/triage/classifier/static"
+	"github.com/triagegw/triage/datasets"
+	"github.com/triagegw/triage/evaluation"
+	"github.com/triagegw/triage/router/config"
+)
+
+// abSide is one side of a comparison, resolved from its spec.
+type abSide struct {
+	spec    string
+	mode    string // "tier" or "rules"
+	classes []string
+	run     func(context.Context, []evaluation.Item, evaluation.Options) ([]evaluation.Outcome, error)
+}
+
+// resolveSpec turns a spec into something that runs: tier1 (the default
+// heads' tier 1), cascade (the config's rules), a heads directory, a rules
+// file (.yaml), or heads:DIR / rules:FILE.
+func resolveSpec(spec, cfgPath, mdir string, cache *tierCache) (*abSide, error) {
+	kind, arg, explicit := strings.Cut(spec, ":")
+	if !explicit {
+		switch {
+		case spec == "tier1":
+			kind, arg = "heads", filepath.Join("models", "heads", "subjects")
+		case spec == "cascade":
+			kind, arg = "rules", ""
+		case spec == "tier2":
+			return nil, fmt.Errorf("spec tier2: %w (this build has tier 1 only)", classifier.ErrUnavailable)
+		case strings.HasSuffix(spec, ".yaml") || strings.HasSuffix(spec, ".yml"):
+			kind, arg = "rules", spec
+		default:
+			kind, arg = "heads", spec
+		}
+	}
+	switch kind {
+	case "heads":
+		h, err := classifier.LoadHeads(arg)
+		if err != nil {
+			return nil, err
+		}
+		m, err := static.Load(h, mdir)
+		if err != nil {
+			return nil, err
+		}
+		return &abSide{spec: "tier 1 of " + arg, mode: "tier", classes: h.Classes,
+			run: func(ctx context.Context, items []evaluation.Item, o evaluation.Options) ([]evaluation.Outcome, error) {
+				return evaluation.Tier(ctx, m, 1, items, o)
+			}}, nil
+	case "rules":
+		cfg, err := config.Load(cfgPath)
+		if err != nil {
+			return nil, err
+		}
+		if arg != "" {
+			cfg.Rules, cfg.Path = arg, ""
+		}
+		rt, err := loadRouting(cfg, cache)
+		if err != nil {
+			return nil, err
+		}
+		if rt.set == nil {
+			return nil, fmt.Errorf("spec %q: %s names no rules file", spec, cfgPath)
+		}
+		return &abSide{spec: "rules " + cfg.RulesPath() + " (version " + rt.set.Version() + ")", mode: "rules", classes: rt.set.RoutedClasses(),
+			run: func(ctx context.Context, items []evaluation.Item, o evaluation.Options) ([]evaluation.Outcome, error) {
+				return evaluation.Rules(ctx, rt.set, items, o)
+			}}, nil
+	}
+	return nil, fmt.Errorf("spec %q: want tier1, cascade, a heads directory, a rules .yaml, heads:DIR or rules:FILE", spec)
+}
+
+func runAB(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("triage ab", flag.ContinueOnError)
+	specA := fs.String("a", "", "spec A: tier1, cascade, a heads directory, a rules .yaml, heads:DIR or rules:FILE (required)")
+	specB := fs.String("b", "", "spec B (required)")
+	data := fs.String("data", "", "labelled dataset, .jsonl or .csv (required)")
+	cfgPath := fs.String("config", "triage.yaml", "gateway config, for rules specs (pools)")
+	labelMap := fs.String("label-map", "", "JSON/YAML mapping of dataset labels to classes")
+	boot := fs.Int("bootstrap", 1000, "bootstrap resamples for the confidence intervals")
+	seed := fs.Uint64("seed", 1, "bootstrap seed")
+	asJSON := fs.Bool("json", false, "print the comparison as JSON")
+	htmlOut := fs.String("html", "", "also write a self-contained HTML page")
+	mdir := fs.String("models", modelsDir(), "directory of model files built by setup ($TRIAGE_MODELS)")
+	if err := parseFlags(fs, args, stderr); err != nil {
+		return err
+	}
+	if *specA == "" || *specB == "" || *data == "" {
+		fmt.Fprintln(stderr, "triage ab: --a, --b and --data are required")
+		return errUsage
+	}
+	set, err := datasets.Read(*data, datasets.Columns{})
+	if err != nil {
+		return err
+	}
+	if *labelMap != "" {
+		m, err := datasets.ReadLabelMap(*labelMap)
+		if err != nil {
+			return err
+		}
+		m.Apply(set)
+	}
+	items := make([]evaluation.Item, len(set.Rows))
+	for i, r := range set.Rows {
+		items[i] = evaluation.Item{Text: r.Text, Label: r.Label, Cols: r.Cols}
+	}
+	cache := &tierCache{}
+	var sides [2]*abSide
+	var outs [2][]evaluation.Outcome
+	var reps [2]*evaluation.Report
+	for i, spec := range []string{*specA, *specB} {
+		if sides[i], err = resolveSpec(spec, *cfgPath, *mdir, cache); err != nil {
+			return err
+		}
+		if outs[i], err = sides[i].run(ctx, items, evaluation.Options{Progress: progressBar(stderr)}); err != nil {
+			return err
+		}
+		reps[i] = evaluation.Summarize(sides[i].mode, sides[i].classes, items, outs[i], "")
+	}
+	// Per-class deltas over the classes both sides name.
+	var classes []string
+	inB := map[string]bool{}
+	for _, c := range sides[1].classes {
+		inB[c] = true
+	}
+	for _, c := range sides[0].classes {
+		if inB[c] {
+			classes = append(classes, c)
+		}
+	}
+	ab := evaluation.AB(sides[0].spec, sides[1].spec, reps[0], reps[1], outs[0], outs[1], classes, *boot, *seed)
+	if *htmlOut != "" {
+		f, err := os.Create(*htmlOut)
+		if err != nil {
+			return err
+		}
+		err = evaluation.WriteABHTML(f, ab)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(ab)
+	}
+	fmt.Fprintf(stdout, "A: %s\nB: %s\n%d items; agreement %.3f; routed elsewhere %d\n", ab.SpecA, ab.SpecB, ab.N, ab.AgreementRate, ab.Differ)
+	if sides[0].mode != sides[1].mode {
+		fmt.Fprintln(stdout, "note: a tier and a rule set: accuracy is the top class's for the tier and the route's for the rules")
+	}
+	fmt.Fprintf(stdout, "accuracy A %.4f  B %.4f  B-A %+.4f (95%% [%+.4f, %+.4f])\n", ab.Accuracy.A, ab.Accuracy.B, ab.Accuracy.Delta, ab.Accuracy.Lo, ab.Accuracy.Hi)
+	test := "chi-square"
+	if ab.McNemar.Exact {
+		test = "exact"
+	}
+	fmt.Fprintf(stdout, "McNemar (%s): only A right %d, only B right %d, p = %.3g\n", test, ab.McNemar.OnlyA, ab.McNemar.OnlyB, ab.McNemar.P)
+	fmt.Fprintf(stdout, "latency p50/p99 µs: A %.1f/%.1f  B %.1f/%.1f; escalation A %.3f  B %.3f\n",
+		ab.LatencyA.P50, ab.LatencyA.P99, ab.LatencyB.P50, ab.LatencyB.P99, ab.EscalationA, ab.EscalationB)
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "\nclass\tF1 A\tF1 B\tB-A\t95% interval\t")
+	keys := make([]string, 0, len(ab.PerClass))
+	for k := range ab.PerClass {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		d := ab.PerClass[k]
+		fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%+.3f\t[%+.3f, %+.3f]\t\n", k, d.A, d.B, d.Delta, d.Lo, d.Hi)
+	}
+	return tw.Flush()
+}
