@@ -44,7 +44,7 @@ func listPackages(t *testing.T) []pkg {
 // machine: which package may depend on which.
 func TestImportDirections(t *testing.T) {
 	pkgs := listPackages(t)
-	leaf := []string{"rules", "classifier", "models", "datasets", "evaluation", "sim",
+	leaf := []string{"rules", "classifier", "models", "datasets", "evaluation", "sim", "internal",
 		"router/openai", "router/pool", "router/access", "router/metrics", "router/proxy", "router/config", "router/logsink"}
 	for _, p := range pkgs {
 		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, mod), "/")
