@@ -48,6 +48,7 @@ func commands() []command {
 		{"train", "train class heads on a labelled JSONL dataset", runTrain},
 		{"sim", "run a simulated vLLM replica (for trying triage out, tests and benchmarks)", runSim},
 		{"models", "build and inspect static embedding tables (tier 1 of the classifier)", runModels},
+		{"datasets", "fetch and list files of Hugging Face dataset repos (to evaluate on)", runDatasets},
 		{"version", "print the version", func(_ context.Context, _ []string, stdout, _ io.Writer) error {
 			fmt.Fprintln(stdout, versionString())
 			return nil
