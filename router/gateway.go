@@ -45,17 +45,27 @@ type Options struct {
 	// PoolOptions are passed to every pool built (a clock or a health
 	// checker in tests).
 	PoolOptions []pool.Option
+	// ShadowLog returns the writer of the shadow decision log at path (the
+	// rules' shadow.log), called when a snapshot is built; nil, or a nil
+	// writer, logs nothing (agreement is still counted). Give writers that
+	// do not block (logsink.Writer).
+	ShadowLog func(path string) (io.Writer, error)
+	// ShadowQueue bounds the requests waiting for a shadow decision;
+	// default DefaultShadowQueue.
+	ShadowQueue int
 }
 
 // Gateway is the running gateway: handlers over the current snapshot.
 type Gateway struct {
-	log      *slog.Logger
-	access   io.Writer
-	reg      *prometheus.Registry
-	metrics  *metrics.Metrics
-	tr       *proxy.Transport
-	poolOpts []pool.Option
-	engine   *gin.Engine
+	log       *slog.Logger
+	access    io.Writer
+	reg       *prometheus.Registry
+	metrics   *metrics.Metrics
+	tr        *proxy.Transport
+	poolOpts  []pool.Option
+	engine    *gin.Engine
+	shadow    *shadowRunner
+	shadowLog func(string) (io.Writer, error)
 
 	snap     atomic.Pointer[snapshot]
 	applyMu  sync.Mutex
@@ -75,6 +85,7 @@ type snapshot struct {
 	def       *poolEntry
 	decider   Decider
 	rules     *rules.Set // nil without a rules file
+	shadowOut io.Writer  // the shadow decision log; nil: none
 	modelList []byte     // the /v1/models body
 }
 
@@ -102,14 +113,16 @@ func New(cfg *config.Config, routing *rules.Set, o Options) (*Gateway, error) {
 		o.Transport = &proxy.Transport{}
 	}
 	g := &Gateway{
-		log:      o.Logger,
-		access:   o.AccessLog,
-		reg:      o.Registry,
-		metrics:  metrics.New(o.Registry),
-		tr:       o.Transport,
-		poolOpts: o.PoolOptions,
-		changed:  make(chan struct{}, 1),
+		log:       o.Logger,
+		access:    o.AccessLog,
+		reg:       o.Registry,
+		metrics:   metrics.New(o.Registry),
+		tr:        o.Transport,
+		poolOpts:  o.PoolOptions,
+		changed:   make(chan struct{}, 1),
+		shadowLog: o.ShadowLog,
 	}
+	g.shadow = newShadowRunner(o.ShadowQueue, g.metrics)
 	metrics.RegisterBackends(o.Registry, g.backendStates)
 	if err := g.Apply(cfg, routing); err != nil {
 		return nil, err
@@ -208,6 +221,13 @@ func (g *Gateway) Apply(cfg *config.Config, routing *rules.Set) error {
 		}
 		s.rules = routing
 		s.decider = &ruled{set: routing, table: table}
+		if p := routing.ShadowLog(); p != "" && g.shadowLog != nil {
+			w, err := g.shadowLog(p)
+			if err != nil {
+				return fmt.Errorf("shadow.log: %w", err)
+			}
+			s.shadowOut = w
+		}
 	}
 	s.modelList = modelList(s)
 	g.snap.Store(s)
@@ -300,6 +320,7 @@ func (g *Gateway) Run(ctx context.Context) {
 		}
 	}
 	sync()
+	wg.Go(func() { g.shadow.run(ctx) })
 	janitor := time.NewTicker(time.Second)
 	defer janitor.Stop()
 	for {

@@ -146,7 +146,8 @@ func (g *Gateway) forward(c *gin.Context) {
 	}
 	al.model, al.stream = req.Model, req.Stream
 	t0 := time.Now()
-	dec, err := s.decider.Decide(r.Context(), Input{Req: req, Body: body, Header: r.Header})
+	in := Input{Req: req, Body: body, Header: r.Header}
+	dec, err := s.decider.Decide(r.Context(), in)
 	if err != nil {
 		oe := openai.Internal()
 		if errors.Is(err, ErrUnknownModel) {
@@ -163,6 +164,7 @@ func (g *Gateway) forward(c *gin.Context) {
 			route = "default"
 		}
 		g.metrics.Decision(route, dec.Reason, dec.Tier, al.decideTime.Seconds())
+		g.shadow.offer(s, id, &in, &dec, al.decideTime)
 	}
 	al.dec = dec
 	e := s.byName[dec.Pool]

@@ -34,6 +34,10 @@ type File struct {
 	Tier2   Tier2
 	Window  Window
 	Session Session
+	// Shadow decides sampled live requests a second way, off the request
+	// path, and logs both decisions side by side (triage ab --log reads the
+	// log).
+	Shadow Shadow
 	// Explain adds the x-triage-* headers to responses. Default true.
 	Explain bool
 
@@ -90,6 +94,21 @@ type Tier2 struct {
 	Budget time.Duration
 	// Warmup loads tier 2 when the rules load instead of on first need.
 	Warmup bool
+}
+
+// Shadow configures shadow decisions on live traffic.
+type Shadow struct {
+	// Rules is a second rules file (relative to this one): a candidate
+	// rule set, heads artifact or tier configuration to compare. Its
+	// decisions are logged, never acted on. Empty: no shadow.
+	Rules string
+	// Sample is the share of routed requests decided in shadow too.
+	// Default 1.
+	Sample float64
+	// Log is the JSONL file both decisions of each sampled request are
+	// appended to (relative to this file). Empty: agreement is counted in
+	// metrics only.
+	Log string
 }
 
 // Window selects the conversation text the classifier sees.
@@ -164,7 +183,7 @@ func ParseFile(path string) (*File, error) {
 func Parse(path string, src []byte) (*File, error) {
 	p := &parser{file: path}
 	f := &File{Path: path, Aliases: []string{"auto"}, Explain: true, Classes: map[string]*Class{}, pos: map[string]Pos{},
-		Tier2: Tier2{Budget: 50 * time.Millisecond}, Window: Window{UserTurns: 3, MaxBytes: 16 << 10},
+		Tier2: Tier2{Budget: 50 * time.Millisecond}, Shadow: Shadow{Sample: 1}, Window: Window{UserTurns: 3, MaxBytes: 16 << 10},
 		Session: Session{Turns: 5, Size: 10000}}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(src, &doc); err != nil {
@@ -249,6 +268,14 @@ func Parse(path string, src []byte) (*File, error) {
 				"user_turns": func(n *yaml.Node) { f.Window.UserTurns = p.count(n, 1, 100) },
 				"system":     func(n *yaml.Node) { f.Window.System = p.boolean(n) },
 				"max_bytes":  func(n *yaml.Node) { f.Window.MaxBytes = p.count(n, 64, 1<<24) },
+			})
+		},
+		"shadow": func(n *yaml.Node) {
+			f.pos["shadow"] = pos(n)
+			p.mapping(n, "shadow", map[string]func(*yaml.Node){
+				"rules":  func(n *yaml.Node) { f.Shadow.Rules = p.str(n); f.pos["shadow.rules"] = pos(n) },
+				"sample": func(n *yaml.Node) { f.Shadow.Sample = p.unit(n); f.pos["shadow.sample"] = pos(n) },
+				"log":    func(n *yaml.Node) { f.Shadow.Log = p.str(n) },
 			})
 		},
 		"session": func(n *yaml.Node) {

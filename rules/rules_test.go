@@ -399,3 +399,56 @@ func (c constant) Classify(_ context.Context, _ string, r *classifier.Result) er
 	r.Top = append(r.Top[:0], classifier.Scored(c))
 	return nil
 }
+
+func TestShadowCompile(t *testing.T) {
+	const base = "alias: auto\nheads: h\nroutes:\n  - {name: coding, when: {class: code}, pool: code}\ndefault: general\n"
+	tier1 := constant{"code", 0.9}
+	shadow := compile(t, base, Env{Heads: testHeads(false, nil), Tier1: tier1})
+	for _, tc := range []struct {
+		name, extra string
+		shadow      *Set
+		want        string
+	}{
+		{"not loaded", "shadow: {rules: c.yaml}\n", nil, "shadow.rules: c.yaml was not loaded"},
+		{"not named", "", shadow, "the file names none"},
+		{"zero sample", "shadow: {rules: c.yaml, sample: 0}\n", shadow, "shadow.sample: 0 decides nothing"},
+		{"shadow of a shadow", "shadow: {rules: c.yaml}\n", compile(t, base+"shadow: {rules: x.yaml}\n", Env{Heads: testHeads(false, nil), Tier1: tier1, Shadow: shadow}), "a shadow cannot have one"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := ParseFile(write(t, base+tc.extra))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = Compile(f, Env{Pools: pools, Heads: testHeads(false, nil), Tier1: tier1, Shadow: tc.shadow})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Compile() = %v, want %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := ParseFile(write(t, base+"shadow: {rules: c.yaml, sample: 2, extra: 1}\n")); err == nil ||
+		!strings.Contains(err.Error(), "between 0 and 1") || !strings.Contains(err.Error(), "extra") {
+		t.Fatalf("ParseFile() = %v", err)
+	}
+
+	// The shadow decides requests naming the primary's alias, even when its
+	// own alias differs, and the primary exposes it with its sample and log.
+	cand := compile(t, strings.Replace(base, "alias: auto", "alias: next", 1), Env{Heads: testHeads(false, nil), Tier1: tier1})
+	p := write(t, base+"shadow: {rules: c.yaml, sample: 0.25, log: /var/log/shadow.jsonl}\n")
+	f, err := ParseFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Compile(f, Env{Pools: pools, Heads: testHeads(false, nil), Tier1: tier1, Shadow: cand})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, sample := s.Shadow(); got != cand || sample != 0.25 || s.ShadowLog() != "/var/log/shadow.jsonl" {
+		t.Fatalf("Shadow() = %p %v, log %q", got, sample, s.ShadowLog())
+	}
+	if d := cand.DecideShadow(context.Background(), input(t, "auto", "x")); d.Pool != "code" || d.Reason != ReasonTier1Confident {
+		t.Fatalf("DecideShadow = %+v", d)
+	}
+	if d := cand.Decide(context.Background(), input(t, "auto", "x")); d.Reason != ReasonExplicitModel {
+		t.Fatalf("Decide on a name that is not the set's alias = %+v", d)
+	}
+}

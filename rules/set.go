@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -65,6 +66,8 @@ type Env struct {
 	// Tier2 loads tier 2 on first need; nil when this build or the heads
 	// have none.
 	Tier2 func() (classifier.Classifier, error)
+	// Shadow is the file's shadow.rules, compiled (nil without one).
+	Shadow *Set
 }
 
 // Set is a compiled rules file: immutable, safe for concurrent use.
@@ -89,6 +92,9 @@ type Set struct {
 
 	sessions *sessions
 	scratch  sync.Pool
+
+	shadow       *Set
+	shadowSample float64
 }
 
 type classInfo struct {
@@ -226,6 +232,18 @@ func Compile(f *File, env Env) (*Set, error) {
 		}
 	}
 	s.tier2On = f.Tier2.Enabled && s.needsTier2()
+	switch {
+	case f.Shadow.Rules != "" && env.Shadow == nil:
+		bad(f.pos["shadow.rules"], "shadow.rules: %s was not loaded", f.Shadow.Rules)
+	case f.Shadow.Rules == "" && env.Shadow != nil:
+		bad(f.pos["shadow"], "shadow: a shadow rule set was given but the file names none (shadow.rules)")
+	case env.Shadow != nil && env.Shadow.shadow != nil:
+		bad(f.pos["shadow.rules"], "shadow.rules: %s has a shadow of its own; a shadow cannot have one", f.Shadow.Rules)
+	case env.Shadow != nil && f.Shadow.Sample <= 0:
+		bad(f.pos["shadow.sample"], "shadow.sample: 0 decides nothing in shadow; remove the shadow section instead")
+	case env.Shadow != nil:
+		s.shadow, s.shadowSample = env.Shadow, f.Shadow.Sample
+	}
 	if f.Session.Header != "" {
 		s.sessions = newSessions(f.Session.Size, f.Session.Turns)
 	}
@@ -296,6 +314,29 @@ func (s *Set) needsTier2() bool {
 // NeedsTier2 reports whether any decision can reach tier 2. When false the
 // tier-2 model is never loaded.
 func (s *Set) NeedsTier2() bool { return s.tier2On }
+
+// Shadow is the rule set that decides sampled requests in shadow, and the
+// share of routed requests it sees; nil without one.
+func (s *Set) Shadow() (*Set, float64) { return s.shadow, s.shadowSample }
+
+// ShadowLog is the shadow decision log's path, resolved against the rules
+// file's directory; empty without one.
+func (s *Set) ShadowLog() string {
+	l := s.file.Shadow.Log
+	if s.shadow == nil || l == "" || filepath.IsAbs(l) {
+		return l
+	}
+	return filepath.Join(filepath.Dir(s.file.Path), l)
+}
+
+// DecideShadow decides as Decide does for a request that named one of the
+// primary set's aliases, whatever this set's own aliases are: a shadow set
+// judges the traffic its primary routes.
+func (s *Set) DecideShadow(ctx context.Context, in Input) Decision {
+	w := s.scratch.Get().(*work)
+	defer s.scratch.Put(w)
+	return s.cascade(ctx, &in, w, nil)
+}
 
 // Version identifies the rules file, heads and floors in effect.
 func (s *Set) Version() string { return s.version }

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/triagegw/triage/classifier"
 	"github.com/triagegw/triage/classifier/static"
@@ -95,11 +96,19 @@ func runAB(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	asJSON := fs.Bool("json", false, "print the comparison as JSON")
 	htmlOut := fs.String("html", "", "also write a self-contained HTML page")
 	mdir := fs.String("models", modelsDir(), "directory of model files built by setup ($TRIAGE_MODELS)")
+	shadowLog := fs.String("log", "", "a shadow decision log (the rules' shadow.log) to compare its live and shadow decisions, instead of --a/--b/--data")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
+	if *shadowLog != "" {
+		if *specA != "" || *specB != "" || *data != "" {
+			fmt.Fprintln(stderr, "triage ab: --log compares the two sides the log holds; it takes no --a, --b or --data")
+			return errUsage
+		}
+		return runABLog(*shadowLog, *asJSON, *htmlOut, stdout)
+	}
 	if *specA == "" || *specB == "" || *data == "" {
-		fmt.Fprintln(stderr, "triage ab: --a, --b and --data are required")
+		fmt.Fprintln(stderr, "triage ab: --a, --b and --data are required (or --log)")
 		return errUsage
 	}
 	set, err := datasets.Read(*data, datasets.Columns{})
@@ -184,4 +193,112 @@ func runAB(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%+.3f\t[%+.3f, %+.3f]\t\n", k, d.A, d.B, d.Delta, d.Lo, d.Hi)
 	}
 	return tw.Flush()
+}
+
+// runABLog is "triage ab --log": live against shadow decisions of sampled
+// live requests.
+func runABLog(path string, asJSON bool, htmlOut string, stdout io.Writer) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	rep, err := evaluation.ReadShadowLog(f)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if htmlOut != "" {
+		if err := createWith(htmlOut, func(w io.Writer) error { return evaluation.WriteShadowHTML(w, rep) }); err != nil {
+			return err
+		}
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	fmt.Fprintf(stdout, "%s: %d sampled requests from %s to %s", path, rep.N, rep.From.Format(time.RFC3339), rep.To.Format(time.RFC3339))
+	if rep.Skipped > 0 {
+		fmt.Fprintf(stdout, " (%d lines skipped)", rep.Skipped)
+	}
+	fmt.Fprintf(stdout, "\nlive and shadow chose the same pool for %.1f%% (%d routed elsewhere); same class for %.1f%% of those both classified\n",
+		100*rep.PoolAgreement, rep.Differ, 100*rep.ClassAgreement)
+	fmt.Fprintln(stdout, "no labels on live traffic: this is agreement, not accuracy (triage eval and triage ab --data measure that)")
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "\n\tlive\tshadow")
+	fmt.Fprintf(tw, "versions\t%s\t%s\n", countList(rep.Live.Versions), countList(rep.Shadow.Versions))
+	fmt.Fprintf(tw, "latency p50/p99 µs\t%.1f/%.1f\t%.1f/%.1f\n", rep.Live.Latency.P50, rep.Live.Latency.P99, rep.Shadow.Latency.P50, rep.Shadow.Latency.P99)
+	fmt.Fprintf(tw, "escalation\t%.3f\t%.3f\n", rep.Live.Escalation, rep.Shadow.Escalation)
+	fmt.Fprintf(tw, "decided by tier 2\t%.3f\t%.3f\n", rep.Live.Tier2Rate, rep.Shadow.Tier2Rate)
+	fmt.Fprintf(tw, "reasons\t%s\t%s\n", countList(rep.Live.Reasons), countList(rep.Shadow.Reasons))
+	fmt.Fprintf(tw, "pools\t%s\t%s\n", countList(rep.Live.Pools), countList(rep.Shadow.Pools))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "\nwhere they differ (live pool → shadow pool: requests)")
+	type cell struct {
+		from, to string
+		n        int
+	}
+	var cells []cell
+	c := rep.Counterfactual
+	for i := range c.Labels {
+		for j := range c.Labels {
+			if i != j && c.Counts[i][j] > 0 {
+				cells = append(cells, cell{c.Labels[i], c.Labels[j], c.Counts[i][j]})
+			}
+		}
+	}
+	sort.Slice(cells, func(i, j int) bool {
+		if cells[i].n != cells[j].n {
+			return cells[i].n > cells[j].n
+		}
+		return cells[i].from+cells[i].to < cells[j].from+cells[j].to
+	})
+	if len(cells) == 0 {
+		fmt.Fprintln(stdout, "  nowhere")
+	}
+	for _, x := range cells {
+		fmt.Fprintf(stdout, "  %s → %s: %d\n", x.from, x.to, x.n)
+	}
+	return nil
+}
+
+// countList renders counts as "a 3, b 1", largest first.
+func countList(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if m[keys[i]] != m[keys[j]] {
+			return m[keys[i]] > m[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		name := k
+		if name == "" {
+			name = `""`
+		}
+		fmt.Fprintf(&b, "%s %d", name, m[k])
+	}
+	return b.String()
+}
+
+// createWith writes a file through write, reporting the first error.
+func createWith(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	err = write(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

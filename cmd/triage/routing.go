@@ -14,12 +14,14 @@ import (
 	"github.com/triagegw/triage/rules"
 )
 
-// tierCache keeps the loaded tier-1 model across reloads while its heads
-// and model files are unchanged: loading one takes ~100 ms and 12 MiB.
+// tierCache keeps loaded tier-1 models across reloads while their heads
+// and model files are unchanged: loading one takes ~100 ms and 12 MiB. It
+// holds the models of the last load (the rules' heads and, with a shadow,
+// the shadow's), dropping the rest.
 type tierCache struct {
-	mu    sync.Mutex
-	key   string
-	model *static.Model
+	mu     sync.Mutex
+	models map[string]*static.Model
+	used   map[string]bool
 }
 
 func (c *tierCache) tier1(h *classifier.Heads, modelsDir string) (*static.Model, error) {
@@ -31,55 +33,106 @@ func (c *tierCache) tier1(h *classifier.Heads, modelsDir string) (*static.Model,
 	key := h.Dir + "\x00" + hex.EncodeToString(sum[:]) + "\x00" + modelsDir
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.key == key && c.model != nil {
-		return c.model, nil
+	if c.used == nil {
+		c.models, c.used = map[string]*static.Model{}, map[string]bool{}
+	}
+	c.used[key] = true
+	if m := c.models[key]; m != nil {
+		return m, nil
 	}
 	m, err := static.Load(h, modelsDir)
 	if err != nil {
 		return nil, err
 	}
-	c.key, c.model = key, m
+	c.models[key] = m
 	return m, nil
+}
+
+// sweep drops the models the last load did not use.
+func (c *tierCache) sweep() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.models {
+		if !c.used[k] {
+			delete(c.models, k)
+		}
+	}
+	clear(c.used)
 }
 
 // routing is a config's rules, compiled, and the files they were read from.
 type routing struct {
 	set   *rules.Set
-	files []string // the rules file and the heads manifest: watched for changes
+	files []string // the rules files and heads manifests: watched for changes
 }
 
 // loadRouting parses and compiles the rules cfg names (nil without one),
-// loading the heads and tier 1 they need.
+// loading the heads and tier 1 they need, and the shadow rules they name.
 func loadRouting(cfg *config.Config, cache *tierCache) (*routing, error) {
 	path := cfg.RulesPath()
 	if path == "" {
 		return &routing{}, nil
 	}
+	defer cache.sweep()
+	rt := &routing{}
 	f, err := rules.ParseFile(path)
 	if err != nil {
 		return nil, err
 	}
+	var shadow *rules.Set
+	if f.Shadow.Rules != "" {
+		sp := f.Shadow.Rules
+		if !filepath.IsAbs(sp) {
+			sp = filepath.Join(filepath.Dir(path), sp)
+		}
+		sf, err := rules.ParseFile(sp)
+		if err != nil {
+			return nil, fmt.Errorf("%s: shadow.rules: %w", path, err)
+		}
+		if sf.Shadow.Rules != "" {
+			return nil, fmt.Errorf("%s: shadow.rules: %s has a shadow of its own; a shadow cannot have one", path, sp)
+		}
+		if shadow, err = compileRules(sf, cfg, cache, rt); err != nil {
+			return nil, fmt.Errorf("%s: shadow.rules: %w", path, err)
+		}
+	}
+	set, err := compileRules(f, cfg, cache, rt, shadow)
+	if err != nil {
+		return nil, err
+	}
+	rt.set = set
+	return rt, nil
+}
+
+// compileRules loads what f needs and compiles it, adding the files read
+// to rt's watch list.
+func compileRules(f *rules.File, cfg *config.Config, cache *tierCache, rt *routing, shadow ...*rules.Set) (*rules.Set, error) {
 	if f.Heads == "" {
-		return nil, fmt.Errorf("%s: heads: required (the heads artifact directory the rules classify with)", path)
+		return nil, fmt.Errorf("%s: heads: required (the heads artifact directory the rules classify with)", f.Path)
 	}
 	headsDir := f.Heads
 	if !filepath.IsAbs(headsDir) {
-		headsDir = filepath.Join(filepath.Dir(path), headsDir)
+		headsDir = filepath.Join(filepath.Dir(f.Path), headsDir)
 	}
 	h, err := classifier.LoadHeads(headsDir)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", f.Path, err)
 	}
 	m, err := cache.tier1(h, cfg.ModelsPath())
 	if err != nil {
-		return nil, fmt.Errorf("%s: tier 1: %w", path, err)
+		return nil, fmt.Errorf("%s: tier 1: %w", f.Path, err)
 	}
-	set, err := rules.Compile(f, rules.Env{Pools: cfg.PoolNames(), Heads: h, Tier1: m})
+	env := rules.Env{Pools: cfg.PoolNames(), Heads: h, Tier1: m}
+	if len(shadow) > 0 {
+		env.Shadow = shadow[0]
+	}
+	set, err := rules.Compile(f, env)
 	if err != nil {
 		return nil, err
 	}
 	if err := set.Warmup(); err != nil {
 		return nil, err
 	}
-	return &routing{set: set, files: []string{path, filepath.Join(headsDir, classifier.HeadsFile)}}, nil
+	rt.files = append(rt.files, f.Path, filepath.Join(headsDir, classifier.HeadsFile))
+	return set, nil
 }

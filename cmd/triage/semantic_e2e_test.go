@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"math"
 	"net/http"
@@ -208,5 +209,83 @@ func TestRouteAndRulesCheckCLI(t *testing.T) {
 	err = runRules(context.Background(), []string{"check", "--config", cfg, bad}, &out, &errb)
 	if err == nil || !strings.Contains(err.Error(), `bad.yaml:3:`) || !strings.Contains(err.Error(), `no pool named "nowhere"`) || !strings.Contains(err.Error(), `"astrology" is not a class`) {
 		t.Fatalf("rules check of a broken file: %v", err)
+	}
+}
+
+// TestShadowEndToEnd: a rules file with a shadow routes live by its own
+// rules, logs both decisions of every sampled request, and triage ab --log
+// reads the log back: where the candidate would have routed elsewhere.
+func TestShadowEndToEnd(t *testing.T) {
+	root := repoRoot()
+	models := filepath.Join(root, "var", "models")
+	if _, err := os.Stat(filepath.Join(models, "tables", "subjects-tier1.tbl")); err != nil {
+		t.Skipf("default heads' table not built (scripts/setup.sh builds it): %v", err)
+	}
+	t.Parallel()
+	gen := startSim(t, "m-gen", "gen")
+	code := startSim(t, "m-code", "code")
+	dir := t.TempDir()
+	rules := func(floor, extra string) string {
+		return "alias: auto\nheads: " + filepath.Join(root, "models", "heads", "subjects") + "\nclasses: {computer science: {floors: {tier1: " + floor + "}}}\n" +
+			"routes:\n  - {name: coding, when: {class: computer science}, pool: code}\ndefault: general\n" + extra
+	}
+	writeFile(t, filepath.Join(dir, "rules.yaml"), rules("0.6", "shadow: {rules: candidate.yaml, log: shadow/decisions.jsonl}\n"))
+	// The candidate never trusts tier 1 on computer science.
+	writeFile(t, filepath.Join(dir, "candidate.yaml"), rules("0.99999", ""))
+	cfgPath := filepath.Join(dir, "triage.yaml")
+	writeFile(t, cfgPath, "models_dir: "+models+"\nrules: rules.yaml\n"+gatewayConfig("",
+		poolSpec{name: "general", model: "m-gen", replicas: []*proc{gen}},
+		poolSpec{name: "code", model: "m-code", replicas: []*proc{code}}))
+	gw := startGateway(t, cfgPath)
+	c := newClient(t)
+	const python = "Why does my Python list comprehension raise a TypeError?"
+	for _, text := range []string{python, "What is a good recipe for banana bread?", python} {
+		r := ask(t, c, gw.url(""), "auto", text)
+		want := "gen"
+		if text == python {
+			want = "code" // live rules route; the shadow only watches
+		}
+		if r.status != 200 || r.header.Get("X-Sim-Replica") != want {
+			t.Fatalf("%q: status %d replica %q, want %s", text, r.status, r.header.Get("X-Sim-Replica"), want)
+		}
+	}
+	logPath := filepath.Join(dir, "shadow", "decisions.jsonl")
+	eventually(t, 10*time.Second, "three shadow decisions in the log", func() (bool, string) {
+		b, _ := os.ReadFile(logPath)
+		return bytes.Count(b, []byte("\n")) == 3, string(b)
+	})
+	if b, _ := os.ReadFile(logPath); bytes.Contains(b, []byte("Python")) || bytes.Contains(b, []byte("banana")) {
+		t.Fatalf("prompt text in the shadow log:\n%s", b)
+	}
+	var out, errb bytes.Buffer
+	if err := runAB(context.Background(), []string{"--log", logPath}, &out, &errb); err != nil {
+		t.Fatalf("triage ab --log: %v\n%s", err, errb.String())
+	}
+	for _, want := range []string{"3 sampled requests", "same pool for 33.3% (2 routed elsewhere)", "code → general: 2", "not accuracy"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("triage ab --log output lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	html := filepath.Join(dir, "shadow.html")
+	if err := runAB(context.Background(), []string{"--log", logPath, "--json", "--html", html}, &out, &errb); err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		N             int     `json:"n"`
+		PoolAgreement float64 `json:"pool_agreement"`
+		Differ        int     `json:"differ"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil || rep.N != 3 || rep.Differ != 2 {
+		t.Fatalf("--json: %v %+v\n%s", err, rep, out.String())
+	}
+	if b, err := os.ReadFile(html); err != nil || !bytes.Contains(b, []byte("<svg")) {
+		t.Fatalf("--html: %v", err)
+	}
+	if m := string(get(t, c, gw.url("/metrics")).body); !strings.Contains(m, `triage_shadow_decisions_total{result="differ"} 2`) {
+		t.Fatalf("metrics lack the shadow's disagreement:\n%s", m)
+	}
+	if err := runAB(context.Background(), []string{"--log", logPath, "--a", "tier1"}, &out, &errb); !errors.Is(err, errUsage) {
+		t.Fatalf("--log with --a: %v", err)
 	}
 }

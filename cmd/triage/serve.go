@@ -12,6 +12,7 @@ import (
 	_ "net/http/pprof" // served only on server.debug_listen
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -79,7 +80,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var bg sync.WaitGroup
 	sinkCtx, stopSink := context.WithCancel(context.Background())
 	bg.Go(func() { sink.Run(sinkCtx) })
-	defer func() { stopSink(); bg.Wait() }()
+	shadowLogs := &shadowLogs{ctx: sinkCtx, bg: &bg, log: log}
+	// Last out: the sinks' final flushes, then the shadow logs' files.
+	defer func() { stopSink(); bg.Wait(); shadowLogs.close() }()
 
 	if *withSims {
 		stop, err := startSims(cfg, log)
@@ -93,7 +96,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "triage_log_dropped_total", Help: "Log lines dropped because the log output could not keep up."},
 			func() float64 { return float64(sink.Dropped()) }))
-	gw, err := router.New(cfg, rt.set, router.Options{Logger: log, AccessLog: sink, Registry: reg})
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "triage_shadow_log_dropped_total", Help: "Shadow decision log lines dropped because the log file could not keep up."},
+		func() float64 { return float64(shadowLogs.dropped()) }))
+	gw, err := router.New(cfg, rt.set, router.Options{Logger: log, AccessLog: sink, Registry: reg, ShadowLog: shadowLogs.open})
 	if err != nil {
 		return err
 	}
@@ -229,5 +234,60 @@ func releaseWhenIdle(ctx context.Context, served func() uint64, period time.Dura
 			debug.FreeOSMemory()
 			busy = false
 		}
+	}
+}
+
+// shadowLogs are the shadow decision logs, one buffered writer per file,
+// opened when a rules file first names it and kept across reloads.
+type shadowLogs struct {
+	ctx context.Context
+	bg  *sync.WaitGroup
+	log *slog.Logger
+
+	mu    sync.Mutex
+	sinks map[string]*logsink.Writer
+	files []*os.File
+}
+
+func (l *shadowLogs) open(path string) (io.Writer, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if w := l.sinks[path]; w != nil {
+		return w, nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	w := logsink.New(f, 4<<20, time.Second)
+	if l.sinks == nil {
+		l.sinks = map[string]*logsink.Writer{}
+	}
+	l.sinks[path], l.files = w, append(l.files, f)
+	l.bg.Go(func() { w.Run(l.ctx) })
+	l.log.Info("shadow decisions logged", "file", path)
+	return w, nil
+}
+
+func (l *shadowLogs) dropped() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var n int64
+	for _, w := range l.sinks {
+		n += w.Dropped()
+	}
+	return n
+}
+
+// close closes the files, once the sinks' Run loops have ended (with a
+// final flush).
+func (l *shadowLogs) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, f := range l.files {
+		_ = f.Close()
 	}
 }

@@ -22,6 +22,11 @@ type Metrics struct {
 	rulesInfo    *prometheus.GaugeVec
 	decided      sync.Map // decisionKey -> prometheus.Counter
 
+	shadow       *prometheus.CounterVec
+	shadowDrop   prometheus.Counter
+	shadowAgree  prometheus.Counter
+	shadowDiffer prometheus.Counter
+
 	mu    sync.Mutex
 	pools map[string]*Pool
 }
@@ -76,9 +81,14 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "triage_rules_info",
 			Help: "1 for the rules/heads version in effect (empty without rules).",
 		}, []string{"version"}),
+		shadow: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "triage_shadow_decisions_total",
+			Help: "Sampled requests decided in shadow, by result: agree or differ (the shadow chose the same pool or another one), dropped (the shadow queue was full).",
+		}, []string{"result"}),
 		pools: map[string]*Pool{},
 	}
-	reg.MustRegister(m.requests, m.duration, m.ttfb, m.attempts, m.aborted, m.reloads, m.decisions, m.decisionTime, m.rulesInfo)
+	m.shadowAgree, m.shadowDiffer, m.shadowDrop = m.shadow.WithLabelValues("agree"), m.shadow.WithLabelValues("differ"), m.shadow.WithLabelValues("dropped")
+	reg.MustRegister(m.requests, m.duration, m.ttfb, m.attempts, m.aborted, m.reloads, m.decisions, m.decisionTime, m.rulesInfo, m.shadow)
 	for _, r := range []string{"success", "invalid"} {
 		m.reloads.WithLabelValues(r)
 	}
@@ -98,6 +108,19 @@ func (m *Metrics) Decision(route, reason string, tier int, seconds float64) {
 	c.(prometheus.Counter).Inc()
 	m.decisionTime.Observe(seconds)
 }
+
+// ShadowDecided counts a shadow decision that chose the same pool as the
+// live one (agree) or another.
+func (m *Metrics) ShadowDecided(agree bool) {
+	if agree {
+		m.shadowAgree.Inc()
+	} else {
+		m.shadowDiffer.Inc()
+	}
+}
+
+// ShadowDropped counts a sampled request the shadow had no room for.
+func (m *Metrics) ShadowDropped() { m.shadowDrop.Inc() }
 
 // RulesVersion marks version as the rules in effect.
 func (m *Metrics) RulesVersion(version string) {
