@@ -392,13 +392,14 @@ func (m *Model) Marshal() []byte {
 	if opset == 0 {
 		opset = DefaultOpset
 	}
-	var b []byte
+	graph := m.Graph.marshal()
+	b := make([]byte, 0, len(graph)+1024)
 	b = protowire.AppendTag(b, 1, protowire.VarintType) // ir_version
 	b = protowire.AppendVarint(b, uint64(ir))
 	b = appendString(b, 2, m.Producer)
 	b = appendString(b, 3, m.ProducerVersion)
 	b = appendString(b, 6, m.Doc)
-	b = appendMessage(b, 7, m.Graph.marshal()) // graph
+	b = appendMessage(b, 7, graph)
 	var op []byte                              // OperatorSetIdProto{domain: "", version}
 	op = protowire.AppendTag(op, 2, protowire.VarintType)
 	op = protowire.AppendVarint(op, uint64(opset))
@@ -418,13 +419,19 @@ func (m *Model) Marshal() []byte {
 }
 
 func (g *Graph) marshal() []byte {
-	var b []byte
+	// The initializers are nearly all of it: size the buffer once for them,
+	// not by doubling through a model's hundreds of megabytes.
+	n := 4096 + 256*len(g.Nodes)
+	for i := range g.Initializers {
+		n += len(g.Initializers[i].Raw) + 64 + 8*len(g.Initializers[i].Dims) + len(g.Initializers[i].Name)
+	}
+	b := make([]byte, 0, n)
 	for i := range g.Nodes {
 		b = appendMessage(b, 1, g.Nodes[i].marshal())
 	}
 	b = appendString(b, 2, g.Name)
 	for i := range g.Initializers {
-		b = appendMessage(b, 5, g.Initializers[i].marshal())
+		b = appendTensor(b, 5, &g.Initializers[i])
 	}
 	for i := range g.Inputs {
 		b = appendMessage(b, 11, g.Inputs[i].marshal())
@@ -493,6 +500,13 @@ func (a *Attr) marshal() []byte {
 }
 
 func (t *Tensor) marshal() []byte {
+	b := t.marshalHead()
+	b = protowire.AppendTag(b, 9, protowire.BytesType) // raw_data
+	return protowire.AppendBytes(b, t.Raw)
+}
+
+// marshalHead is the tensor's fields before raw_data.
+func (t *Tensor) marshalHead() []byte {
 	var b []byte
 	for _, d := range t.Dims {
 		b = protowire.AppendTag(b, 1, protowire.VarintType)
@@ -500,10 +514,7 @@ func (t *Tensor) marshal() []byte {
 	}
 	b = protowire.AppendTag(b, 2, protowire.VarintType) // data_type
 	b = protowire.AppendVarint(b, uint64(t.Type))
-	b = appendString(b, 8, t.Name)
-	b = protowire.AppendTag(b, 9, protowire.BytesType) // raw_data
-	b = protowire.AppendBytes(b, t.Raw)
-	return b
+	return appendString(b, 8, t.Name)
 }
 
 func (v *ValueInfo) marshal() []byte {
@@ -530,6 +541,17 @@ func (v *ValueInfo) marshal() []byte {
 	b = appendString(b, 1, v.Name)
 	b = appendMessage(b, 2, typ)
 	return b
+}
+
+// appendTensor appends t as field num, encoding it in place: a tensor's
+// data is copied once, not once per level of nesting.
+func appendTensor(b []byte, num protowire.Number, t *Tensor) []byte {
+	head := t.marshalHead()
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(len(head)+protowire.SizeTag(9)+protowire.SizeBytes(len(t.Raw))))
+	b = append(b, head...)
+	b = protowire.AppendTag(b, 9, protowire.BytesType) // raw_data
+	return protowire.AppendBytes(b, t.Raw)
 }
 
 func appendString(b []byte, num protowire.Number, s string) []byte {
