@@ -1,0 +1,312 @@
+package onnx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/triagegw/triage/classifier"
+	"github.com/triagegw/triage/classifier/tokenize"
+	"github.com/triagegw/triage/models"
+)
+
+// Model is a loaded tier-2 encoder with its tokenizer: text in, one
+// unit-length feature vector out. It is safe for concurrent use.
+type Model struct {
+	tok      Tokenizer
+	enc      *Encoder
+	maxText  int  // text tokens: the encoder's max less the special tokens
+	specials bool // wrap the ids in [CLS] … [SEP]
+	cls, sep int32
+	ids      sync.Pool // *[]int32
+}
+
+// New builds a Model from a tokenizer and an encoder. A bert encoder's
+// tokenizer must also give the ids of its special tokens (an
+// ID(string) (int32, bool) method, as tokenize.WordPiece has).
+func New(tok Tokenizer, enc *Encoder) (*Model, error) {
+	if enc == nil {
+		return nil, errors.New("onnx: no encoder")
+	}
+	m := enc.Manifest()
+	md := &Model{tok: tok, enc: enc, maxText: m.MaxTokens}
+	if m.Input == InputBERT {
+		st, ok := tok.(specialTokens)
+		if !ok {
+			return nil, fmt.Errorf("onnx: encoder %s takes bert input, but its tokenizer (%T) cannot look up %s and %s", m.Name, tok, m.CLSToken, m.SEPToken)
+		}
+		var okc, oks bool
+		md.cls, okc = st.ID(m.CLSToken)
+		md.sep, oks = st.ID(m.SEPToken)
+		if !okc || !oks {
+			return nil, fmt.Errorf("onnx: encoder %s: the tokenizer has no %s or %s token", m.Name, m.CLSToken, m.SEPToken)
+		}
+		md.specials, md.maxText = true, m.MaxTokens-2
+	}
+	md.ids.New = func() any { v := make([]int32, 0, m.MaxTokens); return &v }
+	return md, nil
+}
+
+// Open loads the model directory dir (see the package documentation): its
+// manifest, its graph (checked against the manifest's model_sha256 when
+// it records one) and its tokenizer, found in dir, then in modelsDir and
+// modelsDir/tokenizer, and checked against tokenizer_sha256: a
+// tokenizer.json (WordPiece) for a bert encoder, USE-lite's vocab.json
+// (tokenize.Unigram) for a use encoder.
+func Open(dir, modelsDir string, opts Options) (*Model, error) {
+	if !available {
+		return nil, errNotBuilt
+	}
+	m, err := ReadManifest(dir)
+	if err != nil {
+		return nil, err
+	}
+	if m.ModelSHA256 != "" {
+		if err := checkSHA256(filepath.Join(dir, m.withDefaults().Model), m.ModelSHA256, "its manifest records"); err != nil {
+			return nil, err
+		}
+	}
+	return open(dir, modelsDir, m, m.Tokenizer, m.TokenizerSHA256, 0, opts, []string{dir})
+}
+
+// open loads the graph of dir with the tokenizer tokName (pinned by tokSum
+// when set, looked up in tokDirs, then modelsDir) and the token cap
+// maxTokens (0: the manifest's).
+func open(dir, modelsDir string, m *Manifest, tokName, tokSum string, maxTokens int, opts Options, tokDirs []string) (*Model, error) {
+	tokPath, err := findFile(tokName, modelsDir, tokDirs...)
+	if err != nil {
+		return nil, err
+	}
+	if tokSum != "" {
+		if err := checkSHA256(tokPath, tokSum, "the encoder was built with"); err != nil {
+			return nil, err
+		}
+	}
+	var tok Tokenizer
+	var vocab int
+	switch m.Input {
+	case InputBERT:
+		wp, err := tokenize.LoadWordPiece(tokPath)
+		if err != nil {
+			return nil, fmt.Errorf("onnx: tokenizer: %w", err)
+		}
+		tok, vocab = wp, wp.VocabSize()
+	case InputUSE:
+		u, err := tokenize.LoadUnigram(tokPath)
+		if err != nil {
+			return nil, fmt.Errorf("onnx: tokenizer: %w", err)
+		}
+		tok, vocab = unigramTokenizer{u}, u.VocabSize()
+	default:
+		return nil, fmt.Errorf("onnx: %s: input %q", dir, m.Input)
+	}
+	if m.Vocab > 0 && vocab != m.Vocab {
+		return nil, fmt.Errorf("onnx: %s: the graph embeds a vocabulary of %d tokens, the tokenizer %s has %d", dir, m.Vocab, tokPath, vocab)
+	}
+	mm := *m
+	if maxTokens > 0 && maxTokens < mm.MaxTokens {
+		mm.MaxTokens = maxTokens
+		if mm.Input == InputBERT {
+			mm.MaxTokens = max(maxTokens, 3)
+		}
+	}
+	enc, err := NewEncoder(filepath.Join(dir, m.withDefaults().Model), mm, opts, modelsDir)
+	if err != nil {
+		return nil, err
+	}
+	md, err := New(tok, enc)
+	if err != nil {
+		enc.Close()
+		return nil, err
+	}
+	return md, nil
+}
+
+// unigramTokenizer is a tokenize.Unigram (USE-lite's SentencePiece) as a
+// Tokenizer: cut to max ids.
+type unigramTokenizer struct{ u *tokenize.Unigram }
+
+func (t unigramTokenizer) Encode(dst []int32, text string, limit int) []int32 {
+	n := len(dst)
+	dst = t.u.Encode(dst, text)
+	if limit > 0 && len(dst) > limit {
+		dst = dst[:max(limit, n)]
+	}
+	return dst
+}
+
+// findFile looks name up in dirs, then modelsDir and modelsDir/tokenizer.
+func findFile(name, modelsDir string, dirs ...string) (string, error) {
+	var cands []string
+	for _, d := range dirs {
+		cands = append(cands, filepath.Join(d, name))
+	}
+	if modelsDir != "" {
+		cands = append(cands, filepath.Join(modelsDir, name), filepath.Join(modelsDir, "tokenizer", name))
+	}
+	for _, c := range cands {
+		if _, err := os.Stat(c); err == nil {
+			return c, nil
+		}
+	}
+	return "", fmt.Errorf("onnx: %s not found in %v (run scripts/setup.sh to fetch model files)", name, cands)
+}
+
+func checkSHA256(path, want, whose string) error {
+	got, err := models.FileSHA256(path)
+	if err != nil {
+		return fmt.Errorf("onnx: %w", err)
+	}
+	if got != want {
+		return fmt.Errorf("onnx: %s has sha256 %s, not the %s %s was made with: rebuild or re-fetch it", path, got, want, whose)
+	}
+	return nil
+}
+
+// Encoder is the model's encoder.
+func (m *Model) Encoder() *Encoder { return m.enc }
+
+// Dims is the feature vector's length.
+func (m *Model) Dims() int { return m.enc.Dims() }
+
+// Close releases the encoder's session.
+func (m *Model) Close() error { return m.enc.Close() }
+
+// Features writes text's unit-length feature vector into dst (grown to
+// Dims) and returns it: the input for training and using tier-2 heads.
+func (m *Model) Features(ctx context.Context, text string, dst []float32) ([]float32, error) {
+	dst, _, err := m.features(ctx, text, dst)
+	return dst, err
+}
+
+// features returns the vector and the number of text tokens used.
+func (m *Model) features(ctx context.Context, text string, dst []float32) ([]float32, int, error) {
+	p := m.ids.Get().(*[]int32)
+	ids := (*p)[:0]
+	if m.specials {
+		ids = append(ids, m.cls)
+	}
+	ids = m.tok.Encode(ids, text, len(ids)+m.maxText)
+	n := len(ids)
+	if m.specials {
+		n--
+		ids = append(ids, m.sep)
+	}
+	dst, err := m.enc.Embed(ctx, ids, dst)
+	*p = ids
+	m.ids.Put(p)
+	return dst, n, err
+}
+
+// Classifier is tier 2: a Model and a linear head. It implements
+// classifier.Classifier and is safe for concurrent use.
+type Classifier struct {
+	*Model
+	head    *classifier.Linear
+	scratch sync.Pool // *clsScratch
+}
+
+type clsScratch struct {
+	feat, probs []float32
+}
+
+// NewClassifier puts head on m.
+func NewClassifier(m *Model, head *classifier.Linear) (*Classifier, error) {
+	if err := head.Validate(); err != nil {
+		return nil, err
+	}
+	if head.Dims != m.Dims() {
+		return nil, fmt.Errorf("onnx: the head has %d dims, the encoder %s gives %d", head.Dims, m.enc.Manifest().Name, m.Dims())
+	}
+	c := &Classifier{Model: m, head: head}
+	c.scratch.New = func() any {
+		return &clsScratch{feat: make([]float32, head.Dims), probs: make([]float32, len(head.Classes))}
+	}
+	return c, nil
+}
+
+// Head is the classifier's head.
+func (c *Classifier) Head() *classifier.Linear { return c.head }
+
+// Classes are the head's classes.
+func (c *Classifier) Classes() []string { return c.head.Classes }
+
+// Classify scores text and fills r (reusing r.Top's capacity): Tier 2, the
+// TopK classes, Tokens the text's tokens used (without [CLS] and [SEP]).
+// It returns ctx's error if ctx ends before or during the encoder's Run
+// (see Encoder.Embed), and an error wrapping classifier.ErrUnavailable in
+// a build without the runtime.
+func (c *Classifier) Classify(ctx context.Context, text string, r *classifier.Result) error {
+	s := c.scratch.Get().(*clsScratch)
+	defer c.scratch.Put(s)
+	feat, n, err := c.features(ctx, text, s.feat)
+	if err != nil {
+		return err
+	}
+	s.feat = feat
+	c.head.Probs(feat, s.probs)
+	r.Tier = 2
+	r.Tokens = n
+	r.SetTop(c.head.Classes, s.probs, TopK)
+	return nil
+}
+
+// Load builds tier 2 from a heads artifact whose tier-2 encoder has kind
+// "onnx": it finds the model directory Encoder.Model names (in the
+// artifact's directory, then in modelsDir), checks its graph against
+// Encoder.ModelSHA256 and the tokenizer against the recorded sha256, and
+// loads them with the tier-2 head.
+func Load(h *classifier.Heads, modelsDir string, opts Options) (*Classifier, error) {
+	t := h.Tier2
+	if t == nil {
+		return nil, fmt.Errorf("onnx: heads %s have no tier-2 head", h.Dir)
+	}
+	if t.Encoder.Kind != "onnx" {
+		return nil, fmt.Errorf("onnx: heads %s: tier-2 encoder is %q, want onnx", h.Dir, t.Encoder.Kind)
+	}
+	if t.Encoder.Model == "" {
+		return nil, fmt.Errorf("onnx: heads %s name no tier-2 model directory (encoder.model)", h.Dir)
+	}
+	if !available {
+		return nil, errNotBuilt
+	}
+	dir, err := h.Resolve(t.Encoder.Model, modelsDir)
+	if err != nil {
+		return nil, fmt.Errorf("onnx: %w", err)
+	}
+	m, err := ReadManifest(dir)
+	if err != nil {
+		return nil, err
+	}
+	if sum := t.Encoder.ModelSHA256; sum != "" {
+		p := filepath.Join(dir, m.withDefaults().Model)
+		got, err := models.FileSHA256(p)
+		if err != nil {
+			return nil, fmt.Errorf("onnx: %w", err)
+		}
+		if got != sum {
+			return nil, fmt.Errorf("onnx: %s has sha256 %s, the heads in %s were trained with %s: rebuild the model or retrain the heads", p, got, h.Dir, sum)
+		}
+	}
+	// The heads' own tokenizer, if they name one, is looked up in their
+	// directory, then beside the graph; else the manifest's, beside the
+	// graph. Then in the models directory.
+	tokName, tokSum, tokDirs := m.Tokenizer, m.TokenizerSHA256, []string{dir}
+	if t.Encoder.Tokenizer != "" {
+		tokName, tokSum, tokDirs = t.Encoder.Tokenizer, t.Encoder.TokenizerSHA256, []string{h.Dir, dir}
+	}
+	md, err := open(dir, modelsDir, m, tokName, tokSum, t.Encoder.MaxTokens, opts, tokDirs)
+	if err != nil {
+		return nil, err
+	}
+	head := t.Head
+	c, err := NewClassifier(md, &head)
+	if err != nil {
+		md.Close()
+		return nil, err
+	}
+	return c, nil
+}

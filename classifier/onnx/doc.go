@@ -1,0 +1,90 @@
+// Package onnx is the classifier's tier 2: a transformer sentence encoder
+// run by ONNX Runtime, its pooled and L2-normalised output fed to a linear
+// head (classifier.Linear). It is the project's only cgo package and is
+// built only with the build tag `ort` (go build -tags ort, CGO_ENABLED=1).
+// Without the tag the package keeps the same API, and everything that would
+// touch the runtime (NewEncoder, Init, Open, Load, Embed, ...) returns an
+// error wrapping classifier.ErrUnavailable that says to rebuild with
+// -tags ort; CGO_ENABLED=0 go build ./... builds a gateway with tier 1 only.
+//
+// # The runtime library
+//
+// ONNX Runtime is loaded at run time (dlopen) from, in order:
+// Options.Library, $TRIAGE_ORT_LIB, or <models dir>/ort/libonnxruntime.so.1,
+// which scripts/fetch-ort.sh extracts from the npm package
+// onnxruntime-node@1.24.3, pinned by sha256. The binding,
+// github.com/yalue/onnxruntime_go v1.27.0, needs ONNX Runtime 1.24 or
+// later. The library is loaded and its environment created once per
+// process (Init); a later Init naming another library fails.
+//
+// # A model directory
+//
+// An encoder lives in a directory of its own:
+//
+//	model.onnx      the ONNX graph (name set by "model" below)
+//	encoder.json    the manifest: how to feed the graph and read it
+//
+// and the tokenizer file the manifest names, in that directory or in the
+// models directory (or its tokenizer/ subdirectory). encoder.json is one
+// JSON object (see Manifest):
+//
+//	{
+//	  "format": 1,                      // this package reads format 1
+//	  "name": "bge-small-en-v1.5",      // what it is, for reports
+//	  "source": "...",                  // where it came from (free text)
+//	  "input": "bert",                  // "bert" or "use" (below)
+//	  "pooling": "cls",                 // bert: "cls" or "mean"; use: "none"
+//	  "dims": 384,                      // the embedding's length
+//	  "max_tokens": 512,                // longest input, special tokens included
+//	  "vocab": 30522,                   // optional: the ids the graph embeds, checked
+//	                                    // against the tokenizer's vocabulary by Open and Load
+//	  "model": "model.onnx",            // default model.onnx
+//	  "model_sha256": "…",              // optional: checked by Open
+//	  "tokenizer": "bert-base-uncased.json",
+//	  "tokenizer_sha256": "…",          // optional: checked by Open and Load
+//	  "inputs": ["input_ids", "attention_mask", "token_type_ids"],  // optional
+//	  "output": "last_hidden_state",    // optional
+//	  "cls_token": "[CLS]", "sep_token": "[SEP]"                    // optional, bert
+//	}
+//
+// Input "bert" feeds int64 input_ids, attention_mask (all ones) and
+// token_type_ids (all zeros), each [1, seq], with the text's WordPiece ids
+// between [CLS] and [SEP], cut to max_tokens; the output is the last hidden
+// state [1, seq, dims], pooled by the [CLS] row ("cls", as BGE models are
+// trained) or by the attention-masked mean of the rows ("mean", as
+// sentence-transformers' MiniLM models are). "inputs" renames the inputs in
+// that order; a model exported without token_type_ids lists two names.
+//
+// Input "use" is the Universal Sentence Encoder (lite) signature: a sparse
+// batch of SentencePiece ids, int64 indices [n, 2] whose rows are
+// [0, position] and int64 values [n] (the ids); its output [1, dims] is
+// already pooled ("pooling": "none"). Its tokenizer is USE-lite's
+// vocab.json, read by tokenize.LoadUnigram; the empty text, which has no
+// ids, gets the zero vector.
+//
+// Every embedding is L2-normalised, so a centroid head's logits are
+// cosines.
+//
+// # Heads
+//
+// Load builds a Classifier from a heads artifact whose tier 2 has encoder
+// kind "onnx": Encoder.Model names the model directory (looked up in the
+// artifact's directory, then in the models directory), Encoder.ModelSHA256
+// pins the sha256 of its .onnx file, and Encoder.Tokenizer /
+// TokenizerSHA256, when set, override the manifest's tokenizer (looked up
+// in the artifact's directory, the model directory, then the models
+// directory and its tokenizer/ subdirectory).
+// Encoder.MaxTokens, when set and smaller, lowers the manifest's max_tokens.
+//
+// # Concurrency and cost
+//
+// One ONNX Runtime session is shared by all goroutines (a
+// DynamicAdvancedSession: ONNX Runtime's Run is safe for concurrent use;
+// onnxruntime_go's AdvancedSession, which binds fixed tensors, is not). A
+// semaphore bounds the Runs in flight (Options.MaxConcurrent, default
+// GOMAXPROCS), each using Options.Threads intra-op threads (default 1).
+// A Run cannot be interrupted: Embed checks its context before waiting for
+// a slot, while waiting, and after the Run, but a Run that has started
+// finishes (milliseconds for a small encoder, growing with the square of
+// the tokens).
+package onnx
