@@ -21,4 +21,6 @@ go mod download
 
 echo "setup: model files"
 bash scripts/fetch-models.sh
+bash scripts/fetch-ort.sh
+bash scripts/fetch-use.sh
 bash scripts/build-heads.sh

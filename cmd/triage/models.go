@@ -17,9 +17,17 @@ const modelsUsage = `usage:
   triage models import glove --tgz FILE --tokenizer TOKENIZER.json [--top-extra N] [--quant i8|f16|f32] --out FILE.tbl
   triage models import model2vec --dir DIR --tokenizer TOKENIZER.json [--quant i8|f16|f32] --out FILE.tbl
   triage models info FILE.tbl
+  triage models import tfjs --dir DIR --out DIR
+  triage models gen-bert --out DIR [--layers N] [--hidden N] [--seed N]
+  triage models pull [--revision REV] [--out DIR] ORG/NAME
 
 import builds a tier-1 static embedding table whose rows follow the
-tokenizer's vocabulary; info prints a table's manifest, size and sha256.`
+tokenizer's vocabulary; info prints a table's manifest, size and sha256;
+import tfjs converts a TF.js graph model (Universal Sentence Encoder lite)
+into a tier-2 ONNX model directory; gen-bert writes a BERT-shaped encoder
+with seeded random weights (bge-small's shape by default: for tests and
+benchmarks, it means nothing); pull lays out a tier-2 encoder from a
+Hugging Face model repo (triage models pull -h).`
 
 // runModels is "triage models": build and inspect static embedding tables.
 func runModels(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -33,6 +41,10 @@ func runModels(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return flag.ErrHelp
 	case "info":
 		return runModelsInfo(args[1:], stdout, stderr)
+	case "pull":
+		return runModelsPull(ctx, args[1:], stdout, stderr)
+	case "gen-bert":
+		return runModelsGenBERT(ctx, args[1:], stdout, stderr)
 	case "import":
 		if len(args) > 1 {
 			switch args[1] {
@@ -40,9 +52,11 @@ func runModels(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				return runModelsImportGloVe(ctx, args[2:], stdout, stderr)
 			case "model2vec":
 				return runModelsImportModel2Vec(ctx, args[2:], stdout, stderr)
+			case "tfjs":
+				return runModelsImportTFJS(ctx, args[2:], stdout, stderr)
 			}
 		}
-		fmt.Fprintln(stderr, "triage models import: want glove or model2vec")
+		fmt.Fprintln(stderr, "triage models import: want glove, model2vec or tfjs")
 	default:
 		fmt.Fprintf(stderr, "triage models: unknown subcommand %q\n", args[0])
 	}

@@ -139,3 +139,9 @@ func redact(u string) string {
 	}
 	return u
 }
+
+// Unavailable reports whether err means the hub could not answer (no
+// connection, an outage, a rate limit), as opposed to a refusal or a
+// missing repo, revision or file: a caller may then fall back to what the
+// cache holds.
+func Unavailable(err error) bool { return unavailable(err) }

@@ -203,8 +203,9 @@ func (c *Client) Download(ctx context.Context, kind Kind, repo, revision, file s
 
 // ListFiles lists a repo's files at revision (default "main"), from
 // {endpoint}/api/{models|datasets}/{repo}/revision/{revision}, and returns
-// the commit the revision resolved to. It needs the network: offline it
-// fails with ErrOffline.
+// the commit the revision resolved to (recorded in the cache's refs, as
+// Download records it). It needs the network: offline it fails with
+// ErrOffline.
 func (c *Client) ListFiles(ctx context.Context, kind Kind, repo, revision string) (commit string, files []string, err error) {
 	if revision == "" {
 		revision = DefaultRevision
@@ -239,6 +240,15 @@ func (c *Client) ListFiles(ctx context.Context, kind Kind, repo, revision string
 	files = make([]string, 0, len(info.Siblings))
 	for _, s := range info.Siblings {
 		files = append(files, s.RFilename)
+	}
+	// Remember what the revision resolved to, as Download does, so that
+	// files later fetched at that commit are found offline by revision.
+	if revision != info.SHA {
+		if root, err := c.Cache(); err == nil {
+			if err := writeRef(filepath.Join(root, repoFolder(kind, repo)), revision, info.SHA); err != nil {
+				return "", nil, err
+			}
+		}
 	}
 	return info.SHA, files, nil
 }
