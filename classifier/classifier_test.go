@@ -257,3 +257,67 @@ func TestHeadsSaveLoadValidate(t *testing.T) {
 		t.Fatalf("Resolve(missing) = %v", err)
 	}
 }
+
+// TestMLP: a hidden layer learns what no linear head can (XOR), its logits
+// match a direct computation, it validates its shapes, and training is
+// deterministic whatever the number of workers.
+func TestMLP(t *testing.T) {
+	var x [][]float32
+	var y []int
+	for i := range 400 {
+		a, b := float32(i%2), float32((i/2)%2)
+		x = append(x, []float32{a + 0.01*float32(i%7), b - 0.01*float32(i%5), 1})
+		y = append(y, int(a)^int(b))
+	}
+	classes := []string{"same", "differ"}
+	lin := TrainSoftmax(x, y, classes, SoftmaxOptions{})
+	mlp := TrainMLP(x, y, classes, MLPOptions{Hidden: 16, Epochs: 200, LearningRate: 1e-2, Dropout: -1, Workers: 2})
+	acc := func(h *Linear) float64 {
+		right := 0
+		out := make([]float32, 2)
+		for i := range x {
+			h.Logits(x[i], out)
+			if (out[1] > out[0]) == (y[i] == 1) {
+				right++
+			}
+		}
+		return float64(right) / float64(len(x))
+	}
+	if a := acc(lin); a > 0.8 {
+		t.Fatalf("a linear head solved XOR (%.2f): the test proves nothing", a)
+	}
+	if a := acc(mlp); a < 0.99 {
+		t.Fatalf("mlp accuracy %.3f on XOR", a)
+	}
+	if err := mlp.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	// Logits against the formula.
+	out := make([]float32, 2)
+	mlp.Logits(x[3], out)
+	for c := range 2 {
+		want := mlp.B[c]
+		for j := range mlp.Hidden {
+			h := mlp.B1[j]
+			for i := range 3 {
+				h += mlp.W1[j*3+i] * x[3][i]
+			}
+			want += mlp.W[c*mlp.Hidden+j] * max(h, 0)
+		}
+		if d := out[c] - want; d > 1e-5 || d < -1e-5 {
+			t.Fatalf("logit %d = %v, want %v", c, out[c], want)
+		}
+	}
+	one := TrainMLP(x, y, classes, MLPOptions{Hidden: 8, Epochs: 3, Workers: 1, Seed: 7})
+	three := TrainMLP(x, y, classes, MLPOptions{Hidden: 8, Epochs: 3, Workers: 3, Seed: 7})
+	for i := range one.W1 {
+		if d := one.W1[i] - three.W1[i]; d > 1e-5 || d < -1e-5 {
+			t.Fatalf("training depends on the workers: w1[%d] %v vs %v", i, one.W1[i], three.W1[i])
+		}
+	}
+	bad := *mlp
+	bad.B1 = bad.B1[:3]
+	if err := bad.Validate(); err == nil {
+		t.Fatal("a short b1 validated")
+	}
+}

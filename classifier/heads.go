@@ -1,11 +1,13 @@
 package classifier
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 )
 
@@ -152,6 +154,9 @@ func (h *Heads) Validate() error {
 	return errors.Join(errs...)
 }
 
+// numberArray matches a JSON array of numbers as MarshalIndent lays it out.
+var numberArray = regexp.MustCompile(`\[\n\s*-?[0-9][0-9.eE+-]*(?:,\n\s*-?[0-9][0-9.eE+-]*)*\n\s*\]`)
+
 // Save writes the manifest into dir (created if needed), atomically.
 func (h *Heads) Save(dir string) error {
 	h.Format = HeadsFormat
@@ -165,6 +170,16 @@ func (h *Heads) Save(dir string) error {
 	if err != nil {
 		return err
 	}
+	// Weights one number per line would make a tier-2 head 135,000 lines:
+	// arrays of numbers go on one line each.
+	b = numberArray.ReplaceAllFunc(b, func(m []byte) []byte {
+		return bytes.Map(func(r rune) rune {
+			if r == ' ' || r == '\n' {
+				return -1
+			}
+			return r
+		}, m)
+	})
 	tmp := filepath.Join(dir, "."+HeadsFile+".tmp")
 	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
 		return err

@@ -10,11 +10,16 @@ import (
 // regression and nearest centroid (unit centroids, B = 0, x unit length: the
 // logits are cosines) both take this form.
 type Linear struct {
-	Kind    string    `json:"kind"` // "softmax" or "centroid"
+	Kind    string    `json:"kind"` // "softmax", "centroid" or "mlp"
 	Classes []string  `json:"classes"`
 	Dims    int       `json:"dims"`
-	W       []float32 `json:"w"` // len(Classes)*Dims, row-major
+	W       []float32 `json:"w"` // len(Classes)*Dims (len(Classes)*Hidden with a hidden layer), row-major
 	B       []float32 `json:"b"` // len(Classes)
+	// Hidden, W1 and B1 are an optional hidden layer of ReLU units between
+	// the input and W (see TrainMLP): W1 is Hidden*Dims, row-major.
+	Hidden int       `json:"hidden,omitempty"`
+	W1     []float32 `json:"w1,omitempty"`
+	B1     []float32 `json:"b1,omitempty"`
 	// Temperature divides the logits before the softmax, fitted on held-out
 	// data so scores are calibrated probabilities. 0 means 1.
 	Temperature float32 `json:"temperature"`
@@ -27,6 +32,12 @@ func (l *Linear) Validate() error {
 		return fmt.Errorf("head: %d classes, need at least 2", len(l.Classes))
 	case l.Dims < 1:
 		return fmt.Errorf("head: dims %d", l.Dims)
+	case l.Hidden < 0:
+		return fmt.Errorf("head: hidden %d", l.Hidden)
+	case l.Hidden > 0:
+		if err := l.validateHidden(); err != nil {
+			return err
+		}
 	case len(l.W) != len(l.Classes)*l.Dims:
 		return fmt.Errorf("head: w has %d values, want %d classes x %d dims", len(l.W), len(l.Classes), l.Dims)
 	case len(l.B) != len(l.Classes):
@@ -40,8 +51,27 @@ func (l *Linear) Validate() error {
 	return nil
 }
 
-// Logits writes W·x + B into out (len(out) == len(Classes)).
+// Logits writes W·x + B into out (len(out) == len(Classes)); with a
+// hidden layer, W·relu(W1·x + B1) + B.
 func (l *Linear) Logits(x, out []float32) {
+	if l.Hidden > 0 {
+		hp := hiddenPool.Get().(*[]float32)
+		if cap(*hp) < l.Hidden {
+			*hp = make([]float32, l.Hidden)
+		}
+		h := (*hp)[:l.Hidden]
+		l.hidden(x, h)
+		for c := range l.Classes {
+			row := l.W[c*l.Hidden : (c+1)*l.Hidden]
+			s := l.B[c]
+			for j, w := range row {
+				s += w * h[j]
+			}
+			out[c] = s
+		}
+		hiddenPool.Put(hp)
+		return
+	}
 	d := l.Dims
 	for c := range l.Classes {
 		row := l.W[c*d : c*d+d]

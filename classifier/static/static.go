@@ -51,6 +51,9 @@ func New(tok *tokenize.WordPiece, table *models.Table, head *classifier.Linear, 
 	if err := head.Validate(); err != nil {
 		return nil, err
 	}
+	if head.Hidden > 0 {
+		return nil, fmt.Errorf("static: tier 1 takes a linear head, not one with a hidden layer (%s)", head.Kind)
+	}
 	if head.Dims != table.Dims() {
 		return nil, fmt.Errorf("static: head has %d dims, table %q has %d", head.Dims, table.Manifest.Name, table.Dims())
 	}
