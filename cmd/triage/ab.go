@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/triagegw/triage/classifier"
+	"github.com/triagegw/triage/classifier/onnx"
 	"github.com/triagegw/triage/classifier/static"
 	"github.com/triagegw/triage/datasets"
 	"github.com/triagegw/triage/evaluation"
@@ -40,7 +41,7 @@ func resolveSpec(spec, cfgPath, mdir string, cache *tierCache) (*abSide, error) 
 		case spec == "cascade":
 			kind, arg = "rules", ""
 		case spec == "tier2":
-			return nil, fmt.Errorf("spec tier2: %w (this build has tier 1 only)", classifier.ErrUnavailable)
+			kind, arg = "tier2", filepath.Join("models", "heads", "subjects")
 		case strings.HasSuffix(spec, ".yaml") || strings.HasSuffix(spec, ".yml"):
 			kind, arg = "rules", spec
 		default:
@@ -60,6 +61,19 @@ func resolveSpec(spec, cfgPath, mdir string, cache *tierCache) (*abSide, error) 
 		return &abSide{spec: "tier 1 of " + arg, mode: "tier", classes: h.Classes,
 			run: func(ctx context.Context, items []evaluation.Item, o evaluation.Options) ([]evaluation.Outcome, error) {
 				return evaluation.Tier(ctx, m, 1, items, o)
+			}}, nil
+	case "tier2":
+		h, err := classifier.LoadHeads(arg)
+		if err != nil {
+			return nil, err
+		}
+		c, err := onnx.Load(h, mdir, onnx.Options{})
+		if err != nil {
+			return nil, err
+		}
+		return &abSide{spec: "tier 2 of " + arg, mode: "tier", classes: h.Classes,
+			run: func(ctx context.Context, items []evaluation.Item, o evaluation.Options) ([]evaluation.Outcome, error) {
+				return evaluation.Tier(ctx, c, 2, items, o)
 			}}, nil
 	case "rules":
 		cfg, err := config.Load(cfgPath)
@@ -81,12 +95,12 @@ func resolveSpec(spec, cfgPath, mdir string, cache *tierCache) (*abSide, error) 
 				return evaluation.Rules(ctx, rt.set, items, o)
 			}}, nil
 	}
-	return nil, fmt.Errorf("spec %q: want tier1, cascade, a heads directory, a rules .yaml, heads:DIR or rules:FILE", spec)
+	return nil, fmt.Errorf("spec %q: want tier1, tier2, cascade, a heads directory, a rules .yaml, heads:DIR, tier2:DIR or rules:FILE", spec)
 }
 
 func runAB(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("triage ab", flag.ContinueOnError)
-	specA := fs.String("a", "", "spec A: tier1, cascade, a heads directory, a rules .yaml, heads:DIR or rules:FILE (required)")
+	specA := fs.String("a", "", "spec A: tier1, tier2, cascade, a heads directory (tier 1), a rules .yaml, heads:DIR, tier2:DIR or rules:FILE (required)")
 	specB := fs.String("b", "", "spec B (required)")
 	data := fs.String("data", "", "labelled dataset, .jsonl or .csv (required)")
 	cfgPath := fs.String("config", "triage.yaml", "gateway config, for rules specs (pools)")

@@ -8,17 +8,19 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/triagegw/triage/classifier"
+	"github.com/triagegw/triage/classifier/onnx"
 	"github.com/triagegw/triage/classifier/static"
 	"github.com/triagegw/triage/datasets"
 	"github.com/triagegw/triage/evaluation"
 )
 
-func runCalibrate(_ context.Context, args []string, stdout, stderr io.Writer) error {
+func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("triage calibrate", flag.ContinueOnError)
 	headsDir := fs.String("heads", "", "heads artifact to calibrate (required)")
 	data := fs.String("data", "", "labelled calibration set, .jsonl or .csv (required); not the training data")
@@ -41,16 +43,50 @@ func runCalibrate(_ context.Context, args []string, stdout, stderr io.Writer) er
 		fmt.Fprintln(stderr, "triage calibrate: --heads and --data are required")
 		return errUsage
 	}
-	if *tier != 1 {
-		return fmt.Errorf("--tier %d: %w (this build calibrates tier 1)", *tier, classifier.ErrUnavailable)
-	}
 	h, err := classifier.LoadHeads(*headsDir)
 	if err != nil {
 		return err
 	}
-	m, err := static.Load(h, *mdir)
-	if err != nil {
-		return err
+	// logitsOf scores the rows with the tier's head (tier 2: on the
+	// encoder's embeddings, computed on every core).
+	var head *classifier.Linear
+	var logitsOf func(ctx context.Context, texts []string) ([][]float32, error)
+	switch *tier {
+	case 1:
+		m, err := static.Load(h, *mdir)
+		if err != nil {
+			return err
+		}
+		head = m.Head()
+		logitsOf = func(_ context.Context, texts []string) ([][]float32, error) {
+			out := make([][]float32, len(texts))
+			for i, t := range texts {
+				out[i] = make([]float32, len(h.Classes))
+				m.Logits(t, out[i])
+			}
+			return out, nil
+		}
+	case 2:
+		c, err := onnx.Load(h, *mdir, onnx.Options{})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		head = c.Head()
+		logitsOf = func(ctx context.Context, texts []string) ([][]float32, error) {
+			x, err := embedAll(ctx, c.Model, texts, runtime.GOMAXPROCS(0), progressBar(stderr))
+			if err != nil {
+				return nil, err
+			}
+			out := make([][]float32, len(texts))
+			for i := range x {
+				out[i] = make([]float32, len(h.Classes))
+				head.Logits(x[i], out[i])
+			}
+			return out, nil
+		}
+	default:
+		return fmt.Errorf("--tier %d: want 1 or 2", *tier)
 	}
 	set, err := datasets.Read(*data, datasets.Columns{})
 	if err != nil {
@@ -74,14 +110,15 @@ func runCalibrate(_ context.Context, args []string, stdout, stderr io.Writer) er
 		return fmt.Errorf("%s: %d rows with a label the heads know; calibration needs more", *data, len(rows))
 	}
 	// Logits once; the temperature, then calibrated scores.
-	logits := make([][]float32, len(rows))
+	texts := make([]string, len(rows))
 	y := make([]int, len(rows))
 	for i, r := range rows {
-		logits[i] = make([]float32, len(h.Classes))
-		m.Logits(r.Text, logits[i])
-		y[i] = index[r.Label]
+		texts[i], y[i] = r.Text, index[r.Label]
 	}
-	head := m.Head()
+	logits, err := logitsOf(ctx, texts)
+	if err != nil {
+		return err
+	}
 	oldT := head.Temperature
 	newT := oldT
 	if *temperature {
@@ -122,7 +159,7 @@ func runCalibrate(_ context.Context, args []string, stdout, stderr io.Writer) er
 		printCalibration(stdout, *data, len(rows), oldT, newT, eceOld, eceNew, rep, *groupBy)
 	}
 	if *diff {
-		fmt.Fprintf(stdout, "# floors for tier 1 of %s, fitted on %s (%d rows) for precision %.2f", *headsDir, filepath.Base(*data), len(rows), rep.Achieved)
+		fmt.Fprintf(stdout, "# floors for tier %d of %s, fitted on %s (%d rows) for precision %.2f", *tier, *headsDir, filepath.Base(*data), len(rows), rep.Achieved)
 		if *groupBy != "" {
 			fmt.Fprintf(stdout, " in every %s", *groupBy)
 		}
@@ -130,19 +167,27 @@ func runCalibrate(_ context.Context, args []string, stdout, stderr io.Writer) er
 		for _, f := range rep.Classes {
 			note := fmt.Sprintf("precision %.3f (cv %.3f), coverage %.3f (cv %.3f), %d items", f.Precision, f.CVPrecision, f.Coverage, f.CVCoverage, f.Support)
 			if !f.Reachable {
-				note = "target not reachable: never trusted on tier 1 alone"
+				note = fmt.Sprintf("target not reachable: never trusted on tier %d alone", *tier)
 			}
-			fmt.Fprintf(stdout, "  %s: {floors: {tier1: %.3f}}   # %s\n", yamlKey(f.Class), f.Floor, note)
+			fmt.Fprintf(stdout, "  %s: {floors: {tier%d: %.3f}}   # %s\n", yamlKey(f.Class), *tier, f.Floor, note)
 		}
 	}
 	if *out == "" {
 		return nil
 	}
 	cal := *h
-	cal.Tier1 = &classifier.Tier{}
-	*cal.Tier1 = *h.Tier1
-	cal.Tier1.Head.Temperature = newT
-	cal.Version = h.Version + "+cal"
+	if *tier == 1 {
+		t := *h.Tier1
+		t.Head.Temperature = newT
+		cal.Tier1 = &t
+	} else {
+		t := *h.Tier2
+		t.Head.Temperature = newT
+		cal.Tier2 = &t
+	}
+	if !strings.HasSuffix(h.Version, "+cal") {
+		cal.Version = h.Version + "+cal"
+	}
 	cal.Floors = map[string]classifier.Floors{}
 	for c, f := range h.Floors {
 		cal.Floors[c] = f
@@ -150,16 +195,20 @@ func runCalibrate(_ context.Context, args []string, stdout, stderr io.Writer) er
 	for _, f := range rep.Classes {
 		v := float32(f.Floor)
 		fl := cal.Floors[f.Class]
-		fl.Tier1 = &v
+		if *tier == 1 {
+			fl.Tier1 = &v
+		} else {
+			fl.Tier2 = &v
+		}
 		cal.Floors[f.Class] = fl
 	}
 	if err := cal.Save(*out); err != nil {
 		return err
 	}
 	// The table travels with the artifact when it lives in its directory.
-	if t := h.Tier1.Encoder.Table; t != "" {
-		if b, err := os.ReadFile(filepath.Join(h.Dir, t)); err == nil {
-			if err := os.WriteFile(filepath.Join(*out, t), b, 0o644); err != nil {
+	if t := h.Tier1; t != nil && t.Encoder.Table != "" {
+		if b, err := os.ReadFile(filepath.Join(h.Dir, t.Encoder.Table)); err == nil {
+			if err := os.WriteFile(filepath.Join(*out, t.Encoder.Table), b, 0o644); err != nil {
 				return err
 			}
 		}

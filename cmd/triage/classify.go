@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/triagegw/triage/classifier"
+	"github.com/triagegw/triage/classifier/onnx"
 	"github.com/triagegw/triage/classifier/static"
 )
 
@@ -24,24 +25,35 @@ func modelsDir() string {
 	return filepath.Join("var", "models")
 }
 
-func runClassify(_ context.Context, args []string, stdout, stderr io.Writer) error {
+func runClassify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("triage classify", flag.ContinueOnError)
 	headsDir := fs.String("heads", "models/heads/subjects", "heads artifact directory")
-	tier := fs.Int("tier", 1, "tier to run (1; 2 needs the tier-2 encoder)")
+	tier := fs.Int("tier", 1, "tier to run: 1 or 2 (the heads' tier-2 head on the ONNX encoder)")
 	mdir := fs.String("models", modelsDir(), "directory of model files built by setup ($TRIAGE_MODELS)")
-	if err := parseWithArgs(fs, args, stderr, "usage: triage classify [--heads DIR] [--tier 1] TEXT...\n       triage classify [--heads DIR] -    (JSONL on stdin: {\"text\":...} or a JSON string per line; one result per line)"); err != nil {
+	if err := parseWithArgs(fs, args, stderr, "usage: triage classify [--heads DIR] [--tier 1|2] TEXT...\n       triage classify [--heads DIR] -    (JSONL on stdin: {\"text\":...} or a JSON string per line; one result per line)"); err != nil {
 		return err
-	}
-	if *tier != 1 {
-		return fmt.Errorf("tier %d: %w", *tier, classifier.ErrUnavailable)
 	}
 	h, err := classifier.LoadHeads(*headsDir)
 	if err != nil {
 		return err
 	}
-	m, err := static.Load(h, *mdir)
-	if err != nil {
-		return err
+	var m classifier.Classifier
+	switch *tier {
+	case 1:
+		sm, err := static.Load(h, *mdir)
+		if err != nil {
+			return err
+		}
+		m = sm
+	case 2:
+		c, err := onnx.Load(h, *mdir, onnx.Options{})
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		m = c
+	default:
+		return fmt.Errorf("--tier %d: want 1 or 2", *tier)
 	}
 	enc := json.NewEncoder(stdout)
 	var r classifier.Result
@@ -53,14 +65,18 @@ func runClassify(_ context.Context, args []string, stdout, stderr io.Writer) err
 			if err != nil {
 				return fmt.Errorf("stdin:%d: %w", line, err)
 			}
-			m.Classify(context.Background(), text, &r)
+			if err := m.Classify(ctx, text, &r); err != nil {
+				return fmt.Errorf("stdin:%d: %w", line, err)
+			}
 			if err := enc.Encode(r); err != nil {
 				return err
 			}
 		}
 		return sc.Err()
 	}
-	m.Classify(context.Background(), strings.Join(fs.Args(), " "), &r)
+	if err := m.Classify(ctx, strings.Join(fs.Args(), " "), &r); err != nil {
+		return err
+	}
 	return enc.Encode(r)
 }
 

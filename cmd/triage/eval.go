@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/triagegw/triage/classifier"
+	"github.com/triagegw/triage/classifier/onnx"
 	"github.com/triagegw/triage/classifier/static"
 	"github.com/triagegw/triage/datasets"
 	"github.com/triagegw/triage/evaluation"
@@ -44,6 +45,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	minCov := fs.Float64("min-coverage", -1, "fail below this coverage")
 	maxEsc := fs.Float64("max-escalation", -1, "fail above this escalation rate")
 	mdir := fs.String("models", modelsDir(), "directory of model files built by setup ($TRIAGE_MODELS)")
+	defFloor := fs.Float64("default-floor", 0.5, "--tier cascade: the tier-1 floor of classes the heads have none for (as a rules file's floors: default)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
@@ -94,29 +96,68 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if *tier == "" {
 			*tier = "1"
 		}
-		if *tier != "1" {
-			return fmt.Errorf("--tier %s: %w (this build evaluates tier 1)", *tier, classifier.ErrUnavailable)
-		}
 		h, err := classifier.LoadHeads(*headsDir)
 		if err != nil {
 			return err
 		}
-		m, err := static.Load(h, *mdir)
-		if err != nil {
-			return err
-		}
-		opts.Floors = map[string]float32{}
-		for c, f := range h.Floors {
-			if f.Tier1 != nil {
-				opts.Floors[c] = *f.Tier1
+		floors := func(tier int) map[string]float32 {
+			m := map[string]float32{}
+			for c, f := range h.Floors {
+				v := f.Tier1
+				if tier == 2 {
+					v = f.Tier2
+				}
+				if v != nil {
+					m[c] = *v
+				}
 			}
+			return m
 		}
-		out, err := evaluation.Tier(ctx, m, 1, items, opts)
-		if err != nil {
-			return err
+		run := func(tier int) ([]evaluation.Outcome, error) {
+			var clf classifier.Classifier
+			if tier == 1 {
+				m, err := static.Load(h, *mdir)
+				if err != nil {
+					return nil, err
+				}
+				clf = m
+			} else {
+				c, err := onnx.Load(h, *mdir, onnx.Options{})
+				if err != nil {
+					return nil, err
+				}
+				defer c.Close()
+				clf = c
+			}
+			o := opts
+			o.Floors = floors(tier)
+			return evaluation.Tier(ctx, clf, tier, items, o)
+		}
+		var out []evaluation.Outcome
+		var compare *evaluation.TierComparison
+		switch *tier {
+		case "1", "2":
+			n := int((*tier)[0] - '0')
+			if out, err = run(n); err != nil {
+				return err
+			}
+		case "cascade":
+			t1, err := run(1)
+			if err != nil {
+				return err
+			}
+			t2, err := run(2)
+			if err != nil {
+				return err
+			}
+			out = evaluation.Cascade(t1, t2, floors(1), float32(*defFloor))
+			compare = evaluation.CompareTiers(t1, t2)
+		default:
+			return fmt.Errorf("--tier %q: want 1, 2 or cascade", *tier)
 		}
 		report = evaluation.Summarize("tier", h.Classes, items, out, *by)
-		report.Spec = "tier 1 of " + *headsDir
+		report.Compare = compare
+		report.Spec = "tier " + *tier + " of " + *headsDir
 	} else {
 		if *tier != "" && *tier != "cascade" {
 			return fmt.Errorf("--tier %s with --rules: the rules decide with the cascade", *tier)
@@ -238,6 +279,10 @@ func printEval(w io.Writer, r *evaluation.Report) {
 	sort.Strings(lat)
 	if len(lat) > 0 {
 		fmt.Fprintln(w, "latency: "+strings.Join(lat, "; "))
+	}
+	if c := r.Compare; c != nil {
+		fmt.Fprintf(w, "tier 1 alone %.4f, tier 2 alone %.4f (agree on %.1f%%; only tier 1 right %d, only tier 2 right %d)\n",
+			c.Tier1Acc, c.Tier2Acc, 100*c.Agreement, c.Tier1Only, c.Tier2Only)
 	}
 	if len(r.Reasons) > 0 {
 		keys := make([]string, 0, len(r.Reasons))

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/triagegw/triage/classifier"
+	"github.com/triagegw/triage/classifier/onnx"
 	"github.com/triagegw/triage/classifier/static"
 	"github.com/triagegw/triage/router/config"
 	"github.com/triagegw/triage/rules"
@@ -22,15 +23,72 @@ type tierCache struct {
 	mu     sync.Mutex
 	models map[string]*static.Model
 	used   map[string]bool
+	// tier2 holds tier 2 per heads artifact, loaded on first need: a
+	// reload that keeps the heads keeps the loaded session.
+	tier2 map[string]*lazyTier2
 }
 
-func (c *tierCache) tier1(h *classifier.Heads, modelsDir string) (*static.Model, error) {
-	b, err := os.ReadFile(filepath.Join(h.Dir, classifier.HeadsFile))
+// lazyTier2 loads tier 2 once, on first need.
+type lazyTier2 struct {
+	once sync.Once
+	c    classifier.Classifier
+	err  error
+}
+
+// tier2For returns the loader of h's tier 2 (nil when h has no tier-2
+// head or this build has no tier-2 runtime, so that rules asking for it are
+// rejected with the reason).
+func (c *tierCache) tier2For(h *classifier.Heads, modelsDir string) (func() (classifier.Classifier, error), error) {
+	if h.Tier2 == nil || !onnx.Available() {
+		return nil, nil
+	}
+	key, err := headsKey(h, modelsDir)
 	if err != nil {
 		return nil, err
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.tier2 == nil {
+		c.tier2 = map[string]*lazyTier2{}
+	}
+	if c.used == nil {
+		c.used = map[string]bool{}
+	}
+	l := c.tier2[key]
+	if l == nil {
+		l = &lazyTier2{}
+		c.tier2[key] = l
+	}
+	c.used["2\x00"+key] = true
+	return func() (classifier.Classifier, error) {
+		l.once.Do(func() {
+			m, err := onnx.Load(h, modelsDir, onnx.Options{})
+			if err != nil {
+				l.err = fmt.Errorf("tier 2 of %s: %w", h.Dir, err)
+				return
+			}
+			l.c = m
+		})
+		return l.c, l.err
+	}, nil
+}
+
+// headsKey identifies a heads artifact's content and where its model files
+// come from.
+func headsKey(h *classifier.Heads, modelsDir string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(h.Dir, classifier.HeadsFile))
+	if err != nil {
+		return "", err
+	}
 	sum := sha256.Sum256(b)
-	key := h.Dir + "\x00" + hex.EncodeToString(sum[:]) + "\x00" + modelsDir
+	return h.Dir + "\x00" + hex.EncodeToString(sum[:]) + "\x00" + modelsDir, nil
+}
+
+func (c *tierCache) tier1(h *classifier.Heads, modelsDir string) (*static.Model, error) {
+	key, err := headsKey(h, modelsDir)
+	if err != nil {
+		return nil, err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.used == nil {
@@ -48,13 +106,20 @@ func (c *tierCache) tier1(h *classifier.Heads, modelsDir string) (*static.Model,
 	return m, nil
 }
 
-// sweep drops the models the last load did not use.
+// sweep drops the models the last load did not use. A dropped tier-2
+// session is not closed: requests in flight on the previous rules may
+// still run it; the runtime's memory goes when the process does.
 func (c *tierCache) sweep() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for k := range c.models {
 		if !c.used[k] {
 			delete(c.models, k)
+		}
+	}
+	for k := range c.tier2 {
+		if !c.used["2\x00"+k] {
+			delete(c.tier2, k)
 		}
 	}
 	clear(c.used)
@@ -123,6 +188,9 @@ func compileRules(f *rules.File, cfg *config.Config, cache *tierCache, rt *routi
 		return nil, fmt.Errorf("%s: tier 1: %w", f.Path, err)
 	}
 	env := rules.Env{Pools: cfg.PoolNames(), Heads: h, Tier1: m}
+	if env.Tier2, err = cache.tier2For(h, cfg.ModelsPath()); err != nil {
+		return nil, fmt.Errorf("%s: tier 2: %w", f.Path, err)
+	}
 	if len(shadow) > 0 {
 		env.Shadow = shadow[0]
 	}

@@ -21,11 +21,19 @@ import (
 	"github.com/triagegw/triage/models"
 )
 
-func runTrain(_ context.Context, args []string, stdout, stderr io.Writer) error {
+func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("triage train", flag.ContinueOnError)
 	data := fs.String("data", "", "labelled JSONL ({\"text\",\"label\"}) to train on (required)")
 	out := fs.String("out", "", "heads artifact directory to write (required)")
-	tier := fs.Int("tier", 1, "tier to train (1)")
+	tier := fs.Int("tier", 1, "tier to train: 1 (static table and head) or 2 (a head on the tier-2 encoder's embeddings, added to --out)")
+	encoderDir := fs.String("encoder", "", "tier 2: the encoder's model directory (default MODELS/use)")
+	threads := fs.Int("threads", 0, "tier 2: encoder runs in parallel (default: one per core)")
+	t2head := fs.String("head", "mlp", "tier 2: the head on the embeddings: mlp (one hidden layer) or softmax (regression)")
+	t2hidden := fs.Int("hidden", 256, "tier 2, mlp: hidden units")
+	t2dropout := fs.Float64("head-dropout", 0, "tier 2, mlp: dropout on the hidden layer (default 0.1; negative: none)")
+	t2epochs := fs.Int("head-epochs", 0, "tier 2: passes over the embeddings (default mlp 20, softmax 60)")
+	t2lr := fs.Float64("head-lr", 0, "tier 2: the initial learning rate (default mlp 1e-3 (Adam), softmax 0.5)")
+	t2l2 := fs.Float64("head-l2", 0, "tier 2: weight decay (default mlp 1e-4, softmax 1e-5)")
 	method := fs.String("method", "tuned", "tuned: token vectors and head trained together (fastText-style); softmax: softmax regression on the frozen table; centroid: nearest centroid")
 	evalData := fs.String("eval", "", "labelled JSONL to report on (accuracy, macro F1, calibration, by realism)")
 	mdir := fs.String("models", modelsDir(), "directory of model files built by setup ($TRIAGE_MODELS)")
@@ -53,8 +61,14 @@ func runTrain(_ context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintln(stderr, "triage train: --data and --out are required")
 		return errUsage
 	}
-	if *tier != 1 {
-		return fmt.Errorf("--tier %d: only tier 1 trains here (tier 2 needs the tier-2 encoder)", *tier)
+	switch *tier {
+	case 1:
+	case 2:
+		return runTrainTier2(ctx, tier2Train{data: *data, out: *out, encoder: *encoderDir, eval: *evalData, models: *mdir,
+			name: *name, seed: *seed, balance: *balance, holdout: *holdout, threads: *threads,
+			epochs: *t2epochs, lr: *t2lr, l2: *t2l2, head: *t2head, hidden: *t2hidden, dropout: *t2dropout}, stdout, stderr)
+	default:
+		return fmt.Errorf("--tier %d: want 1 or 2", *tier)
 	}
 	switch *method {
 	case "tuned", "softmax", "centroid":
@@ -244,7 +258,7 @@ func runTrain(_ context.Context, args []string, stdout, stderr io.Writer) error 
 		if err != nil {
 			return err
 		}
-		reports := evaluate(model, ev, classes)
+		reports := evaluate(model.Probs, ev, classes)
 		tier1.Eval = map[string]classifier.Report{}
 		for k, r := range reports {
 			tier1.Eval[filepath.Base(*evalData)+k] = r
@@ -321,7 +335,7 @@ func placeholderHead(classes []string, dims int) *classifier.Linear {
 // evaluate reports on a labelled set: overall (key "") and per realism
 // (key "/realism=X"). Rows whose label the head does not know count as
 // errors.
-func evaluate(m *static.Model, set *datasets.Set, classes []string) map[string]classifier.Report {
+func evaluate(probs func(text string, out []float32), set *datasets.Set, classes []string) map[string]classifier.Report {
 	index := classifier.ClassIndex(classes)
 	type slice struct {
 		probs [][]float32
@@ -344,7 +358,7 @@ func evaluate(m *static.Model, set *datasets.Set, classes []string) map[string]c
 			y = -1
 		}
 		p := make([]float32, len(classes))
-		m.Probs(r.Text, p)
+		probs(r.Text, p)
 		if y < 0 {
 			continue
 		}
