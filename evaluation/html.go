@@ -63,6 +63,7 @@ var htmlEscalating = map[string]bool{
 	rules.ReasonClassRequiresTier2: true,
 	rules.ReasonTier2Timeout:       true,
 	rules.ReasonTier2Unavailable:   true,
+	rules.ReasonTier2Error:         true,
 }
 
 // ---------------------------------------------------------------------------

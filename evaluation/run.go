@@ -140,6 +140,9 @@ func Rules(ctx context.Context, set *rules.Set, items []Item, o Options) ([]Outc
 		routeClasses[r.Name] = m
 	}
 	alias := set.Aliases()[0]
+	// Load tier 2 first: the figures are of decisions, not of the load. A
+	// tier 2 that cannot load shows in the reasons (tier2_unavailable).
+	_ = set.LoadTier2()
 	out := make([]Outcome, len(items))
 	var firstErr error
 	var errOnce sync.Once
@@ -171,7 +174,7 @@ func Rules(ctx context.Context, set *rules.Set, items []Item, o Options) ([]Outc
 // escalated reports whether a decision reason sent the item toward tier 2.
 func escalated(reason string) bool {
 	switch reason {
-	case rules.ReasonBelowFloor, rules.ReasonClassRequiresTier2, rules.ReasonTier2Timeout, rules.ReasonTier2Unavailable:
+	case rules.ReasonBelowFloor, rules.ReasonClassRequiresTier2, rules.ReasonTier2Timeout, rules.ReasonTier2Unavailable, rules.ReasonTier2Error:
 		return true
 	}
 	return false

@@ -96,6 +96,7 @@ func (g *Gateway) readyz(c *gin.Context) {
 	body := gin.H{"status": status, "config_version": s.version}
 	if s.rules != nil {
 		body["rules_version"] = s.rules.Version()
+		body["tier2"] = s.rules.Tier2State()
 	}
 	c.JSON(code, body)
 }

@@ -187,10 +187,10 @@ func TestDecideCascade(t *testing.T) {
 		{Contains: "tie", Class: "code", Score: 0.6}, // exactly the default floor
 	}}
 	t2 := &classifiertest.Fixed{Rules: []classifiertest.Rule{
+		{Contains: "slow", Class: "law", Score: 0.99, Delay: time.Second},
 		{Contains: "lease", Class: "law", Score: 0.75},
 		{Contains: "rash", Class: "health", Score: 0.8},
 		{Contains: "itch", Class: "health", Score: 0.6}, // above health's tier-2 floor, below the route's 0.7
-		{Contains: "slow", Class: "law", Score: 0.99},
 	}}
 	var loads atomic.Int64
 	s := compile(t, cascade, Env{Heads: testHeads(true, nil), Tier1: t1, Tier2: func() (classifier.Classifier, error) {
@@ -217,10 +217,6 @@ func TestDecideCascade(t *testing.T) {
 		{"tier 2 timeout", "auto", "lease slow", nil, Decision{Pool: "general", Class: "law", Score: 0.7, Tier: 1, Reason: ReasonTier2Timeout}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			t2.Delay = 0
-			if tc.text == "lease slow" {
-				t2.Delay = time.Second
-			}
 			got := s.Decide(context.Background(), input(t, tc.model, tc.text, tc.hdr...))
 			if got != tc.want {
 				t.Fatalf("Decide(%s %q) = %+v\nwant %+v", tc.model, tc.text, got, tc.want)
@@ -238,7 +234,6 @@ func TestDecideCascade(t *testing.T) {
 		t.Fatalf("tier 2 unavailable: %+v", d)
 	}
 	// The trace tells the whole story.
-	t2.Delay = 0
 	tr := s.ExplainDecision(context.Background(), input(t, "auto", "my lease"))
 	if tr.Tier1 == nil || tr.Tier2 == nil || tr.Floors["tier1"] != 0.8 || tr.Floors["tier2"] != 0.7 ||
 		len(tr.Candidates) != 1 || tr.Decision.Route != "legal" || tr.Text != "my lease" {
@@ -264,8 +259,8 @@ func TestTier2NeverLoadedWhenNotNeeded(t *testing.T) {
 		t.Fatal("NeedsTier2 = true with no class route")
 	}
 	s.Decide(context.Background(), input(t, "auto", "x"))
-	if loaded {
-		t.Fatal("tier 2 was loaded although no decision can need it")
+	if loaded || s.Tier2State() != "off" {
+		t.Fatalf("tier 2 was loaded although no decision can need it (state %q)", s.Tier2State())
 	}
 	// Warmup loads it up front when asked and needed.
 	s = compile(t, "routes: [{name: l, when: {class: law}, pool: legal}]\ndefault: general\ntier2: {enabled: true, warmup: true}\n", Env{Heads: testHeads(true, nil), Tier1: t1, Tier2: load})
@@ -450,5 +445,80 @@ func TestShadowCompile(t *testing.T) {
 	}
 	if d := cand.Decide(context.Background(), input(t, "auto", "x")); d.Reason != ReasonExplicitModel {
 		t.Fatalf("Decide on a name that is not the set's alias = %+v", d)
+	}
+}
+
+// blocking is a tier 2 whose Classify ignores its context and returns only
+// when released, as an ONNX Runtime Run does.
+type blocking struct {
+	release chan struct{}
+	verdict classifier.Scored
+	err     error
+}
+
+func (b *blocking) Classify(_ context.Context, _ string, r *classifier.Result) error {
+	<-b.release
+	if b.err != nil {
+		return b.err
+	}
+	r.Class, r.Score, r.Tier = b.verdict.Class, b.verdict.Score, 2
+	r.Top = append(r.Top[:0], b.verdict)
+	return nil
+}
+
+// TestTier2Budget: the budget bounds the request, not tier 2: a Run that
+// cannot be interrupted, or a model still loading, leaves the request to
+// tier 1's verdict (tier2_timeout) while tier 2 goes on; a tier 2 that
+// fails says so (tier2_error).
+func TestTier2Budget(t *testing.T) {
+	t1 := &classifiertest.Fixed{Default: classifier.Scored{Class: "law", Score: 0.7}} // below law's 0.8
+	body := strings.Replace(cascade, "budget: 50ms", "budget: 20ms", 1)
+
+	// A Run past the budget: the decision does not wait for it.
+	slow := &blocking{release: make(chan struct{}), verdict: classifier.Scored{Class: "law", Score: 0.9}}
+	s := compile(t, body, Env{Heads: testHeads(true, nil), Tier1: t1, Tier2: func() (classifier.Classifier, error) { return slow, nil }})
+	d := s.Decide(context.Background(), input(t, "auto", "my lease"))
+	close(slow.release) // only now can the Run end: Decide returned without it
+	if d.Reason != ReasonTier2Timeout || d.Pool != "general" || d.Tier != 1 {
+		t.Fatalf("Run past the budget: %+v", d)
+	}
+	if d := s.Decide(context.Background(), input(t, "auto", "my lease")); d.Reason != ReasonBelowFloor || d.Tier != 2 || d.Pool != "legal" {
+		t.Fatalf("after the Run is released: %+v", d)
+	}
+
+	// A model still loading: the first requests do not wait for it.
+	loading := make(chan struct{})
+	fast := &blocking{release: make(chan struct{}), verdict: classifier.Scored{Class: "law", Score: 0.9}}
+	close(fast.release)
+	s = compile(t, body, Env{Heads: testHeads(true, nil), Tier1: t1, Tier2: func() (classifier.Classifier, error) {
+		<-loading
+		return fast, nil
+	}})
+	if st := s.Tier2State(); st != "not loaded" {
+		t.Fatalf("before any decision: tier 2 %q", st)
+	}
+	if d := s.Decide(context.Background(), input(t, "auto", "my lease")); d.Reason != ReasonTier2Timeout || s.Tier2Loaded() || s.Tier2State() != "loading" {
+		t.Fatalf("while loading: %+v (state %q)", d, s.Tier2State())
+	}
+	close(loading)
+	for !s.Tier2Loaded() {
+		time.Sleep(time.Millisecond)
+	}
+	if d := s.Decide(context.Background(), input(t, "auto", "my lease")); d.Tier != 2 || d.Pool != "legal" || s.Tier2State() != "loaded" {
+		t.Fatalf("once loaded: %+v (state %q)", d, s.Tier2State())
+	}
+
+	// A failing Run, and a model that failed to load.
+	broken := &blocking{release: make(chan struct{}), err: errors.New("onnx: run failed")}
+	close(broken.release)
+	s = compile(t, body, Env{Heads: testHeads(true, nil), Tier1: t1, Tier2: func() (classifier.Classifier, error) { return broken, nil }})
+	if d := s.Decide(context.Background(), input(t, "auto", "my lease")); d.Reason != ReasonTier2Error || d.Pool != "general" {
+		t.Fatalf("failing Run: %+v", d)
+	}
+	s = compile(t, body, Env{Heads: testHeads(true, nil), Tier1: t1, Tier2: func() (classifier.Classifier, error) {
+		return nil, errors.New("model.onnx: sha256 mismatch")
+	}})
+	if d := s.Decide(context.Background(), input(t, "auto", "my lease")); d.Reason != ReasonTier2Unavailable || s.Tier2State() != "failed" {
+		t.Fatalf("failed load: %+v (state %q)", d, s.Tier2State())
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/triagegw/triage/classifier"
@@ -25,7 +26,8 @@ const (
 	ReasonBelowFloor         = "below_floor"          // tier 1 fell below the floor of a routed class (tier 2 consulted when enabled)
 	ReasonClassRequiresTier2 = "class_requires_tier2" // tier 1's top class is never trusted alone
 	ReasonTier2Timeout       = "tier2_timeout"        // tier 2 ran out of its budget
-	ReasonTier2Unavailable   = "tier2_unavailable"    // tier 2 could not run
+	ReasonTier2Unavailable   = "tier2_unavailable"    // tier 2 cannot run here (not in this build, or its model failed to load)
+	ReasonTier2Error         = "tier2_error"          // tier 2 ran and failed
 	ReasonDefault            = "default"              // no route takes the top class
 	ReasonRule               = "rule"                 // a route without class conditions matched the request
 	ReasonSession            = "session"              // kept on the session's earlier route
@@ -83,12 +85,14 @@ type Set struct {
 	conv    openai.Conversation
 	tier1   classifier.Classifier
 
-	tier2On     bool
-	tier2Load   func() (classifier.Classifier, error)
-	tier2Once   sync.Once
-	tier2       classifier.Classifier
-	tier2Err    error
-	tier2Budget time.Duration
+	tier2On      bool
+	tier2Load    func() (classifier.Classifier, error)
+	tier2Once    sync.Once
+	tier2Started atomic.Bool
+	tier2Ready   chan struct{} // closed when the load has finished
+	tier2        classifier.Classifier
+	tier2Err     error
+	tier2Budget  time.Duration
 
 	sessions *sessions
 	scratch  sync.Pool
@@ -137,7 +141,7 @@ func Compile(f *File, env Env) (*Set, error) {
 		return nil, &Error{Problems: []Problem{{File: f.Path, Msg: "heads: no heads artifact loaded"}}}
 	}
 	s := &Set{file: f, aliases: f.Aliases, classes: h.Classes, index: classifier.ClassIndex(h.Classes),
-		def: f.Default, tier1: env.Tier1, tier2Load: env.Tier2, tier2Budget: f.Tier2.Budget,
+		def: f.Default, tier1: env.Tier1, tier2Load: env.Tier2, tier2Budget: f.Tier2.Budget, tier2Ready: make(chan struct{}),
 		conv: openai.Conversation{UserTurns: f.Window.UserTurns, System: f.Window.System, MaxBytes: f.Window.MaxBytes}}
 	if env.Tier1 == nil || h.Tier1 == nil {
 		bad(Pos{}, "heads %s: no tier-1 head; tier 1 is what every decision starts with", h.Dir)
@@ -382,25 +386,74 @@ func (s *Set) IsAlias(model []byte) bool {
 	return false
 }
 
-// Warmup loads tier 2 now when the file asks for it and a decision can need
-// it; otherwise it does nothing.
+// Warmup loads tier 2 now, and waits for it, when the file asks for it
+// and a decision can need it; otherwise it does nothing.
 func (s *Set) Warmup() error {
-	if s.tier2On && s.file.Tier2.Warmup {
-		_, err := s.loadTier2()
-		return err
+	if s.file.Tier2.Warmup {
+		return s.LoadTier2()
 	}
 	return nil
 }
 
-func (s *Set) loadTier2() (classifier.Classifier, error) {
+// LoadTier2 loads tier 2 now and waits for it, when a decision can need
+// it: for offline evaluation, whose figures should not count the load.
+func (s *Set) LoadTier2() error {
+	if !s.tier2On {
+		return nil
+	}
+	s.startTier2()
+	<-s.tier2Ready
+	return s.tier2Err
+}
+
+// startTier2 starts loading tier 2 in the background, once. Decisions wait
+// for it only within their budget: the first escalations after a start
+// fall back to tier 1 while a model loads (tier2_timeout), instead of
+// holding requests for the second or so a session takes.
+func (s *Set) startTier2() {
 	s.tier2Once.Do(func() {
+		s.tier2Started.Store(true)
 		if s.tier2Load == nil {
 			s.tier2Err = fmt.Errorf("rules: no tier-2 encoder: %w", classifier.ErrUnavailable)
+			close(s.tier2Ready)
 			return
 		}
-		s.tier2, s.tier2Err = s.tier2Load()
+		go func() {
+			defer close(s.tier2Ready)
+			s.tier2, s.tier2Err = s.tier2Load()
+		}()
 	})
-	return s.tier2, s.tier2Err
+}
+
+// Tier2State says where tier 2 stands, for /readyz: "off" (no decision
+// can reach it: it is never loaded), "not loaded" (loaded on first need),
+// "loading", "loaded" or "failed".
+func (s *Set) Tier2State() string {
+	switch {
+	case !s.tier2On:
+		return "off"
+	case s.Tier2Loaded():
+		return "loaded"
+	}
+	select {
+	case <-s.tier2Ready:
+		return "failed"
+	default:
+	}
+	if s.tier2Started.Load() {
+		return "loading"
+	}
+	return "not loaded"
+}
+
+// Tier2Loaded reports whether tier 2 has been loaded (successfully).
+func (s *Set) Tier2Loaded() bool {
+	select {
+	case <-s.tier2Ready:
+		return s.tier2Err == nil
+	default:
+		return false
+	}
 }
 
 // Trace is the whole story of one decision, for `triage route`.
@@ -536,20 +589,57 @@ func (s *Set) cascade(ctx context.Context, in *Input, w *work, tr *Trace) Decisi
 	return s.escalate(ctx, in, w, tr, reason, def)
 }
 
+// tier2Result is tier 2's answer, from the goroutine that ran it.
+type tier2Result struct {
+	r   classifier.Result
+	err error
+}
+
 func (s *Set) escalate(ctx context.Context, in *Input, w *work, tr *Trace, reason string, def Decision) Decision {
-	t2, err := s.loadTier2()
+	// The budget covers the load (the first time) and the classification.
+	// A session Run cannot be interrupted, so tier 2 runs on its own
+	// goroutine with its own copy of the text: past the budget the request
+	// goes on with tier 1's verdict, and the Run's answer is dropped.
+	cctx, cancel := context.WithTimeout(ctx, s.tier2Budget)
+	defer cancel()
+	s.startTier2()
+	var err error
+	select {
+	case <-s.tier2Ready:
+		err = s.tier2Err
+	case <-cctx.Done():
+		err = cctx.Err()
+	}
 	if err == nil {
-		cctx, cancel := context.WithTimeout(ctx, s.tier2Budget)
-		err = t2.Classify(cctx, w.view(), &w.r2)
-		cancel()
+		done := make(chan tier2Result, 1)
+		t2, text := s.tier2, string(w.text)
+		go func() {
+			var r tier2Result
+			r.err = t2.Classify(cctx, text, &r.r)
+			done <- r
+		}()
+		select {
+		case res := <-done:
+			err = res.err
+			if err == nil {
+				w.r2.Class, w.r2.Score, w.r2.Tier, w.r2.Tokens = res.r.Class, res.r.Score, res.r.Tier, res.r.Tokens
+				w.r2.Top = append(w.r2.Top[:0], res.r.Top...)
+			}
+		case <-cctx.Done():
+			err = cctx.Err()
+		}
 	}
 	if err != nil {
 		if tr != nil {
 			tr.Tier2Error = err.Error()
 		}
-		def.Reason = ReasonTier2Unavailable
-		if errors.Is(err, context.DeadlineExceeded) {
+		switch {
+		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 			def.Reason = ReasonTier2Timeout
+		case errors.Is(err, classifier.ErrUnavailable) || err == s.tier2Err:
+			def.Reason = ReasonTier2Unavailable
+		default:
+			def.Reason = ReasonTier2Error
 		}
 		return def
 	}

@@ -31,6 +31,9 @@ type Rule struct {
 	Contains string
 	Class    string
 	Score    float32
+	// Delay, if set, is waited before this rule's verdict (or ctx's end),
+	// instead of Fixed.Delay.
+	Delay time.Duration
 }
 
 // Classify implements classifier.Classifier.
@@ -39,8 +42,18 @@ func (f *Fixed) Classify(ctx context.Context, text string, r *classifier.Result)
 	f.mu.Lock()
 	f.last = strings.Clone(text) // text is only lent for the call
 	f.mu.Unlock()
-	if f.Delay > 0 {
-		t := time.NewTimer(f.Delay)
+	v, delay := f.Default, f.Delay
+	for _, rule := range f.Rules {
+		if strings.Contains(text, rule.Contains) {
+			v = classifier.Scored{Class: rule.Class, Score: rule.Score}
+			if rule.Delay > 0 {
+				delay = rule.Delay
+			}
+			break
+		}
+	}
+	if delay > 0 {
+		t := time.NewTimer(delay)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
@@ -50,13 +63,6 @@ func (f *Fixed) Classify(ctx context.Context, text string, r *classifier.Result)
 	}
 	if f.Err != nil {
 		return f.Err
-	}
-	v := f.Default
-	for _, rule := range f.Rules {
-		if strings.Contains(text, rule.Contains) {
-			v = classifier.Scored{Class: rule.Class, Score: rule.Score}
-			break
-		}
 	}
 	r.Class, r.Score, r.Top = v.Class, v.Score, append(r.Top[:0], v)
 	return nil

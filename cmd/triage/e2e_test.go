@@ -51,6 +51,9 @@ func buildAndRun(m *testing.M) int {
 		// too, so the gateway's concurrency is checked end to end.
 		args = append(args, "-race")
 	}
+	if tags := buildSetting("-tags"); tags != "" {
+		args = append(args, "-tags", tags) // "-tags ort": the children have tier 2 too
+	}
 	build := exec.CommandContext(ctx, "go", append(args, ".")...)
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: go %s . failed: %v\n%s", strings.Join(args, " "), err, out)
@@ -58,6 +61,20 @@ func buildAndRun(m *testing.M) int {
 	}
 	triageBin = bin
 	return m.Run()
+}
+
+// buildSetting is one of this test binary's build settings ("" if unset).
+func buildSetting(key string) string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return ""
+	}
+	for _, s := range bi.Settings {
+		if s.Key == key {
+			return s.Value
+		}
+	}
+	return ""
 }
 
 // raceEnabled reports whether this test binary was built with -race.

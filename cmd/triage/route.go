@@ -12,6 +12,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/triagegw/triage/classifier/onnx"
 	"github.com/triagegw/triage/datasets"
 	"github.com/triagegw/triage/router/config"
 	"github.com/triagegw/triage/router/openai"
@@ -67,6 +68,7 @@ func runRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	_ = rt.set.LoadTier2() // as the gateway will have it loaded; a failure shows in the trace
 	tr := rt.set.ExplainDecision(ctx, in)
 	out := struct {
 		rules.Trace
@@ -115,8 +117,15 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	s := rt.set
+	t2 := "never needed"
+	if s.NeedsTier2() {
+		t2 = "reachable"
+		if !onnx.Available() {
+			t2 += " (but not in this build: escalations fall back to tier 1; build with -tags ort)"
+		}
+	}
 	fmt.Fprintf(stdout, "%s: ok — version %s, aliases %v, %d routes, default pool %s, tier 2 %s\n",
-		cfg.RulesPath(), s.Version(), s.Aliases(), len(s.File().Routes), s.Default(), map[bool]string{true: "reachable", false: "never needed"}[s.NeedsTier2()])
+		cfg.RulesPath(), s.Version(), s.Aliases(), len(s.File().Routes), s.Default(), t2)
 	if *data == "" {
 		return nil
 	}
@@ -135,6 +144,7 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		byRoute[r.Name] = st
 	}
 	byRoute["default"] = &routeStat{}
+	_ = s.LoadTier2() // the figures are of decisions, not of the load
 	for _, row := range set.Rows {
 		in, err := chatInput(s.Aliases()[0], row.Text, http.Header{})
 		if err != nil {

@@ -36,10 +36,12 @@ type lazyTier2 struct {
 }
 
 // tier2For returns the loader of h's tier 2 (nil when h has no tier-2
-// head or this build has no tier-2 runtime, so that rules asking for it are
-// rejected with the reason).
+// head, so that rules asking for it are rejected with the reason). In a
+// build without the ONNX runtime the loader fails with
+// classifier.ErrUnavailable: escalations fall back to tier 1's verdict
+// (tier2_unavailable), and serve warns at start.
 func (c *tierCache) tier2For(h *classifier.Heads, modelsDir string) (func() (classifier.Classifier, error), error) {
-	if h.Tier2 == nil || !onnx.Available() {
+	if h.Tier2 == nil {
 		return nil, nil
 	}
 	key, err := headsKey(h, modelsDir)

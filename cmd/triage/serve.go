@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/triagegw/triage/classifier/onnx"
 	"github.com/triagegw/triage/router"
 	"github.com/triagegw/triage/router/config"
 	"github.com/triagegw/triage/router/logsink"
@@ -81,6 +82,9 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	sinkCtx, stopSink := context.WithCancel(context.Background())
 	bg.Go(func() { sink.Run(sinkCtx) })
 	shadowLogs := &shadowLogs{ctx: sinkCtx, bg: &bg, log: log}
+	if rt.set != nil && rt.set.NeedsTier2() && !onnx.Available() {
+		log.Warn("the rules enable tier 2 but this build has no ONNX runtime: escalations fall back to tier 1's verdict (reason tier2_unavailable); build with CGO_ENABLED=1 -tags ort (make build does)")
+	}
 	// Last out: the sinks' final flushes, then the shadow logs' files.
 	defer func() { stopSink(); bg.Wait(); shadowLogs.close() }()
 
