@@ -400,7 +400,7 @@ func (m *Model) Marshal() []byte {
 	b = appendString(b, 3, m.ProducerVersion)
 	b = appendString(b, 6, m.Doc)
 	b = appendMessage(b, 7, graph)
-	var op []byte                              // OperatorSetIdProto{domain: "", version}
+	var op []byte // OperatorSetIdProto{domain: "", version}
 	op = protowire.AppendTag(op, 2, protowire.VarintType)
 	op = protowire.AppendVarint(op, uint64(opset))
 	b = appendMessage(b, 8, op) // opset_import
