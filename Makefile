@@ -4,6 +4,9 @@
 GO      ?= go
 BIN     := bin/triage
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# ort: tier 2 through ONNX Runtime (cgo; the library is loaded at run time,
+# fetched by setup). TAGS=nomsgpack builds a pure-Go gateway with tier 1 only.
+TAGS    ?= nomsgpack ort
 
 .PHONY: all setup build run test vet fuzz bench bench-gateway clean
 
@@ -13,19 +16,22 @@ setup:
 	@bash scripts/setup.sh
 
 build: setup
-	$(GO) build -trimpath -tags nomsgpack -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/triage
+	$(GO) build -trimpath -tags '$(TAGS)' -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/triage
 
 run: build
 	@bash scripts/run.sh
 
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags ort ./...
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 test: setup vet
 	@bash scripts/install-chromium.sh   # the HTML report's render test runs in headless Chromium
 	CGO_ENABLED=0 $(GO) build ./...
-	$(GO) test -race -count=1 -timeout 15m ./...
+	TRIAGE_REQUIRE_ORT=1 TRIAGE_REQUIRE_USE=1 $(GO) test -race -count=1 -timeout 20m -tags ort ./...
+	# and without the runtime: tier 2 says why it cannot run, tier 1 works
+	$(GO) test -count=1 -timeout 5m -run 'WithoutTag|Stub|ABCLI|ShippedConfigs|SemanticRoutingEndToEnd' ./classifier/onnx ./cmd/triage
 
 # A short run of every fuzz target (the corpus seeds also run in `make test`).
 fuzz:

@@ -60,9 +60,12 @@ func TestReloadUnderLoad(t *testing.T) {
 			}
 		})
 	}
-	for i := range 40 {
+	// At least 40 reloads, and on until 100 requests went through them: a
+	// loaded machine serves fewer per reload.
+	reloads := 0
+	for deadline := time.Now().Add(30 * time.Second); reloads < 40 || ok.Load() < 100 && time.Now().Before(deadline); reloads++ {
 		cfg := cfgA
-		if i%2 == 0 {
+		if reloads%2 == 0 {
 			cfg = cfgB
 		}
 		if err := h.gw.Apply(cfg, nil); err != nil {
@@ -88,8 +91,8 @@ func TestReloadUnderLoad(t *testing.T) {
 	if a0.Stats().Completed == 0 || b0.Stats().Completed == 0 {
 		t.Fatalf("traffic did not follow the swaps: a0 %d b0 %d", a0.Stats().Completed, b0.Stats().Completed)
 	}
-	if h.gw.Version() != 41 {
-		t.Fatalf("version = %d after 40 reloads, want 41", h.gw.Version())
+	if h.gw.Version() != uint64(reloads+1) {
+		t.Fatalf("version = %d after %d reloads, want %d", h.gw.Version(), reloads, reloads+1)
 	}
 	if got := h.gw.snap.Load().byName["keep"].pool; got != keptPool {
 		t.Fatalf("an unchanged pool was rebuilt on reload, losing its health and breaker state")
