@@ -20,6 +20,7 @@ const modelsUsage = `usage:
   triage models import tfjs --dir DIR --out DIR
   triage models gen-bert --out DIR [--layers N] [--hidden N] [--seed N]
   triage models pull [--revision REV] [--out DIR] ORG/NAME
+  triage models quantize --in DIR --out DIR [--per-tensor] [--weights int8|uint8] [--min-elements N] [--no-conv] [--no-embeddings]
 
 import builds a tier-1 static embedding table whose rows follow the
 tokenizer's vocabulary; info prints a table's manifest, size and sha256;
@@ -27,7 +28,9 @@ import tfjs converts a TF.js graph model (Universal Sentence Encoder lite)
 into a tier-2 ONNX model directory; gen-bert writes a BERT-shaped encoder
 with seeded random weights (bge-small's shape by default: for tests and
 benchmarks, it means nothing); pull lays out a tier-2 encoder from a
-Hugging Face model repo (triage models pull -h).`
+Hugging Face model repo (triage models pull -h); quantize writes an int8
+copy of a tier-2 model directory (dynamic quantisation: about 2x faster,
+a quarter of the size; see bench/tier2-int8.md).`
 
 // runModels is "triage models": build and inspect static embedding tables.
 func runModels(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -45,6 +48,8 @@ func runModels(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return runModelsPull(ctx, args[1:], stdout, stderr)
 	case "gen-bert":
 		return runModelsGenBERT(ctx, args[1:], stdout, stderr)
+	case "quantize":
+		return runModelsQuantize(ctx, args[1:], stdout, stderr)
 	case "import":
 		if len(args) > 1 {
 			switch args[1] {
