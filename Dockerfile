@@ -1,16 +1,25 @@
 # Build: docker build -t triage .
-# Run:   docker run -p 8080:8080 -v $PWD/triage.yaml:/etc/triage/triage.yaml triage
+# Run:   make setup    # builds var/models: tokenizer, tier-1 table, ONNX Runtime library, tier-2 encoder
+#        docker run -p 8080:8080 -v $PWD/var/models:/models:ro \
+#          -v $PWD/triage.yaml:/etc/triage/triage.yaml:ro triage
+#
+# The image holds the binary (with tier 2: cgo, -tags ort), the default rules
+# and heads; model files come from a volume at /models (TRIAGE_MODELS), as
+# they are built from registries and the labelled data by scripts/setup.sh.
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 ARG VERSION=dev
-RUN CGO_ENABLED=0 go build -tags nomsgpack -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/triage ./cmd/triage
+RUN CGO_ENABLED=1 go build -tags 'nomsgpack ort' -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/triage ./cmd/triage
 
-FROM gcr.io/distroless/static-debian12:nonroot
+# distroless/cc: glibc and libstdc++, which ONNX Runtime's library needs.
+FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /out/triage /usr/local/bin/triage
-COPY triage.yaml /etc/triage/triage.yaml
+COPY triage.yaml rules.yaml /etc/triage/
+COPY models/heads /etc/triage/models/heads
+ENV TRIAGE_MODELS=/models
 USER nonroot:nonroot
 EXPOSE 8080
 ENTRYPOINT ["/usr/local/bin/triage"]
