@@ -44,10 +44,11 @@ func commands() []command {
 		{"eval", "measure how well a tier or a rule set routes a labelled dataset", runEval},
 		{"ab", "compare two tiers, heads or rule sets on a labelled dataset", runAB},
 		{"calibrate", "fit per-class floors (and the temperature) to a target precision", runCalibrate},
-		{"classify", "classify text with a heads artifact (tier 1)", runClassify},
+		{"classify", "classify text with a heads artifact (tier 1 or 2)", runClassify},
 		{"train", "train class heads on a labelled JSONL dataset", runTrain},
 		{"sim", "run a simulated vLLM replica (for trying triage out, tests and benchmarks)", runSim},
-		{"models", "build and inspect static embedding tables (tier 1 of the classifier)", runModels},
+		{"models", "build, convert, pull and inspect the classifier's model files (tables, encoders)", runModels},
+		{"distill", "build a tier-1 static table from a tier-2 encoder (model2vec)", runDistill},
 		{"datasets", "fetch and list files of Hugging Face dataset repos (to evaluate on)", runDatasets},
 		{"version", "print the version", func(_ context.Context, _ []string, stdout, _ io.Writer) error {
 			fmt.Fprintln(stdout, versionString())
