@@ -212,26 +212,9 @@ func logChoose(n, k int) float64 {
 }
 
 func pairMatrix(a, b []Outcome, key func(Outcome) string) Confusion {
-	seen := map[string]bool{}
+	pairs := map[[2]string]int{}
 	for i := range a {
-		seen[key(a[i])] = true
-		seen[key(b[i])] = true
+		pairs[[2]string{key(a[i]), key(b[i])}]++
 	}
-	labels := make([]string, 0, len(seen))
-	for l := range seen {
-		labels = append(labels, l)
-	}
-	sort.Strings(labels)
-	idx := map[string]int{}
-	for i, l := range labels {
-		idx[l] = i
-	}
-	m := Confusion{Labels: labels, Counts: make([][]int, len(labels))}
-	for i := range m.Counts {
-		m.Counts[i] = make([]int, len(labels))
-	}
-	for i := range a {
-		m.Counts[idx[key(a[i])]][idx[key(b[i])]]++
-	}
-	return m
+	return pairCounts(pairs)
 }

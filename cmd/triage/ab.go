@@ -222,7 +222,7 @@ func runABLog(path string, asJSON bool, htmlOut string, stdout io.Writer) error 
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	if htmlOut != "" {
-		if err := createWith(htmlOut, func(w io.Writer) error { return evaluation.WriteShadowHTML(w, rep) }); err != nil {
+		if err := writeFileAtomic(htmlOut, func(w io.Writer) error { return evaluation.WriteShadowHTML(w, rep) }); err != nil {
 			return err
 		}
 	}
@@ -302,17 +302,4 @@ func countList(m map[string]int) string {
 		fmt.Fprintf(&b, "%s %d", name, m[k])
 	}
 	return b.String()
-}
-
-// createWith writes a file through write, reporting the first error.
-func createWith(path string, write func(io.Writer) error) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	err = write(f)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }

@@ -128,7 +128,7 @@ func runModelsQuantize(ctx context.Context, args []string, stdout, stderr io.Wri
 	// directory, as for the input.
 	tokNote := "not in " + *in + ": looked up in the models directory, as for the input"
 	if filepath.Base(man.Tokenizer) == man.Tokenizer {
-		switch err := quantCopyFile(filepath.Join(*in, man.Tokenizer), filepath.Join(*out, man.Tokenizer)); {
+		switch err := copyOut(filepath.Join(*in, man.Tokenizer), filepath.Join(*out, man.Tokenizer)); {
 		case err == nil:
 			tokNote = "copied"
 		case !errors.Is(err, fs.ErrNotExist):
@@ -168,33 +168,6 @@ func quantSameDir(a, b string) (bool, error) {
 	sa, err1 := os.Stat(aa)
 	sb, err2 := os.Stat(bb)
 	return err1 == nil && err2 == nil && os.SameFile(sa, sb), nil
-}
-
-// quantCopyFile copies src to dst through a temporary file beside dst.
-func quantCopyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(tmp, in)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp.Name(), 0o644)
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), dst)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
-	return err
 }
 
 // quantFileSize is path's size, or 0.

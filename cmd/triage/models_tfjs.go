@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -17,6 +15,7 @@ import (
 	"time"
 
 	"github.com/triagegw/triage/classifier/onnx"
+	"github.com/triagegw/triage/models"
 	"github.com/triagegw/triage/models/tfjs"
 )
 
@@ -89,7 +88,7 @@ func runModelsImportTFJS(ctx context.Context, args []string, stdout, stderr io.W
 	if err != nil {
 		return err
 	}
-	vocabSum, err := tfjsFileSHA256(vocabPath)
+	vocabSum, err := models.FileSHA256(vocabPath)
 	if err != nil {
 		return err
 	}
@@ -97,7 +96,7 @@ func runModelsImportTFJS(ctx context.Context, args []string, stdout, stderr io.W
 	if err := m.WriteFile(modelPath); err != nil {
 		return err
 	}
-	modelSum, err := tfjsFileSHA256(modelPath)
+	modelSum, err := models.FileSHA256(modelPath)
 	if err != nil {
 		return err
 	}
@@ -159,7 +158,7 @@ func tfjsPlaceVocab(flagPath, dir, out string) (string, error) {
 	if same, err := tfjsSameFile(src, dst); err != nil {
 		return "", err
 	} else if !same {
-		if err := tfjsWriteFile(dst, b); err != nil {
+		if err := writeFileAtomic(dst, func(w io.Writer) error { _, err := w.Write(b); return err }); err != nil {
 			return "", err
 		}
 	}
@@ -178,39 +177,4 @@ func tfjsSameFile(a, b string) (bool, error) {
 		return false, err
 	}
 	return os.SameFile(sa, sb), nil
-}
-
-func tfjsFileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-// tfjsWriteFile writes b to path through a temporary file beside it.
-func tfjsWriteFile(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	_, err = tmp.Write(b)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp.Name(), 0o644)
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
-	return err
 }

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/triagegw/triage/models"
 )
 
 // TestModelsImportTFJS converts Universal Sentence Encoder lite (when
@@ -33,7 +35,7 @@ func TestModelsImportTFJS(t *testing.T) {
 		t.Fatalf("%v\n%s", err, stderr.String())
 	}
 	t.Log(strings.TrimSpace(stdout.String()))
-	sum, err := tfjsFileSHA256(filepath.Join(out, "model.onnx"))
+	sum, err := models.FileSHA256(filepath.Join(out, "model.onnx"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +54,7 @@ func TestModelsImportTFJS(t *testing.T) {
 	if err := json.Unmarshal(raw, &man); err != nil {
 		t.Fatal(err)
 	}
-	vsum, _ := tfjsFileSHA256(vocab)
+	vsum, _ := models.FileSHA256(vocab)
 	want := map[string]any{"name": "use-lite", "source": useSource, "input": "use", "dims": 512.0, "format": 1.0,
 		"pooling": "none", "tokenizer": "vocab.json", "tokenizer_sha256": vsum, "max_tokens": 128.0}
 	for k, v := range want {
