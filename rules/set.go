@@ -258,7 +258,12 @@ func Compile(f *File, env Env) (*Set, error) {
 	if b, err := os.ReadFile(f.Path); err == nil {
 		sum.Write(b)
 	}
-	fmt.Fprintf(sum, "\x00%s\x00%s\x00%s", h.Name, h.Version, h.Dir)
+	fmt.Fprintf(sum, "\x00%s\x00%s\x00%s\x00", h.Name, h.Version, h.Dir)
+	// The heads' content too: calibration changes floors (and temperatures)
+	// without changing the artifact's version string.
+	if b, err := os.ReadFile(filepath.Join(h.Dir, classifier.HeadsFile)); err == nil {
+		sum.Write(b)
+	}
 	s.version = hex.EncodeToString(sum.Sum(nil))[:12]
 	s.scratch.New = func() any { return &work{text: make([]byte, 0, 1024)} }
 	return s, nil

@@ -6,7 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/triagegw/triage/classifier"
 	"github.com/triagegw/triage/classifier/onnx"
@@ -23,31 +27,37 @@ type tierCache struct {
 	mu     sync.Mutex
 	models map[string]*static.Model
 	used   map[string]bool
-	// tier2 holds tier 2 per heads artifact, loaded on first need: a
-	// reload that keeps the heads keeps the loaded session.
+	// tier2 holds the tier-2 sessions by encoder (model directory, its
+	// sha256, tokenizer, token cap), loaded on first need: a reload that
+	// changes floors, rules or even the tier-2 head keeps the session (one
+	// costs ~70-200 MiB and up to seconds to load).
 	tier2 map[string]*lazyTier2
 }
 
-// lazyTier2 loads tier 2 once, on first need.
+// lazyTier2 loads one tier-2 encoder once, on first need.
 type lazyTier2 struct {
 	once sync.Once
-	c    classifier.Classifier
+	c    *onnx.Classifier // with the head of the heads that loaded it
 	err  error
+	done atomic.Bool
 }
 
 // tier2For returns the loader of h's tier 2 (nil when h has no tier-2
-// head, so that rules asking for it are rejected with the reason). In a
-// build without the ONNX runtime the loader fails with
-// classifier.ErrUnavailable: escalations fall back to tier 1's verdict
-// (tier2_unavailable), and serve warns at start.
-func (c *tierCache) tier2For(h *classifier.Heads, modelsDir string) (func() (classifier.Classifier, error), error) {
-	if h.Tier2 == nil {
-		return nil, nil
+// head, so that rules asking for it are rejected with the reason), and
+// whether its encoder is loaded already. In a build without the ONNX
+// runtime the loader fails with classifier.ErrUnavailable: escalations
+// fall back to tier 1's verdict (tier2_unavailable), and serve warns at
+// start.
+func (c *tierCache) tier2For(h *classifier.Heads, modelsDir string) (func() (classifier.Classifier, error), bool, error) {
+	t := h.Tier2
+	if t == nil {
+		return nil, false, nil
 	}
-	key, err := headsKey(h, modelsDir)
+	dir, err := h.Resolve(t.Encoder.Model, modelsDir)
 	if err != nil {
-		return nil, err
+		dir = t.Encoder.Model // Load says what is missing, when it is needed
 	}
+	key := strings.Join([]string{dir, t.Encoder.ModelSHA256, t.Encoder.Tokenizer, t.Encoder.TokenizerSHA256, strconv.Itoa(t.Encoder.MaxTokens), modelsDir}, "\x00")
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.tier2 == nil {
@@ -62,8 +72,13 @@ func (c *tierCache) tier2For(h *classifier.Heads, modelsDir string) (func() (cla
 		c.tier2[key] = l
 	}
 	c.used["2\x00"+key] = true
+	head := t.Head
+	var mine sync.Once
+	var clf classifier.Classifier
+	var clfErr error
 	return func() (classifier.Classifier, error) {
 		l.once.Do(func() {
+			defer l.done.Store(true)
 			m, err := onnx.Load(h, modelsDir, onnx.Options{})
 			if err != nil {
 				l.err = fmt.Errorf("tier 2 of %s: %w", h.Dir, err)
@@ -71,8 +86,21 @@ func (c *tierCache) tier2For(h *classifier.Heads, modelsDir string) (func() (cla
 			}
 			l.c = m
 		})
-		return l.c, l.err
-	}, nil
+		if l.err != nil {
+			return nil, l.err
+		}
+		mine.Do(func() {
+			if reflect.DeepEqual(l.c.Head(), &head) {
+				clf = l.c
+				return
+			}
+			// Same encoder, another head: share the session.
+			if clf, clfErr = onnx.NewClassifier(l.c.Model, &head); clfErr != nil {
+				clfErr = fmt.Errorf("tier 2 of %s: %w", h.Dir, clfErr)
+			}
+		})
+		return clf, clfErr
+	}, l.done.Load() && l.err == nil, nil
 }
 
 // headsKey identifies a heads artifact's content and where its model files
@@ -190,7 +218,8 @@ func compileRules(f *rules.File, cfg *config.Config, cache *tierCache, rt *routi
 		return nil, fmt.Errorf("%s: tier 1: %w", f.Path, err)
 	}
 	env := rules.Env{Pools: cfg.PoolNames(), Heads: h, Tier1: m}
-	if env.Tier2, err = cache.tier2For(h, cfg.ModelsPath()); err != nil {
+	var tier2Loaded bool
+	if env.Tier2, tier2Loaded, err = cache.tier2For(h, cfg.ModelsPath()); err != nil {
 		return nil, fmt.Errorf("%s: tier 2: %w", f.Path, err)
 	}
 	if len(shadow) > 0 {
@@ -202,6 +231,9 @@ func compileRules(f *rules.File, cfg *config.Config, cache *tierCache, rt *routi
 	}
 	if err := set.Warmup(); err != nil {
 		return nil, err
+	}
+	if tier2Loaded {
+		_ = set.LoadTier2() // the session is there already: no wait, and /readyz says so
 	}
 	rt.files = append(rt.files, f.Path, filepath.Join(headsDir, classifier.HeadsFile))
 	return set, nil

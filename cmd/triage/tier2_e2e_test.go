@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/triagegw/triage/classifier"
 )
 
 // TestTier2EndToEnd runs the gateway built with the ONNX runtime, the
@@ -31,8 +33,16 @@ func TestTier2EndToEnd(t *testing.T) {
 	gen := startSim(t, "m-gen", "gen")
 	code := startSim(t, "m-code", "code")
 	dir := t.TempDir()
+	heads, err := classifier.LoadHeads(filepath.Join(root, "models", "heads", "subjects"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	headsDir := filepath.Join(dir, "heads")
+	if err := heads.Save(headsDir); err != nil {
+		t.Fatal(err)
+	}
 	rules := func(tier2 string) string {
-		return "alias: auto\nheads: " + filepath.Join(root, "models", "heads", "subjects") + "\n" +
+		return "alias: auto\nheads: " + headsDir + "\n" +
 			"routes:\n  - {name: coding, when: {class: computer science}, pool: code}\ndefault: general\n" + tier2
 	}
 	writeFile(t, filepath.Join(dir, "rules.yaml"), rules("tier2: {enabled: true, budget: 5s}\n"))
@@ -71,6 +81,32 @@ func TestTier2EndToEnd(t *testing.T) {
 	m := string(get(t, c, gw.url("/metrics")).body)
 	if !strings.Contains(m, `triage_decisions_total{reason="below_floor",route="coding",tier="2"}`) {
 		t.Fatalf("no tier-2 decision counted:\n%s", m)
+	}
+
+	// New floors in the heads: the rules and heads reload, the session
+	// stays (same encoder): the next escalation is decided by tier 2 at
+	// once, with no load to wait for.
+	v := func() string {
+		var v struct {
+			Rules string `json:"rules_version"`
+		}
+		json.Unmarshal(get(t, c, gw.url("/readyz")).body, &v)
+		return v.Rules
+	}
+	before := v()
+	f := float32(0.5)
+	fl := heads.Floors["law"]
+	fl.Tier1 = &f
+	heads.Floors["law"] = fl
+	if err := heads.Save(headsDir); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the new heads", func() (bool, string) { return v() != before, v() })
+	if st := tier2(); st != "loaded" {
+		t.Fatalf("tier 2 %q right after a heads reload that kept its encoder", st)
+	}
+	if r := ask(t, c, gw.url(""), "auto", rebase); r.header.Get("X-Triage-Tier") != "2" {
+		t.Fatalf("first escalation after the reload: tier %q reason %q (the session was not kept)", r.header.Get("X-Triage-Tier"), r.header.Get("X-Triage-Reason"))
 	}
 
 	// Rules that never escalate (tier 2 off): reloaded, tier 2 is "off".
