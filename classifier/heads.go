@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+
+	"github.com/triagegw/triage/internal/atomicfile"
 )
 
 // HeadsFile is the artifact's manifest inside its directory.
@@ -180,11 +182,7 @@ func (h *Heads) Save(dir string) error {
 			return r
 		}, m)
 	})
-	tmp := filepath.Join(dir, "."+HeadsFile+".tmp")
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(dir, HeadsFile))
+	return atomicfile.WriteBytes(filepath.Join(dir, HeadsFile), append(b, '\n'))
 }
 
 // Resolve finds a file an artifact names: in its own directory first, then

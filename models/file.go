@@ -12,7 +12,8 @@ import (
 	"io"
 	"math"
 	"os"
-	"path/filepath"
+
+	"github.com/triagegw/triage/internal/atomicfile"
 )
 
 // Table file format, version 1. All integers and floats little-endian.
@@ -57,39 +58,15 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // directory, synced, then renamed over path) and returns the file's sha256
 // in hex.
 func (t *Table) WriteFile(path string) (sha256hex string, err error) {
-	dir, base := filepath.Split(path)
-	if dir == "" {
-		dir = "."
-	}
-	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
-	if err != nil {
-		return "", fmt.Errorf("models: write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
 	h := sha256.New()
-	bw := bufio.NewWriterSize(io.MultiWriter(f, h), 1<<16)
-	if err = t.encode(bw); err != nil {
-		return "", fmt.Errorf("models: write %s: %w", path, err)
-	}
-	if err = bw.Flush(); err != nil {
-		return "", fmt.Errorf("models: write %s: %w", path, err)
-	}
-	if err = f.Chmod(0o644); err != nil {
-		return "", fmt.Errorf("models: write %s: %w", path, err)
-	}
-	if err = f.Sync(); err != nil {
-		return "", fmt.Errorf("models: write %s: %w", path, err)
-	}
-	if err = f.Close(); err != nil {
-		return "", fmt.Errorf("models: write %s: %w", path, err)
-	}
-	if err = os.Rename(tmp, path); err != nil {
+	err = atomicfile.Write(path, func(w io.Writer) error {
+		bw := bufio.NewWriterSize(io.MultiWriter(w, h), 1<<16)
+		if err := t.encode(bw); err != nil {
+			return err
+		}
+		return bw.Flush()
+	})
+	if err != nil {
 		return "", fmt.Errorf("models: write %s: %w", path, err)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil

@@ -9,6 +9,7 @@ import (
 	"runtime"
 
 	"github.com/triagegw/triage/classifier"
+	"github.com/triagegw/triage/internal/atomicfile"
 )
 
 // ManifestFile is the manifest's name inside a model directory.
@@ -169,11 +170,7 @@ func WriteManifest(dir string, m *Manifest) error {
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(dir, "."+ManifestFile+".tmp")
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(dir, ManifestFile))
+	return atomicfile.WriteBytes(filepath.Join(dir, ManifestFile), append(b, '\n'))
 }
 
 // Options tune the runtime.

@@ -18,6 +18,7 @@ import (
 	"github.com/triagegw/triage/classifier/static"
 	"github.com/triagegw/triage/datasets"
 	"github.com/triagegw/triage/evaluation"
+	"github.com/triagegw/triage/internal/atomicfile"
 	"github.com/triagegw/triage/router/config"
 )
 
@@ -222,7 +223,7 @@ func runABLog(path string, asJSON bool, htmlOut string, stdout io.Writer) error 
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	if htmlOut != "" {
-		if err := writeFileAtomic(htmlOut, func(w io.Writer) error { return evaluation.WriteShadowHTML(w, rep) }); err != nil {
+		if err := atomicfile.Write(htmlOut, func(w io.Writer) error { return evaluation.WriteShadowHTML(w, rep) }); err != nil {
 			return err
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/triagegw/triage/classifier/onnx"
+	"github.com/triagegw/triage/internal/atomicfile"
 	"github.com/triagegw/triage/models"
 	"github.com/triagegw/triage/models/tfjs"
 )
@@ -158,7 +159,7 @@ func tfjsPlaceVocab(flagPath, dir, out string) (string, error) {
 	if same, err := tfjsSameFile(src, dst); err != nil {
 		return "", err
 	} else if !same {
-		if err := writeFileAtomic(dst, func(w io.Writer) error { _, err := w.Write(b); return err }); err != nil {
+		if err := atomicfile.WriteBytes(dst, b); err != nil {
 			return "", err
 		}
 	}

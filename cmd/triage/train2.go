@@ -16,6 +16,7 @@ import (
 	"github.com/triagegw/triage/classifier"
 	"github.com/triagegw/triage/classifier/onnx"
 	"github.com/triagegw/triage/datasets"
+	"github.com/triagegw/triage/internal/atomicfile"
 	"github.com/triagegw/triage/models"
 )
 
@@ -258,10 +259,7 @@ func cachedEmbeddings(ctx context.Context, path string, m *onnx.Model, texts []s
 	}
 	// A cache that cannot be written costs the next run time, nothing else.
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err == nil {
-		tmp := path + ".tmp"
-		if os.WriteFile(tmp, b, 0o644) == nil {
-			_ = os.Rename(tmp, path)
-		}
+		_ = atomicfile.WriteBytes(path, b)
 	}
 	return x, nil
 }

@@ -17,10 +17,9 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"sort"
 
+	"github.com/triagegw/triage/internal/atomicfile"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
@@ -363,24 +362,7 @@ func (m *Model) WriteFile(path string) error {
 	if err := m.Validate(); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	_, err = tmp.Write(m.Marshal())
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(tmp.Name(), 0o644)
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
-	return err
+	return atomicfile.WriteBytes(path, m.Marshal())
 }
 
 // Marshal encodes the model as an ONNX ModelProto.
