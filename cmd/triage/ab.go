@@ -14,8 +14,6 @@ import (
 	"time"
 
 	"github.com/triagegw/triage/classifier"
-	"github.com/triagegw/triage/classifier/onnx"
-	"github.com/triagegw/triage/classifier/static"
 	"github.com/triagegw/triage/datasets"
 	"github.com/triagegw/triage/evaluation"
 	"github.com/triagegw/triage/internal/atomicfile"
@@ -50,31 +48,22 @@ func resolveSpec(spec, cfgPath, mdir string, cache *tierCache) (*abSide, error) 
 		}
 	}
 	switch kind {
-	case "heads":
+	case "heads", "tier2":
+		tier := 1
+		if kind == "tier2" {
+			tier = 2
+		}
 		h, err := classifier.LoadHeads(arg)
 		if err != nil {
 			return nil, err
 		}
-		m, err := static.Load(h, mdir)
+		m, _, err := loadTier(h, mdir, tier) // kept for the process's life
 		if err != nil {
 			return nil, err
 		}
-		return &abSide{spec: "tier 1 of " + arg, mode: "tier", classes: h.Classes,
+		return &abSide{spec: fmt.Sprintf("tier %d of %s", tier, arg), mode: "tier", classes: h.Classes,
 			run: func(ctx context.Context, items []evaluation.Item, o evaluation.Options) ([]evaluation.Outcome, error) {
-				return evaluation.Tier(ctx, m, 1, items, o)
-			}}, nil
-	case "tier2":
-		h, err := classifier.LoadHeads(arg)
-		if err != nil {
-			return nil, err
-		}
-		c, err := onnx.Load(h, mdir, onnx.Options{})
-		if err != nil {
-			return nil, err
-		}
-		return &abSide{spec: "tier 2 of " + arg, mode: "tier", classes: h.Classes,
-			run: func(ctx context.Context, items []evaluation.Item, o evaluation.Options) ([]evaluation.Outcome, error) {
-				return evaluation.Tier(ctx, c, 2, items, o)
+				return evaluation.Tier(ctx, m, tier, items, o)
 			}}, nil
 	case "rules":
 		cfg, err := config.Load(cfgPath)
@@ -126,16 +115,9 @@ func runAB(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stderr, "triage ab: --a, --b and --data are required (or --log)")
 		return errUsage
 	}
-	set, err := datasets.Read(*data, datasets.Columns{})
+	set, err := readDataset(*data, datasets.Columns{}, *labelMap, stderr)
 	if err != nil {
 		return err
-	}
-	if *labelMap != "" {
-		m, err := datasets.ReadLabelMap(*labelMap)
-		if err != nil {
-			return err
-		}
-		m.Apply(set)
 	}
 	items := make([]evaluation.Item, len(set.Rows))
 	for i, r := range set.Rows {
@@ -167,15 +149,7 @@ func runAB(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	ab := evaluation.AB(sides[0].spec, sides[1].spec, reps[0], reps[1], outs[0], outs[1], classes, *boot, *seed)
 	if *htmlOut != "" {
-		f, err := os.Create(*htmlOut)
-		if err != nil {
-			return err
-		}
-		err = evaluation.WriteABHTML(f, ab)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
+		if err := atomicfile.Write(*htmlOut, func(w io.Writer) error { return evaluation.WriteABHTML(w, ab) }); err != nil {
 			return err
 		}
 	}

@@ -88,16 +88,9 @@ func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	default:
 		return fmt.Errorf("--tier %d: want 1 or 2", *tier)
 	}
-	set, err := datasets.Read(*data, datasets.Columns{})
+	set, err := readDataset(*data, datasets.Columns{}, *labelMap, stderr)
 	if err != nil {
 		return err
-	}
-	if *labelMap != "" {
-		lm, err := datasets.ReadLabelMap(*labelMap)
-		if err != nil {
-			return err
-		}
-		lm.Apply(set)
 	}
 	index := classifier.ClassIndex(h.Classes)
 	var rows []datasets.Row

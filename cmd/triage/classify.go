@@ -37,24 +37,11 @@ func runClassify(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	var m classifier.Classifier
-	switch *tier {
-	case 1:
-		sm, err := static.Load(h, *mdir)
-		if err != nil {
-			return err
-		}
-		m = sm
-	case 2:
-		c, err := onnx.Load(h, *mdir, onnx.Options{})
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		m = c
-	default:
-		return fmt.Errorf("--tier %d: want 1 or 2", *tier)
+	m, closeTier, err := loadTier(h, *mdir, *tier)
+	if err != nil {
+		return err
 	}
+	defer closeTier()
 	enc := json.NewEncoder(stdout)
 	var r classifier.Result
 	if fs.NArg() == 1 && fs.Arg(0) == "-" {
@@ -93,4 +80,24 @@ func inputLine(b []byte) (string, error) {
 		return "", fmt.Errorf(`want {"text": ...} or a JSON string`)
 	}
 	return *o.Text, nil
+}
+
+// loadTier loads tier 1 (static) or tier 2 (ONNX) of h, and what releases
+// it.
+func loadTier(h *classifier.Heads, mdir string, tier int) (classifier.Classifier, func(), error) {
+	switch tier {
+	case 1:
+		m, err := static.Load(h, mdir)
+		if err != nil {
+			return nil, nil, err
+		}
+		return m, func() {}, nil
+	case 2:
+		c, err := onnx.Load(h, mdir, onnx.Options{})
+		if err != nil {
+			return nil, nil, err
+		}
+		return c, func() { c.Close() }, nil
+	}
+	return nil, nil, fmt.Errorf("--tier %d: want 1 or 2", tier)
 }

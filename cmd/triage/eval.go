@@ -16,10 +16,9 @@ import (
 	"time"
 
 	"github.com/triagegw/triage/classifier"
-	"github.com/triagegw/triage/classifier/onnx"
-	"github.com/triagegw/triage/classifier/static"
 	"github.com/triagegw/triage/datasets"
 	"github.com/triagegw/triage/evaluation"
+	"github.com/triagegw/triage/internal/atomicfile"
 	"github.com/triagegw/triage/router/config"
 )
 
@@ -53,18 +52,9 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintln(stderr, "triage eval: --data and exactly one of --heads or --rules are required")
 		return errUsage
 	}
-	set, err := datasets.Read(*data, datasets.Columns{Text: *textCol, Label: *labelCol})
+	set, err := readDataset(*data, datasets.Columns{Text: *textCol, Label: *labelCol}, *labelMap, stderr)
 	if err != nil {
 		return err
-	}
-	if *labelMap != "" {
-		m, err := datasets.ReadLabelMap(*labelMap)
-		if err != nil {
-			return err
-		}
-		if n := m.Apply(set); n > 0 {
-			fmt.Fprintf(stderr, "eval: the label map dropped %d rows\n", n)
-		}
 	}
 	if *train != "" {
 		tr, err := datasets.Read(*train, datasets.Columns{Text: *textCol, Label: *labelCol})
@@ -114,21 +104,11 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return m
 		}
 		run := func(tier int) ([]evaluation.Outcome, error) {
-			var clf classifier.Classifier
-			if tier == 1 {
-				m, err := static.Load(h, *mdir)
-				if err != nil {
-					return nil, err
-				}
-				clf = m
-			} else {
-				c, err := onnx.Load(h, *mdir, onnx.Options{})
-				if err != nil {
-					return nil, err
-				}
-				defer c.Close()
-				clf = c
+			clf, closeTier, err := loadTier(h, *mdir, tier)
+			if err != nil {
+				return nil, err
 			}
+			defer closeTier()
 			o := opts
 			o.Floors = floors(tier)
 			return evaluation.Tier(ctx, clf, tier, items, o)
@@ -181,15 +161,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	report.Data, report.DataSHA256 = filepath.Base(*data), set.SHA256
 	fmt.Fprintf(stderr, "eval: %d items in %s\n", len(items), time.Since(start).Round(time.Millisecond))
 	if *htmlOut != "" {
-		f, err := os.Create(*htmlOut)
-		if err != nil {
-			return err
-		}
-		err = evaluation.WriteHTML(f, report)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
+		if err := atomicfile.Write(*htmlOut, func(w io.Writer) error { return evaluation.WriteHTML(w, report) }); err != nil {
 			return fmt.Errorf("--html: %w", err)
 		}
 		fmt.Fprintf(stderr, "eval: wrote %s\n", *htmlOut)
@@ -322,4 +294,23 @@ func printEval(w io.Writer, r *evaluation.Report) {
 		}
 		tw.Flush()
 	}
+}
+
+// readDataset reads a labelled dataset and applies the label map, if one
+// is given, saying on stderr how many rows it dropped.
+func readDataset(path string, cols datasets.Columns, labelMap string, stderr io.Writer) (*datasets.Set, error) {
+	set, err := datasets.Read(path, cols)
+	if err != nil {
+		return nil, err
+	}
+	if labelMap != "" {
+		m, err := datasets.ReadLabelMap(labelMap)
+		if err != nil {
+			return nil, err
+		}
+		if n := m.Apply(set); n > 0 {
+			fmt.Fprintf(stderr, "label map: dropped %d rows of %s\n", n, path)
+		}
+	}
+	return set, nil
 }
