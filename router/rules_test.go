@@ -20,6 +20,13 @@ func compileRules(t *testing.T, cfg *config.Config, tier1 classifier.Classifier,
 	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return compileRulesFile(t, p, cfg, tier1, nil)
+}
+
+// compileRulesFile compiles the rules file at p against test heads with
+// the classes code, law and other, and the given shadow set (nil: none).
+func compileRulesFile(t *testing.T, p string, cfg *config.Config, tier1 classifier.Classifier, shadow *rules.Set) *rules.Set {
+	t.Helper()
 	f, err := rules.ParseFile(p)
 	if err != nil {
 		t.Fatal(err)
@@ -27,7 +34,7 @@ func compileRules(t *testing.T, cfg *config.Config, tier1 classifier.Classifier,
 	classes := []string{"code", "law", "other"}
 	head := classifier.Linear{Kind: "softmax", Classes: classes, Dims: 1, W: make([]float32, 3), B: make([]float32, 3)}
 	h := &classifier.Heads{Format: 1, Name: "t", Version: "1", Classes: classes, Dir: "/h", Tier1: &classifier.Tier{Head: head}}
-	s, err := rules.Compile(f, rules.Env{Pools: cfg.PoolNames(), Heads: h, Tier1: tier1})
+	s, err := rules.Compile(f, rules.Env{Pools: cfg.PoolNames(), Heads: h, Tier1: tier1, Shadow: shadow})
 	if err != nil {
 		t.Fatal(err)
 	}

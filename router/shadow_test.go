@@ -34,22 +34,8 @@ func TestShadowDecisions(t *testing.T) {
 	os.WriteFile(live, []byte(gatewayRules+"shadow: {rules: candidate.yaml, log: logs/shadow.jsonl}\n"), 0o644)
 	// The candidate trusts tier 1 at 0.5: "lease" goes to legal there.
 	os.WriteFile(filepath.Join(dir, "candidate.yaml"), []byte(strings.Replace(gatewayRules, "tier1: 0.6", "tier1: 0.5", 1)), 0o644)
-	classes := []string{"code", "law", "other"}
-	head := classifier.Linear{Kind: "softmax", Classes: classes, Dims: 1, W: make([]float32, 3), B: make([]float32, 3)}
-	h := &classifier.Heads{Format: 1, Name: "t", Version: "1", Classes: classes, Dir: "/h", Tier1: &classifier.Tier{Head: head}}
-	compile := func(p string, shadow *rules.Set) *rules.Set {
-		f, err := rules.ParseFile(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := rules.Compile(f, rules.Env{Pools: cfg.PoolNames(), Heads: h, Tier1: tier1, Shadow: shadow})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return s
-	}
-	cand := compile(filepath.Join(dir, "candidate.yaml"), nil)
-	set := compile(live, cand)
+	cand := compileRulesFile(t, filepath.Join(dir, "candidate.yaml"), cfg, tier1, nil)
+	set := compileRulesFile(t, live, cfg, tier1, cand)
 	if got := set.ShadowLog(); got != filepath.Join(dir, "logs", "shadow.jsonl") {
 		t.Fatalf("ShadowLog() = %q", got)
 	}
@@ -136,17 +122,7 @@ func TestShadowQueueFullDrops(t *testing.T) {
 	cand := compileRules(t, cfg, tier1, gatewayRules)
 	p := filepath.Join(dir, "rules.yaml")
 	os.WriteFile(p, []byte(gatewayRules+"shadow: {rules: c.yaml, sample: 1}\n"), 0o644)
-	f, err := rules.ParseFile(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	classes := []string{"code", "law", "other"}
-	head := classifier.Linear{Kind: "softmax", Classes: classes, Dims: 1, W: make([]float32, 3), B: make([]float32, 3)}
-	h := &classifier.Heads{Format: 1, Name: "t", Version: "1", Classes: classes, Dir: "/h", Tier1: &classifier.Tier{Head: head}}
-	set, err := rules.Compile(f, rules.Env{Pools: cfg.PoolNames(), Heads: h, Tier1: tier1, Shadow: cand})
-	if err != nil {
-		t.Fatal(err)
-	}
+	set := compileRulesFile(t, p, cfg, tier1, cand)
 	// A gateway whose Run never starts: nothing drains the queue of one.
 	gw, err := New(cfg, set, Options{ShadowQueue: 1})
 	if err != nil {

@@ -23,6 +23,21 @@ func repoRoot() string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
+// readyzBody is what /readyz says of the rules.
+type readyzBody struct {
+	RulesVersion string `json:"rules_version"`
+	Tier2        string `json:"tier2"`
+}
+
+func readyz(t *testing.T, c *http.Client, gw *proc) readyzBody {
+	t.Helper()
+	var v readyzBody
+	if err := json.Unmarshal(get(t, c, gw.url("/readyz")).body, &v); err != nil {
+		t.Fatalf("/readyz: %v", err)
+	}
+	return v
+}
+
 // ask sends one chat request naming model with text as the user message.
 func ask(t *testing.T, c *http.Client, base, model, text string) reply {
 	t.Helper()
@@ -82,13 +97,7 @@ func TestSemanticRoutingEndToEnd(t *testing.T) {
 				tc.replica, tc.route, tc.class, tc.reason)
 		}
 	}
-	rulesVersion := func() string {
-		var v struct {
-			Rules string `json:"rules_version"`
-		}
-		json.Unmarshal(get(t, c, gw.url("/readyz")).body, &v)
-		return v.Rules
-	}
+	rulesVersion := func() string { return readyz(t, c, gw).RulesVersion }
 	v1 := rulesVersion()
 	if v1 == "" {
 		t.Fatal("/readyz has no rules_version")

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,13 +51,7 @@ func TestTier2EndToEnd(t *testing.T) {
 		poolSpec{name: "code", model: "m-code", replicas: []*proc{code}}))
 	gw := startGateway(t, cfgPath)
 	c := newClient(t)
-	tier2 := func() string {
-		var v struct {
-			Tier2 string `json:"tier2"`
-		}
-		json.Unmarshal(get(t, c, gw.url("/readyz")).body, &v)
-		return v.Tier2
-	}
+	tier2 := func() string { return readyz(t, c, gw).Tier2 }
 	if st := tier2(); st != "not loaded" {
 		t.Fatalf("tier 2 %q before any request needs it", st)
 	}
@@ -86,13 +79,7 @@ func TestTier2EndToEnd(t *testing.T) {
 	// New floors in the heads: the rules and heads reload, the session
 	// stays (same encoder): the next escalation is decided by tier 2 at
 	// once, with no load to wait for.
-	v := func() string {
-		var v struct {
-			Rules string `json:"rules_version"`
-		}
-		json.Unmarshal(get(t, c, gw.url("/readyz")).body, &v)
-		return v.Rules
-	}
+	v := func() string { return readyz(t, c, gw).RulesVersion }
 	before := v()
 	f := float32(0.5)
 	fl := heads.Floors["law"]
