@@ -10,8 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/triagegw/triage/rules"
 )
 
 // WriteHTML renders r as one self-contained HTML page: inline CSS and
@@ -56,15 +54,6 @@ const htmlWeakF1 = 0.6
 
 // htmlPrecisionMark is the precision a curve's marker looks for.
 const htmlPrecisionMark = 0.9
-
-// htmlEscalating are the decision reasons that send an item toward tier 2.
-var htmlEscalating = map[string]bool{
-	rules.ReasonBelowFloor:         true,
-	rules.ReasonClassRequiresTier2: true,
-	rules.ReasonTier2Timeout:       true,
-	rules.ReasonTier2Unavailable:   true,
-	rules.ReasonTier2Error:         true,
-}
 
 // ---------------------------------------------------------------------------
 // View model
@@ -947,7 +936,7 @@ func htmlReasonsSVG(reasons map[string]int) (template.HTML, string) {
 	for i, e := range list {
 		y := top + float64(i)*(barH+gap)
 		colour := htmlBlue
-		if htmlEscalating[e.k] {
+		if escalated(e.k) {
 			colour = htmlOrange
 		}
 		w := float64(e.v) / float64(maxV) * plotW
