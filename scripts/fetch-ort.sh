@@ -29,12 +29,7 @@ ORT_MEMBER=package/bin/napi-v6/linux/x64/libonnxruntime.so.1
 ORT_LIB_SHA256=92ba8e44d31b80a34f5e805076a044122c3be1fffe0d88ed790de7267b0b2682
 
 say() { echo "fetch-ort: $*" >&2; }
-sha256() {
-  if command -v sha256sum >/dev/null; then sha256sum "$1" | cut -d' ' -f1
-  else shasum -a 256 "$1" | cut -d' ' -f1; fi
-}
-# verified FILE SHA: FILE exists and has that sha256.
-verified() { [ -f "$1" ] && [ "$(sha256 "$1")" = "$2" ]; }
+. "$REPO/scripts/lib.sh"
 
 os=$(uname -s)
 arch=$(uname -m)
@@ -55,21 +50,8 @@ fi
 mkdir -p "$M/ort" "$M/cache"
 start=$SECONDS
 tgz="$M/cache/$ORT_TGZ"
-if ! verified "$tgz" "$ORT_TGZ_SHA256"; then
-  rm -f "$tgz"
-  command -v npm >/dev/null || { say "npm is needed to fetch $ORT_PACKAGE (npm pack); install Node.js/npm or set TRIAGE_ORT_LIB"; exit 1; }
-  say "npm pack $ORT_PACKAGE (86 MB; no install script runs)"
-  tmp=$(mktemp -d "$M/cache/.pack-XXXXXX")
-  (cd "$tmp" && npm pack --silent --pack-destination "$tmp" "$ORT_PACKAGE" >/dev/null)
-  if ! verified "$tmp/$ORT_TGZ" "$ORT_TGZ_SHA256"; then
-    say "tarball sha256 $(sha256 "$tmp/$ORT_TGZ" 2>/dev/null || echo none) is not the pinned $ORT_TGZ_SHA256"
-    rm -rf "$tmp"
-    exit 1
-  fi
-  mv "$tmp/$ORT_TGZ" "$tgz"
-  rm -rf "$tmp"
-  say "tarball: $tgz ($(wc -c <"$tgz") bytes, sha256 verified)"
-fi
+npm_pack "$ORT_PACKAGE" "$ORT_TGZ" "$ORT_TGZ_SHA256" "$tgz" "tarball (86 MB)" ||
+  { say "or set TRIAGE_ORT_LIB to an ONNX Runtime >= 1.24 library"; exit 1; }
 
 tmp=$(mktemp -d "$M/ort/.extract-XXXXXX")
 tar -xzf "$tgz" -C "$tmp" "$ORT_MEMBER"

