@@ -160,17 +160,9 @@ func (a *Attr) decode(b []byte) error {
 				a.Floats = append(a.Floats, math.Float32frombits(uint32(v)))
 			}
 		case 8:
-			if typ == protowire.BytesType { // packed
-				for len(s) > 0 {
-					x, n := protowire.ConsumeVarint(s)
-					if n < 0 {
-						return protowire.ParseError(n)
-					}
-					a.Ints, s = append(a.Ints, int64(x)), s[n:]
-				}
-			} else {
-				a.Ints = append(a.Ints, int64(v))
-			}
+			var err error
+			a.Ints, err = appendInt64s(a.Ints, typ, v, s)
+			return err
 		case 9:
 			a.Strings = append(a.Strings, append([]byte{}, s...))
 		case 20:
@@ -178,6 +170,22 @@ func (a *Attr) decode(b []byte) error {
 		}
 		return nil
 	})
+}
+
+// appendInt64s appends a repeated int64 field's values: one varint v, or
+// a packed run of them in s.
+func appendInt64s(dst []int64, typ protowire.Type, v uint64, s []byte) ([]int64, error) {
+	if typ != protowire.BytesType {
+		return append(dst, int64(v)), nil
+	}
+	for len(s) > 0 {
+		x, n := protowire.ConsumeVarint(s)
+		if n < 0 {
+			return dst, protowire.ParseError(n)
+		}
+		dst, s = append(dst, int64(x)), s[n:]
+	}
+	return dst, nil
 }
 
 func protowireFixed32(b []byte) uint32 {
@@ -189,17 +197,9 @@ func (t *Tensor) decode(b []byte) error {
 	err := fields(b, func(num protowire.Number, typ protowire.Type, v uint64, s []byte) error {
 		switch num {
 		case 1:
-			if typ == protowire.BytesType { // packed
-				for len(s) > 0 {
-					x, n := protowire.ConsumeVarint(s)
-					if n < 0 {
-						return protowire.ParseError(n)
-					}
-					t.Dims, s = append(t.Dims, int64(x)), s[n:]
-				}
-			} else {
-				t.Dims = append(t.Dims, int64(v))
-			}
+			var err error
+			t.Dims, err = appendInt64s(t.Dims, typ, v, s)
+			return err
 		case 2:
 			t.Type = DataType(v)
 		case 8:
