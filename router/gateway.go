@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/triagegw/triage/router/config"
+	"github.com/triagegw/triage/router/h1"
 	"github.com/triagegw/triage/router/metrics"
 	"github.com/triagegw/triage/router/openai"
 	"github.com/triagegw/triage/router/pool"
@@ -131,16 +132,14 @@ func New(cfg *config.Config, routing *rules.Set, o Options) (*Gateway, error) {
 	return g, nil
 }
 
-// HTTPServer returns the server to run Handler with. Its ReadTimeout bounds
-// a request's head and body, and only those: net/http clears the read
-// deadline when the body has been read to its end (as the forwarding handler
-// always does before it answers), so streams are not cut by it
-// (TestStreamOutlivesReadTimeout holds this). One deadline for head and body,
-// set by the server, costs fewer timer updates per request than a separate
-// body deadline. Changes to server.* take effect at restart.
-func (g *Gateway) HTTPServer(errLog *log.Logger) *http.Server {
+// HTTPServer returns the server to run Handler with: h1's, which serves
+// plain HTTP/1.1 requests itself and hands anything else to net/http. Its
+// ReadTimeout bounds a request's head and body, and only those, so streams
+// are not cut by it (TestStreamOutlivesReadTimeout holds this). Changes to
+// server.* take effect at restart.
+func (g *Gateway) HTTPServer(errLog *log.Logger) *h1.Server {
 	c := g.snap.Load().cfg
-	return &http.Server{
+	return &h1.Server{
 		Handler:     g.engine,
 		ReadTimeout: c.Server.ReadTimeout,
 		IdleTimeout: c.Server.IdleTimeout,

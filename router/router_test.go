@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -80,7 +81,13 @@ func newHarness(t testing.TB, cfg *config.Config, opts ...pool.Option) *harness 
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(gw.Handler())
+	// The server `triage serve` runs, on a real socket.
+	srv := gw.HTTPServer(nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { gw.Run(ctx); close(done) }()
@@ -93,7 +100,7 @@ func newHarness(t testing.TB, cfg *config.Config, opts ...pool.Option) *harness 
 			t.Error("Gateway.Run did not return after its context was cancelled")
 		}
 	})
-	return &harness{gw: gw, URL: srv.URL, log: logs}
+	return &harness{gw: gw, URL: "http://" + ln.Addr().String(), log: logs}
 }
 
 type reply struct {

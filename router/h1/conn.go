@@ -1,0 +1,378 @@
+package h1
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+const (
+	stateIdle int32 = iota
+	stateActive
+	stateClosed
+)
+
+const (
+	watchOff = iota
+	watchArmed
+	watchRunning
+)
+
+// bufSize is the connection's read and write buffer: a request head must
+// fit in it to take the fast path.
+const bufSize = 4 << 10
+
+// maxDiscard is how much of a body the handler left unread is read and
+// dropped to keep the connection; beyond it the connection is closed, as in
+// net/http.
+const maxDiscard = 256 << 10
+
+// aLongTimeAgo is a deadline in the past: setting it fails a pending read.
+var aLongTimeAgo = time.Unix(1, 0)
+
+type conn struct {
+	s      *Server
+	nc     net.Conn
+	cr     connReader
+	br     *bufio.Reader
+	bw     *bufio.Writer
+	ctx    context.Context
+	remote string
+	state  atomic.Int32
+	pend   []byte // reused buffer for response bytes written before the head
+
+	readErr  bool        // reading the request failed: the connection cannot be reused
+	bodyDone atomic.Bool // the request body has been read to its end
+
+	// The watch for a departing client, started by a timer.
+	wmu    sync.Mutex
+	wt     *time.Timer
+	wstate int
+	wabort bool
+	wdone  chan struct{}
+	gone   bool               // the watch saw the client leave
+	cancel context.CancelFunc // the current request's
+}
+
+// connReader reads the connection, giving back first the byte a watch read
+// when the client sent its next request early.
+type connReader struct {
+	nc      net.Conn
+	hasByte bool
+	b       [1]byte
+}
+
+func (r *connReader) Read(p []byte) (int, error) {
+	if r.hasByte {
+		if len(p) == 0 {
+			return 0, nil
+		}
+		p[0] = r.b[0]
+		r.hasByte = false
+		return 1, nil
+	}
+	return r.nc.Read(p)
+}
+
+func newConn(s *Server, nc net.Conn, base context.Context) *conn {
+	c := &conn{s: s, nc: nc, remote: nc.RemoteAddr().String()}
+	c.cr.nc = nc
+	c.br = bufio.NewReaderSize(&c.cr, bufSize)
+	c.bw = bufio.NewWriterSize(nc, bufSize)
+	c.ctx = context.WithValue(base, http.LocalAddrContextKey, nc.LocalAddr())
+	return c
+}
+
+func (c *conn) close() {
+	c.state.Store(stateClosed)
+	c.nc.Close()
+	c.s.forget(c)
+}
+
+func (c *conn) serve() {
+	s := c.s
+	handed := false
+	defer func() {
+		if !handed {
+			c.close()
+		}
+	}()
+	idle, read := s.idleTimeout(), s.ReadTimeout
+	for {
+		if c.br.Buffered() == 0 {
+			if idle > 0 {
+				_ = c.nc.SetReadDeadline(time.Now().Add(idle))
+			}
+			if _, err := c.br.Peek(1); err != nil {
+				return
+			}
+		}
+		if !c.state.CompareAndSwap(stateIdle, stateActive) {
+			return // closed by Shutdown
+		}
+		if read > 0 {
+			_ = c.nc.SetReadDeadline(time.Now().Add(read))
+		} else if idle > 0 {
+			_ = c.nc.SetReadDeadline(time.Time{})
+		}
+		h, st := c.readHead()
+		switch st {
+		case headBroken:
+			return
+		case headNotPlain:
+			c.handoff()
+			handed = true
+			return
+		}
+		if !c.serveRequest(h) || s.inShutdown.Load() {
+			return
+		}
+		if !c.state.CompareAndSwap(stateActive, stateIdle) {
+			return
+		}
+	}
+}
+
+// handoff gives the connection, from the request at its read position, to
+// the fallback net/http server.
+func (c *conn) handoff() {
+	c.s.forget(c)
+	c.s.handed.deliver(&handedConn{Conn: c.nc, br: c.br})
+}
+
+// handedConn replays what the fast path buffered before reading on.
+type handedConn struct {
+	net.Conn
+	br *bufio.Reader
+}
+
+func (h *handedConn) Read(p []byte) (int, error) {
+	if h.br != nil {
+		if h.br.Buffered() > 0 {
+			return h.br.Read(p)
+		}
+		h.br = nil
+	}
+	return h.Conn.Read(p)
+}
+
+// readHead reads and parses a request head, waiting for more bytes while it
+// is incomplete.
+func (c *conn) readHead() (head, headStatus) {
+	for {
+		buf, _ := c.br.Peek(c.br.Buffered())
+		h, n, st := parseHead(buf)
+		switch st {
+		case headPlain:
+			_, _ = c.br.Discard(n)
+			return h, st
+		case headNotPlain:
+			return h, st
+		}
+		if len(buf) >= c.br.Size() {
+			return h, headNotPlain // a long head: net/http's limits apply
+		}
+		if _, err := c.br.Peek(len(buf) + 1); err != nil {
+			if c.br.Buffered() > len(buf) {
+				continue
+			}
+			if len(buf) > 0 && !isTimeout(err) {
+				// A partial head and then EOF: let net/http answer it.
+				return h, headNotPlain
+			}
+			return h, headBroken
+		}
+	}
+}
+
+func isTimeout(err error) bool {
+	ne, ok := err.(net.Error)
+	return ok && ne.Timeout()
+}
+
+// serveRequest runs the handler for one request and reports whether the
+// connection may serve another.
+func (c *conn) serveRequest(h head) bool {
+	ctx, cancel := context.WithCancel(c.ctx)
+	defer cancel()
+	r0 := http.Request{
+		Method:     h.method,
+		URL:        h.url(),
+		Proto:      "HTTP/1.1",
+		ProtoMajor: 1,
+		ProtoMinor: 1,
+		Header:     h.header,
+		Host:       h.host,
+		RequestURI: h.target,
+		RemoteAddr: c.remote,
+		Close:      h.close,
+	}
+	var b *body
+	if h.length > 0 {
+		b = &body{c: c, remain: h.length}
+		r0.Body, r0.ContentLength = b, h.length
+		c.bodyDone.Store(false)
+	} else {
+		r0.Body = http.NoBody
+		c.bodyDone.Store(true)
+	}
+	req := r0.WithContext(ctx)
+	w := &response{c: c, req: req, body: b, clen: -1}
+
+	c.armWatch(cancel)
+	aborted := c.runHandler(w, req)
+	if aborted {
+		c.stopWatch()
+		if w.committed {
+			_ = c.bw.Flush() // what was sent stays sent; the missing end shows the break
+		}
+		return false
+	}
+	keep := w.finish() // the client has its answer before the watch is stopped
+	c.stopWatch()
+	if b != nil && b.remain > 0 && keep {
+		if b.remain > maxDiscard || c.readErr {
+			return false
+		}
+		n, err := c.br.Discard(int(b.remain))
+		b.remain -= int64(n)
+		if err != nil {
+			return false
+		}
+	}
+	return keep && !c.readErr && !c.gone
+}
+
+// runHandler calls the handler and reports whether it panicked; a panic
+// other than http.ErrAbortHandler is logged, as net/http does.
+func (c *conn) runHandler(w *response, req *http.Request) (aborted bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			aborted = true
+			if v != http.ErrAbortHandler {
+				c.s.logf("h1: panic serving %s: %v\n%s", c.remote, v, debug.Stack())
+			}
+		}
+	}()
+	c.s.Handler.ServeHTTP(w, req)
+	return false
+}
+
+// armWatch starts the timer after which a still-running request watches
+// its connection.
+func (c *conn) armWatch(cancel context.CancelFunc) {
+	d := c.s.watchAfter()
+	c.wmu.Lock()
+	c.cancel = cancel
+	c.wstate = watchArmed
+	c.gone = false
+	if c.wt == nil {
+		c.wt = time.AfterFunc(d, c.watch)
+	} else {
+		c.wt.Reset(d)
+	}
+	c.wmu.Unlock()
+}
+
+// watch reads the connection while the handler runs: an error or EOF
+// means the client left, and cancels the request; a byte is the client's
+// next request, kept for later.
+func (c *conn) watch() {
+	c.wmu.Lock()
+	if c.wstate != watchArmed {
+		c.wmu.Unlock()
+		return
+	}
+	if !c.bodyDone.Load() {
+		// The handler is still reading the body: look again later.
+		c.wt.Reset(c.s.watchAfter())
+		c.wmu.Unlock()
+		return
+	}
+	if c.br.Buffered() > 0 || c.cr.hasByte {
+		c.wstate = watchOff // the next request is already here
+		c.wmu.Unlock()
+		return
+	}
+	c.wstate = watchRunning
+	c.wabort = false
+	c.wdone = make(chan struct{})
+	cancel, done := c.cancel, c.wdone
+	// Under the lock, so that stopWatch's deadline in the past comes after.
+	_ = c.nc.SetReadDeadline(time.Time{})
+	c.wmu.Unlock()
+
+	n, err := c.nc.Read(c.cr.b[:])
+
+	c.wmu.Lock()
+	if n == 1 {
+		c.cr.hasByte = true
+	} else if err != nil && !c.wabort {
+		c.gone = true
+		cancel()
+	}
+	c.wstate = watchOff
+	c.wmu.Unlock()
+	close(done)
+}
+
+// stopWatch stops the timer, or ends a running watch and waits for it.
+func (c *conn) stopWatch() {
+	c.wmu.Lock()
+	switch c.wstate {
+	case watchArmed:
+		c.wt.Stop()
+		c.wstate = watchOff
+	case watchRunning:
+		c.wabort = true
+		_ = c.nc.SetReadDeadline(aLongTimeAgo)
+		done := c.wdone
+		c.wmu.Unlock()
+		<-done
+		return
+	}
+	c.wmu.Unlock()
+}
+
+// body is a request body framed by Content-Length.
+type body struct {
+	c      *conn
+	remain int64
+	closed bool
+}
+
+func (b *body) Read(p []byte) (int, error) {
+	if b.closed {
+		return 0, http.ErrBodyReadAfterClose
+	}
+	if b.remain == 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > b.remain {
+		p = p[:b.remain]
+	}
+	n, err := b.c.br.Read(p)
+	b.remain -= int64(n)
+	switch {
+	case b.remain == 0:
+		b.c.bodyDone.Store(true)
+		err = io.EOF
+	case err == io.EOF:
+		err = io.ErrUnexpectedEOF
+	}
+	if err != nil && err != io.EOF {
+		b.c.readErr = true
+	}
+	return n, err
+}
+
+func (b *body) Close() error {
+	b.closed = true
+	return nil
+}

@@ -1,0 +1,256 @@
+package h1
+
+import (
+	"bytes"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"strings"
+)
+
+type headStatus int
+
+const (
+	headIncomplete headStatus = iota
+	headPlain                 // parsed: the fast path serves it
+	headNotPlain              // net/http serves it, from this request on
+	headBroken                // the connection failed or timed out mid-head
+)
+
+// head is a parsed plain request head. Its strings point into one copy of
+// the head's bytes.
+type head struct {
+	method, target, path, query, host string
+	header                            http.Header
+	length                            int64 // Content-Length; 0 when absent
+	close                             bool  // Connection: close
+}
+
+func (h *head) url() *url.URL { return &url.URL{Path: h.path, RawQuery: h.query} }
+
+// parseHead parses the request head at the start of buf. It reports
+// headIncomplete when buf holds no complete head yet, and headNotPlain for
+// anything outside the fast path: then net/http parses it, and answers it
+// or rejects it as it always has.
+func parseHead(buf []byte) (head, int, headStatus) {
+	var h head
+	end := bytes.Index(buf, []byte("\r\n\r\n"))
+	if end < 0 {
+		if hasBareLF(buf) {
+			return h, 0, headNotPlain
+		}
+		return h, 0, headIncomplete
+	}
+	n := end + 4
+	if hasBareLF(buf[:n]) {
+		return h, 0, headNotPlain
+	}
+	// Count header lines before allocating anything.
+	lines := bytes.Count(buf[:end], []byte("\r\n")) // header lines, the request line excluded
+	s := string(buf[:end+2])
+
+	i := strings.Index(s, "\r\n")
+	reqLine := s[:i]
+	rest := s[i+2:]
+	sp1 := strings.IndexByte(reqLine, ' ')
+	if sp1 <= 0 {
+		return h, 0, headNotPlain
+	}
+	sp2 := strings.IndexByte(reqLine[sp1+1:], ' ')
+	if sp2 < 0 {
+		return h, 0, headNotPlain
+	}
+	sp2 += sp1 + 1
+	switch reqLine[:sp1] {
+	case "POST":
+		h.method = http.MethodPost
+	case "GET":
+		h.method = http.MethodGet
+	default:
+		return h, 0, headNotPlain
+	}
+	if reqLine[sp2+1:] != "HTTP/1.1" {
+		return h, 0, headNotPlain
+	}
+	h.target = reqLine[sp1+1 : sp2]
+	if !plainTarget(h.target) {
+		return h, 0, headNotPlain
+	}
+	h.path = h.target
+	if q := strings.IndexByte(h.target, '?'); q >= 0 {
+		h.path, h.query = h.target[:q], h.target[q+1:]
+	}
+
+	vals := make([]string, lines)
+	h.header = make(http.Header, lines)
+	hosts, lengths := 0, 0
+	for k := 0; len(rest) > 0; k++ {
+		e := strings.Index(rest, "\r\n")
+		line := rest[:e]
+		rest = rest[e+2:]
+		colon := strings.IndexByte(line, ':')
+		if colon <= 0 || !token(line[:colon]) {
+			return h, 0, headNotPlain
+		}
+		v := trimOWS(line[colon+1:])
+		if !fieldValue(v) {
+			return h, 0, headNotPlain
+		}
+		key := canonicalKey(line[:colon])
+		switch key {
+		case "Host":
+			hosts++
+			if hosts > 1 || !plainHost(v) {
+				return h, 0, headNotPlain
+			}
+			h.host = v
+			continue // as in net/http, Host moves to Request.Host
+		case "Content-Length":
+			lengths++
+			n, ok := parseLength(v)
+			if lengths > 1 || !ok {
+				return h, 0, headNotPlain
+			}
+			h.length = n
+		case "Transfer-Encoding", "Expect", "Upgrade":
+			return h, 0, headNotPlain
+		case "Connection":
+			for _, t := range strings.Split(v, ",") {
+				switch strings.ToLower(trimOWS(t)) {
+				case "close":
+					h.close = true
+				case "upgrade":
+					return h, 0, headNotPlain
+				}
+			}
+		}
+		vals[k] = v
+		if old, ok := h.header[key]; ok {
+			h.header[key] = append(old, v)
+		} else {
+			h.header[key] = vals[k : k+1 : k+1]
+		}
+	}
+	if hosts == 0 {
+		return h, 0, headNotPlain // net/http answers 400
+	}
+	return h, n, headPlain
+}
+
+// hasBareLF reports a line ending without CR, which net/http accepts and
+// the fast path leaves to it.
+func hasBareLF(b []byte) bool {
+	for i := bytes.IndexByte(b, '\n'); i >= 0; {
+		if i == 0 || b[i-1] != '\r' {
+			return true
+		}
+		j := bytes.IndexByte(b[i+1:], '\n')
+		if j < 0 {
+			return false
+		}
+		i += j + 1
+	}
+	return false
+}
+
+// plainTarget accepts an origin-form target of visible ASCII without a
+// fragment and without escapes in the path, so that the path needs no
+// decoding (the query is kept raw, as in net/http).
+func plainTarget(t string) bool {
+	if len(t) == 0 || t[0] != '/' {
+		return false
+	}
+	inQuery := false
+	for i := 0; i < len(t); i++ {
+		c := t[i]
+		if c <= ' ' || c >= 0x7f || c == '#' || c == '%' && !inQuery {
+			return false
+		}
+		inQuery = inQuery || c == '?'
+	}
+	return true
+}
+
+func plainHost(v string) bool {
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			c == '.' || c == '-' || c == ':' || c == '[' || c == ']' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// token reports whether s is an RFC 9110 token, as a header name must be.
+func token(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' {
+			continue
+		}
+		if strings.IndexByte("!#$%&'*+-.^_`|~", c) < 0 {
+			return false
+		}
+	}
+	return len(s) > 0
+}
+
+// fieldValue rejects control characters other than tab.
+func fieldValue(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+func trimOWS(s string) string {
+	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
+		s = s[1:]
+	}
+	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+func parseLength(s string) (int64, bool) {
+	if len(s) == 0 || len(s) > 18 {
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
+}
+
+// Header names clients send on nearly every request, so that looking them
+// up in any common spelling allocates nothing.
+var knownKeys = func() map[string]string {
+	m := map[string]string{}
+	for _, k := range []string{"Host", "Content-Type", "Content-Length", "Authorization", "Accept",
+		"Accept-Encoding", "Accept-Language", "User-Agent", "Connection", "Keep-Alive", "X-Request-Id",
+		"Transfer-Encoding", "Expect", "Upgrade", "Te", "Trailer", "Cookie", "Origin", "Referer",
+		"X-Forwarded-For", "X-Forwarded-Proto", "X-Real-Ip", "X-Stainless-Lang", "X-Stainless-Package-Version",
+		"X-Stainless-Os", "X-Stainless-Arch", "X-Stainless-Runtime", "X-Stainless-Runtime-Version",
+		"X-Stainless-Retry-Count", "X-Stainless-Timeout", "Openai-Organization", "Openai-Project",
+		"X-Session-Id", "Cache-Control", "Pragma"} {
+		m[k] = k
+		m[strings.ToLower(k)] = k
+	}
+	return m
+}()
+
+func canonicalKey(name string) string {
+	if k, ok := knownKeys[name]; ok {
+		return k
+	}
+	return textproto.CanonicalMIMEHeaderKey(name)
+}

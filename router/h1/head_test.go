@@ -1,0 +1,85 @@
+package h1
+
+import (
+	"bufio"
+	"bytes"
+	"net/http"
+	"reflect"
+	"testing"
+)
+
+var headSeeds = []string{
+	"POST /v1/chat/completions HTTP/1.1\r\nHost: localhost:8080\r\nContent-Type: application/json\r\nContent-Length: 12\r\n\r\n{\"model\":1}",
+	"GET /v1/models?x=1&y=%20 HTTP/1.1\r\nHost: h\r\nAccept: a\r\naccept: b\r\nConnection: close\r\n\r\n",
+	"GET / HTTP/1.1\r\nHost: h\r\nX-Y:  spaced value\t\r\nconnection: keep-alive, Close\r\n\r\n",
+	"POST /v1/x HTTP/1.1\r\nHost: h\r\nContent-Length: 007\r\n\r\n",
+	"POST /v1/x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+	"GET /a HTTP/1.0\r\nHost: h\r\n\r\n",
+	"GET /a HTTP/1.1\nHost: h\n\n",
+	"GET http://h/a HTTP/1.1\r\nHost: h\r\n\r\n",
+	"GET /a HTTP/1.1\r\nHost: h\r\n folded\r\n\r\n",
+	"GET /a HTTP/1.1\r\nHost: h\r\nx_under_score: 1\r\nX-Stainless-OS: Linux\r\n\r\n",
+	"GET /a HTTP/1.1\r\nHost: [::1]:80\r\n\r\n",
+	"GET /a HTTP/1.1\r\nHost: h\r\nV: caf\xc3\xa9\r\n\r\n",
+	"GET /a HTTP/1.1\r\nHost: h\r\nV: a\x00b\r\n\r\n",
+	"GET /a HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\nx",
+	"GET /a HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\n\r\n",
+	"GET /a HTTP/1.1\r\nHost: h\r\n",
+}
+
+// FuzzParseHead checks the fast parser against net/http's: whatever it
+// takes as plain, http.ReadRequest parses the same way.
+func FuzzParseHead(f *testing.F) {
+	for _, s := range headSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h, n, st := parseHead(b)
+		if st != headPlain {
+			return
+		}
+		if n > len(b) || !bytes.HasSuffix(b[:n], []byte("\r\n\r\n")) {
+			t.Fatalf("head length %d for %q", n, b)
+		}
+		want, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(b[:n])))
+		if err != nil {
+			t.Fatalf("parsed as plain, but net/http rejects %q: %v", b[:n], err)
+		}
+		got := map[string]any{
+			"method": h.method, "path": h.path, "query": h.query, "host": h.host,
+			"target": h.target, "length": h.length, "close": h.close, "header": h.header,
+		}
+		exp := map[string]any{
+			"method": want.Method, "path": want.URL.Path, "query": want.URL.RawQuery, "host": want.Host,
+			"target": want.RequestURI, "length": want.ContentLength, "close": want.Close, "header": want.Header,
+		}
+		if len(want.Header) == 0 && len(h.header) == 0 {
+			exp["header"] = h.header
+		}
+		if !reflect.DeepEqual(got, exp) {
+			t.Fatalf("%q:\n fast     %v\n net/http %v", b[:n], got, exp)
+		}
+	})
+}
+
+func TestParseHeadStatuses(t *testing.T) {
+	for i, s := range headSeeds {
+		_, _, st := parseHead([]byte(s))
+		want := []headStatus{headPlain, headPlain, headPlain, headPlain, headNotPlain, headNotPlain, headNotPlain,
+			headNotPlain, headNotPlain, headPlain, headPlain, headPlain, headNotPlain, headNotPlain, headNotPlain, headIncomplete}[i]
+		if st != want {
+			t.Errorf("%q: status %d, want %d", s, st, want)
+		}
+	}
+}
+
+func BenchmarkParseHead(b *testing.B) {
+	head := []byte("POST /v1/chat/completions HTTP/1.1\r\nHost: localhost:8080\r\nUser-Agent: OpenAI/Python 1.55.0\r\n" +
+		"Accept: application/json\r\nContent-Type: application/json\r\nAuthorization: Bearer sk-xyz\r\nContent-Length: 120\r\n\r\n")
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, st := parseHead(head); st != headPlain {
+			b.Fatal(st)
+		}
+	}
+}
