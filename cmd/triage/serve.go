@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	_ "net/http/pprof" // served only on server.debug_listen
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -121,7 +120,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return fmt.Errorf("server.debug_listen: %w", err)
 		}
-		dsrv := &http.Server{Handler: http.DefaultServeMux, ReadHeaderTimeout: 10 * time.Second}
+		dsrv := &http.Server{Handler: debugHandler(), ReadHeaderTimeout: 10 * time.Second}
 		go func() { _ = dsrv.Serve(dln) }()
 		defer dsrv.Close()
 		log.Info("pprof listening", "addr", dln.Addr().String())

@@ -99,6 +99,9 @@ func (c *conn) serve() {
 	s := c.s
 	handed := false
 	defer func() {
+		if v := recover(); v != nil {
+			s.logf("h1: panic on the connection from %s: %v\n%s", c.remote, v, debug.Stack())
+		}
 		if !handed {
 			c.close()
 		}
@@ -223,6 +226,7 @@ func (c *conn) serveRequest(h head) bool {
 		c.bodyDone.Store(true)
 	}
 	req := r0.WithContext(ctx)
+	c.pend = c.pend[:0]
 	w := &response{c: c, req: req, body: b, clen: -1}
 
 	c.armWatch(cancel)
