@@ -3,7 +3,6 @@ package evaluation
 import (
 	"bytes"
 	"fmt"
-	"html/template"
 	"io"
 	"math"
 )
@@ -15,7 +14,15 @@ func WriteABHTML(w io.Writer, r *ABReport) error {
 	if r == nil {
 		r = &ABReport{}
 	}
-	v := abView{R: r, AccA: htmlRate(r.Accuracy.A), AccB: htmlRate(r.Accuracy.B),
+	var buf bytes.Buffer
+	abWritePage(htmlOut{&buf}, abBuildView(r))
+	_, err := w.Write(buf.Bytes())
+	return err
+}
+
+// abBuildView computes what the A/B page shows of r.
+func abBuildView(r *ABReport) *abView {
+	v := &abView{R: r, AccA: htmlRate(r.Accuracy.A), AccB: htmlRate(r.Accuracy.B),
 		Delta: fmt.Sprintf("%+.3f", htmlFinite(r.Accuracy.Delta)), CI: fmt.Sprintf("[%+.3f, %+.3f]", htmlFinite(r.Accuracy.Lo), htmlFinite(r.Accuracy.Hi)),
 		P: fmt.Sprintf("%.3g", htmlFinite(r.McNemar.P)), Agree: htmlRate(r.AgreementRate),
 		LatA: htmlMicros(r.LatencyA.P50) + " / " + htmlMicros(r.LatencyA.P99), LatB: htmlMicros(r.LatencyB.P50) + " / " + htmlMicros(r.LatencyB.P99),
@@ -27,24 +34,19 @@ func WriteABHTML(w io.Writer, r *ABReport) error {
 	if len(r.Counterfactual.Labels) > 0 {
 		v.Counter, _, _ = htmlConfusionSVG(r.Counterfactual)
 	}
-	var buf bytes.Buffer
-	if err := abPage.Execute(&buf, v); err != nil {
-		return fmt.Errorf("evaluation: render a/b html: %w", err)
-	}
-	_, err := w.Write(buf.Bytes())
-	return err
+	return v
 }
 
 type abView struct {
 	R                                           *ABReport
 	AccA, AccB, Delta, CI, P, Agree, LatA, LatB string
 	EscA, EscB                                  string
-	Deltas, Agreement, Counter                  template.HTML
+	Deltas, Agreement, Counter                  rawHTML
 }
 
 // abDeltaSVG draws each class's F1 delta (B − A) as a bar with its 95%
 // interval as a whisker, around a zero line.
-func abDeltaSVG(d map[string]Delta) template.HTML {
+func abDeltaSVG(d map[string]Delta) rawHTML {
 	keys := htmlSortedKeys(d)
 	if len(keys) == 0 {
 		return ""
@@ -80,36 +82,94 @@ func abDeltaSVG(d map[string]Delta) template.HTML {
 	return s.close()
 }
 
-var abPage = template.Must(template.New("ab").Parse(abPageSource))
-
-const abPageSource = `<!DOCTYPE html>
+// abWritePage writes the A/B page of v.
+func abWritePage(o htmlOut, v *abView) {
+	r := v.R
+	o.raw(`<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>triage ab · {{.R.SpecA}} vs {{.R.SpecB}}</title>
+<title>triage ab · `)
+	o.text(r.SpecA)
+	o.raw(` vs `)
+	o.text(r.SpecB)
+	o.raw(`</title>
 <style>` + htmlCSS + `</style>
 </head>
 <body>
 <div class="wrap">
 <header>
   <div class="kicker">triage · A/B comparison</div>
-  <h1>A: {{.R.SpecA}}<br>B: {{.R.SpecB}}</h1>
-  <div class="meta"><span class="chip"><b>N</b>{{.R.N}}</span><span class="chip"><b>agreement</b>{{.Agree}}</span></div>
+  <h1>A: `)
+	o.text(r.SpecA)
+	o.raw(`<br>B: `)
+	o.text(r.SpecB)
+	o.raw(`</h1>
+  <div class="meta"><span class="chip"><b>N</b>`)
+	o.int(r.N)
+	o.raw(`</span><span class="chip"><b>agreement</b>`)
+	o.text(v.Agree)
+	o.raw(`</span></div>
 </header>
 <section class="figs" aria-label="headline figures">
-  <div class="fig lead"><div class="l">Accuracy A</div><div class="v">{{.AccA}}</div><div class="h">{{.R.SpecA}}</div></div>
-  <div class="fig lead"><div class="l">Accuracy B</div><div class="v">{{.AccB}}</div><div class="h">{{.R.SpecB}}</div></div>
-  <div class="fig"><div class="l">B − A</div><div class="v">{{.Delta}}</div><div class="h">95% {{.CI}}</div></div>
-  <div class="fig"><div class="l">McNemar p</div><div class="v">{{.P}}</div><div class="h">only A right {{.R.McNemar.OnlyA}} · only B {{.R.McNemar.OnlyB}}</div></div>
-  <div class="fig"><div class="l">Routed elsewhere</div><div class="v">{{.R.Differ}}</div><div class="h">items A and B send apart</div></div>
-  <div class="fig"><div class="l">Latency p50 / p99</div><div class="v">A {{.LatA}}</div><div class="h">B {{.LatB}}</div></div>
-  <div class="fig"><div class="l">Escalation</div><div class="v">{{.EscA}} → {{.EscB}}</div><div class="h">A → B</div></div>
+  <div class="fig lead"><div class="l">Accuracy A</div><div class="v">`)
+	o.text(v.AccA)
+	o.raw(`</div><div class="h">`)
+	o.text(r.SpecA)
+	o.raw(`</div></div>
+  <div class="fig lead"><div class="l">Accuracy B</div><div class="v">`)
+	o.text(v.AccB)
+	o.raw(`</div><div class="h">`)
+	o.text(r.SpecB)
+	o.raw(`</div></div>
+  <div class="fig"><div class="l">B − A</div><div class="v">`)
+	o.text(v.Delta)
+	o.raw(`</div><div class="h">95% `)
+	o.text(v.CI)
+	o.raw(`</div></div>
+  <div class="fig"><div class="l">McNemar p</div><div class="v">`)
+	o.text(v.P)
+	o.raw(`</div><div class="h">only A right `)
+	o.int(r.McNemar.OnlyA)
+	o.raw(` · only B `)
+	o.int(r.McNemar.OnlyB)
+	o.raw(`</div></div>
+  <div class="fig"><div class="l">Routed elsewhere</div><div class="v">`)
+	o.int(r.Differ)
+	o.raw(`</div><div class="h">items A and B send apart</div></div>
+  <div class="fig"><div class="l">Latency p50 / p99</div><div class="v">A `)
+	o.text(v.LatA)
+	o.raw(`</div><div class="h">B `)
+	o.text(v.LatB)
+	o.raw(`</div></div>
+  <div class="fig"><div class="l">Escalation</div><div class="v">`)
+	o.text(v.EscA)
+	o.raw(` → `)
+	o.text(v.EscB)
+	o.raw(`</div><div class="h">A → B</div></div>
 </section>
-{{if .Deltas}}<section class="card"><h2>F1 per class, B − A</h2><p class="sub">Bars are the change, whiskers the 95% bootstrap interval; blue where B is better.</p>{{.Deltas}}</section>{{end}}
-{{if .Agreement}}<section class="card"><h2>Agreement</h2><p class="sub">Rows: A's prediction; columns: B's.</p>{{.Agreement}}</section>{{end}}
-{{if .Counter}}<section class="card"><h2>Routing counterfactual</h2><p class="sub">Rows: where A would send an item (a pool for rule sets, else the class); columns: where B would.</p>{{.Counter}}</section>{{end}}
+`)
+	if v.Deltas != "" {
+		o.raw(`<section class="card"><h2>F1 per class, B − A</h2><p class="sub">Bars are the change, whiskers the 95% bootstrap interval; blue where B is better.</p>`)
+		o.html(v.Deltas)
+		o.raw(`</section>`)
+	}
+	o.raw("\n")
+	if v.Agreement != "" {
+		o.raw(`<section class="card"><h2>Agreement</h2><p class="sub">Rows: A's prediction; columns: B's.</p>`)
+		o.html(v.Agreement)
+		o.raw(`</section>`)
+	}
+	o.raw("\n")
+	if v.Counter != "" {
+		o.raw(`<section class="card"><h2>Routing counterfactual</h2><p class="sub">Rows: where A would send an item (a pool for rule sets, else the class); columns: where B would.</p>`)
+		o.html(v.Counter)
+		o.raw(`</section>`)
+	}
+	o.raw(`
 </div>
 </body>
 </html>
-`
+`)
+}

@@ -3,7 +3,6 @@ package evaluation
 import (
 	"bytes"
 	"fmt"
-	"html/template"
 	"io"
 	"math"
 	"sort"
@@ -16,15 +15,13 @@ import (
 // inline SVG charts drawn here, no script, no external resource. Class
 // names, specs and slice values are user data and are escaped everywhere.
 // Sections with nothing to show are left out; a nil or empty report still
-// renders a valid page. The page is written only when rendering succeeded.
+// renders a valid page. The page is built in memory and written at once.
 func WriteHTML(w io.Writer, r *Report) error {
 	if r == nil {
 		r = &Report{}
 	}
 	var buf bytes.Buffer
-	if err := htmlPage.Execute(&buf, htmlBuildView(r)); err != nil {
-		return fmt.Errorf("evaluation: render html: %w", err)
-	}
+	htmlWritePage(htmlOut{&buf}, htmlBuildView(r))
 	_, err := w.Write(buf.Bytes())
 	return err
 }
@@ -56,6 +53,80 @@ const htmlWeakF1 = 0.6
 const htmlPrecisionMark = 0.9
 
 // ---------------------------------------------------------------------------
+// Writing a page
+//
+// The pages are written by plain Go code rather than by html/template:
+// executing any template makes the linker keep every exported method of
+// every type in the binary. The writers escape exactly as html/template
+// escaped the same values in the same places (render_oracle_test.go keeps
+// the templates and compares).
+
+// rawHTML is markup built here (the SVG charts, whose text went through
+// htmlEsc): a page writes it as it is.
+type rawHTML string
+
+// rawCSS is a style declaration built here from numbers.
+type rawCSS string
+
+// htmlOut writes a page: markup as it is, values escaped.
+type htmlOut struct{ b *bytes.Buffer }
+
+// raw writes markup.
+func (o htmlOut) raw(s string) { o.b.WriteString(s) }
+
+// html writes markup built here.
+func (o htmlOut) html(h rawHTML) { o.b.WriteString(string(h)) }
+
+// text writes a value in text, in a <title> or in a quoted attribute
+// value, escaped as html/template escapes it there: NUL, both quotes, '&',
+// '+', '<' and '>'.
+func (o htmlOut) text(s string) { o.b.Write(htmlEscapeAppend(o.b.AvailableBuffer(), s, true)) }
+
+// int writes a number as the templates printed it.
+func (o htmlOut) int(n int) { o.text(strconv.Itoa(n)) }
+
+// css writes a style declaration into a quoted style attribute; like
+// html/template, it escapes it as any attribute value (declarations made
+// of numbers hold nothing to escape).
+func (o htmlOut) css(c rawCSS) { o.text(string(c)) }
+
+// htmlEscapeAppend appends s to dst with NUL replaced by U+FFFD and '"',
+// '&', '\”, '<', '>' and, when plus is set, '+' replaced by character
+// references, as html/template escapes text and attribute values. Other
+// bytes, invalid UTF-8 included, are copied.
+func htmlEscapeAppend(dst []byte, s string, plus bool) []byte {
+	last := 0
+	for i := 0; i < len(s); i++ {
+		var rep string
+		switch s[i] {
+		case 0:
+			rep = "\uFFFD"
+		case '"':
+			rep = "&#34;"
+		case '&':
+			rep = "&amp;"
+		case '\'':
+			rep = "&#39;"
+		case '+':
+			if !plus {
+				continue
+			}
+			rep = "&#43;"
+		case '<':
+			rep = "&lt;"
+		case '>':
+			rep = "&gt;"
+		default:
+			continue
+		}
+		dst = append(dst, s[last:i]...)
+		dst = append(dst, rep...)
+		last = i + 1
+	}
+	return append(dst, s[last:]...)
+}
+
+// ---------------------------------------------------------------------------
 // View model
 
 type htmlView struct {
@@ -68,49 +139,49 @@ type htmlView struct {
 	Macro   htmlClassRow
 	HasWeak bool
 
-	Confusion      template.HTML
+	Confusion      rawHTML
 	ConfusionNote  string
 	TopConfusions  []htmlConfusionPair
 	ConfusionShown bool
 
-	Reliability template.HTML
+	Reliability rawHTML
 	ECE         string
 
 	Curves []htmlCurveCard
 
 	Latency    []htmlLatencyRow
-	LatencySVG template.HTML
+	LatencySVG rawHTML
 	LatencyLog bool
 
-	Reasons      template.HTML
+	Reasons      rawHTML
 	ReasonsTotal string
 
 	Compare *htmlCompareView
 
 	Slices    []htmlSliceRow
-	SlicesSVG template.HTML
+	SlicesSVG rawHTML
 }
 
 type htmlFigure struct {
 	Label, Value, Hint string
-	Bar                template.CSS
+	Bar                rawCSS
 	Lead               bool
 }
 
 type htmlClassRow struct {
 	Name, P, R, F1, Support, Predicted string
-	F1Bar                              template.CSS
+	F1Bar                              rawCSS
 	Weak                               bool
 }
 
 type htmlConfusionPair struct {
 	True, Pred, Count, Share string
-	Bar                      template.CSS
+	Bar                      rawCSS
 }
 
 type htmlCurveCard struct {
 	Name, Note, Note2 string
-	SVG               template.HTML
+	SVG               rawHTML
 	Reached           bool
 }
 
@@ -120,7 +191,7 @@ type htmlLatencyRow struct {
 
 type htmlCompareView struct {
 	N, Tier1, Tier2, Agreement, Tier1Only, Tier2Only string
-	SVG                                              template.HTML
+	SVG                                              rawHTML
 }
 
 type htmlSliceRow struct {
@@ -301,8 +372,8 @@ func htmlClamp01(x float64) float64 {
 }
 
 // htmlBarCSS is the width of a 0..1 bar as trusted CSS built from a number.
-func htmlBarCSS(x float64) template.CSS {
-	return template.CSS("width:" + strconv.FormatFloat(htmlClamp01(x)*100, 'f', 1, 64) + "%")
+func htmlBarCSS(x float64) rawCSS {
+	return rawCSS("width:" + strconv.FormatFloat(htmlClamp01(x)*100, 'f', 1, 64) + "%")
 }
 
 // htmlTruncate shortens s to at most n runes, ending with suffix when cut.
@@ -382,16 +453,23 @@ func htmlRamp(t float64) string {
 // through htmlEsc; attribute values other than numbers are constants.
 type htmlSVG struct{ b strings.Builder }
 
-func htmlEsc(s string) string { return template.HTMLEscapeString(s) }
+// htmlEsc escapes text for the charts as template.HTMLEscapeString did:
+// like htmlOut.text, but '+' is left alone.
+func htmlEsc(s string) string {
+	if !strings.ContainsAny(s, "\x00\"&'<>") {
+		return s
+	}
+	return string(htmlEscapeAppend(nil, s, false))
+}
 
 func (s *htmlSVG) open(w, h float64, class, label string) {
 	fmt.Fprintf(&s.b, `<svg xmlns="http://www.w3.org/2000/svg" class="%s" width="%s" height="%s" viewBox="0 0 %s %s" role="img" aria-label="%s">`,
 		class, htmlN(w), htmlN(h), htmlN(w), htmlN(h), htmlEsc(label))
 }
 
-func (s *htmlSVG) close() template.HTML {
+func (s *htmlSVG) close() rawHTML {
 	s.b.WriteString("</svg>")
-	return template.HTML(s.b.String())
+	return rawHTML(s.b.String())
 }
 
 func (s *htmlSVG) rect(x, y, w, h float64, attrs string) {
@@ -450,7 +528,7 @@ func htmlTextWidth(s string, size float64) float64 {
 // ---------------------------------------------------------------------------
 // Confusion heatmap
 
-func htmlConfusionSVG(c Confusion) (template.HTML, string, []htmlConfusionPair) {
+func htmlConfusionSVG(c Confusion) (rawHTML, string, []htmlConfusionPair) {
 	n := len(c.Labels)
 	if n == 0 {
 		return "", "", nil
@@ -616,7 +694,7 @@ func htmlConfusionSVG(c Confusion) (template.HTML, string, []htmlConfusionPair) 
 // ---------------------------------------------------------------------------
 // Reliability diagram
 
-func htmlReliabilitySVG(bins []Bin) template.HTML {
+func htmlReliabilitySVG(bins []Bin) rawHTML {
 	maxCount := 0
 	for _, b := range bins {
 		maxCount = max(maxCount, b.Count)
@@ -782,7 +860,7 @@ func htmlTierOrder(keys []string) []string {
 	return keys
 }
 
-func htmlLatency(lat map[string]Percentiles) ([]htmlLatencyRow, template.HTML, bool) {
+func htmlLatency(lat map[string]Percentiles) ([]htmlLatencyRow, rawHTML, bool) {
 	tiers := htmlTierOrder(htmlSortedKeys(lat))
 	var rows []htmlLatencyRow
 	var shown []string
@@ -898,7 +976,7 @@ func htmlNiceCeil(x float64) float64 {
 // ---------------------------------------------------------------------------
 // Escalation reasons
 
-func htmlReasonsSVG(reasons map[string]int) (template.HTML, string) {
+func htmlReasonsSVG(reasons map[string]int) (rawHTML, string) {
 	type kv struct {
 		k string
 		v int
@@ -952,7 +1030,7 @@ func htmlReasonsSVG(reasons map[string]int) (template.HTML, string) {
 // ---------------------------------------------------------------------------
 // Tier 1 vs tier 2
 
-func htmlCompareSVG(c *TierComparison) template.HTML {
+func htmlCompareSVG(c *TierComparison) rawHTML {
 	const (
 		W, left, right, top, barH, gap = 350.0, 50.0, 46.0, 6.0, 22.0, 10.0
 	)
@@ -1001,7 +1079,7 @@ func htmlSliceLess(a, b string) bool {
 	return htmlNaturalLess(a, b)
 }
 
-func htmlSlices(r *Report) ([]htmlSliceRow, template.HTML) {
+func htmlSlices(r *Report) ([]htmlSliceRow, rawHTML) {
 	var keys []string
 	for k, s := range r.Slices {
 		if s != nil {
@@ -1057,8 +1135,6 @@ func htmlSlices(r *Report) ([]htmlSliceRow, template.HTML) {
 
 // ---------------------------------------------------------------------------
 // The page
-
-var htmlPage = template.Must(template.New("report").Parse(htmlPageSource))
 
 // htmlCSS styles every report page.
 const htmlCSS = `:root{--ink:#1f2430;--muted:#6b7280;--line:#e6e8ec;--bg:#f4f5f7;--card:#fff;--blue:#0072B2;--sky:#56B4E9;--orange:#E69F00;--verm:#D55E00;--green:#009E73;--weak:#fdf1e1}
@@ -1140,12 +1216,16 @@ footer{color:var(--muted);font-size:12px;text-align:center;margin-top:22px}
 .split{grid-template-columns:1fr}}
 `
 
-const htmlPageSource = `<!DOCTYPE html>
+// htmlWritePage writes the report page of v.
+func htmlWritePage(o htmlOut, v *htmlView) {
+	o.raw(`<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>triage eval · {{.Spec}}</title>
+<title>triage eval · `)
+	o.text(v.Spec)
+	o.raw(`</title>
 <style>
 ` + htmlCSS + `</style>
 </head>
@@ -1153,134 +1233,363 @@ const htmlPageSource = `<!DOCTYPE html>
 <div class="wrap">
 <header>
   <div class="kicker">triage · evaluation report</div>
-  <h1>{{.Spec}}</h1>
+  <h1>`)
+	o.text(v.Spec)
+	o.raw(`</h1>
   <div class="meta">
-    {{if .Data}}<span class="chip"><b>data</b>{{.Data}}{{if .SHA}} · <code title="sha256 {{.SHAFull}}">sha256 {{.SHA}}</code>{{end}}</span>{{end}}
-    {{if .Mode}}<span class="chip"><b>mode</b>{{.Mode}}</span>{{end}}
-    <span class="chip"><b>N</b>{{.N}}</span>
-    {{if .Classes}}<span class="chip"><b>classes</b>{{.Classes}}</span>{{end}}
-    {{if .Slices}}<span class="chip"><b>sliced by</b>{{.By}}</span>{{end}}
+    `)
+	if v.Data != "" {
+		o.raw(`<span class="chip"><b>data</b>`)
+		o.text(v.Data)
+		if v.SHA != "" {
+			o.raw(` · <code title="sha256 `)
+			o.text(v.SHAFull)
+			o.raw(`">sha256 `)
+			o.text(v.SHA)
+			o.raw(`</code>`)
+		}
+		o.raw(`</span>`)
+	}
+	o.raw("\n    ")
+	if v.Mode != "" {
+		o.raw(`<span class="chip"><b>mode</b>`)
+		o.text(v.Mode)
+		o.raw(`</span>`)
+	}
+	o.raw(`
+    <span class="chip"><b>N</b>`)
+	o.text(v.N)
+	o.raw("</span>\n    ")
+	if v.Classes != 0 {
+		o.raw(`<span class="chip"><b>classes</b>`)
+		o.int(v.Classes)
+		o.raw(`</span>`)
+	}
+	o.raw("\n    ")
+	if len(v.Slices) > 0 {
+		o.raw(`<span class="chip"><b>sliced by</b>`)
+		o.text(v.By)
+		o.raw(`</span>`)
+	}
+	o.raw(`
   </div>
 </header>
 
 <section class="figs" aria-label="headline figures">
-{{range .Figures}}  <div class="fig{{if .Lead}} lead{{end}}"><div class="l">{{.Label}}</div><div class="v">{{.Value}}</div><div class="h">{{.Hint}}</div><div class="bar"><i style="{{.Bar}}"></i></div></div>
-{{end}}</section>
-{{if .Empty}}<div class="notice">No items were evaluated: the report is empty.</div>{{end}}
+`)
+	for _, f := range v.Figures {
+		o.raw(`  <div class="fig`)
+		if f.Lead {
+			o.raw(` lead`)
+		}
+		o.raw(`"><div class="l">`)
+		o.text(f.Label)
+		o.raw(`</div><div class="v">`)
+		o.text(f.Value)
+		o.raw(`</div><div class="h">`)
+		o.text(f.Hint)
+		o.raw(`</div><div class="bar"><i style="`)
+		o.css(f.Bar)
+		o.raw("\"></i></div></div>\n")
+	}
+	o.raw("</section>\n")
+	if v.Empty {
+		o.raw(`<div class="notice">No items were evaluated: the report is empty.</div>`)
+	}
+	o.raw("\n\n")
 
-{{if or .Rows .Reliability}}
-<div class="row{{if and .Rows .Reliability}} two{{end}}">
-{{if .Rows}}
+	// Per class and reliability, side by side when both are there.
+	if len(v.Rows) > 0 || v.Reliability != "" {
+		o.raw(`
+<div class="row`)
+		if len(v.Rows) > 0 && v.Reliability != "" {
+			o.raw(` two`)
+		}
+		o.raw("\">\n")
+		if len(v.Rows) > 0 {
+			o.raw(`
 <section class="card" id="classes">
   <h2>Per class</h2>
-  <p class="sub">Precision, recall and F1 per class, in name order.{{if .HasWeak}} Classes with F1 under 0.6 are tinted.{{end}}</p>
+  <p class="sub">Precision, recall and F1 per class, in name order.`)
+			if v.HasWeak {
+				o.raw(` Classes with F1 under 0.6 are tinted.`)
+			}
+			o.raw(`</p>
   <table>
     <thead><tr><th>class</th><th>precision</th><th>recall</th><th>F1</th><th></th><th>support</th><th>predicted</th></tr></thead>
     <tbody>
-{{range .Rows}}    <tr{{if .Weak}} class="weak"{{end}}><td class="name" title="{{.Name}}">{{.Name}}</td><td>{{.P}}</td><td>{{.R}}</td><td class="f1">{{.F1}}</td><td class="barcell"><div class="mini"><i style="{{.F1Bar}}"></i></div></td><td>{{.Support}}</td><td>{{.Predicted}}</td></tr>
-{{end}}    <tr class="total"><td>{{.Macro.Name}}</td><td>{{.Macro.P}}</td><td>{{.Macro.R}}</td><td>{{.Macro.F1}}</td><td class="barcell"><div class="mini"><i style="{{.Macro.F1Bar}}"></i></div></td><td>{{.Macro.Support}}</td><td></td></tr>
+`)
+			for _, row := range v.Rows {
+				o.raw(`    <tr`)
+				if row.Weak {
+					o.raw(` class="weak"`)
+				}
+				o.raw(`><td class="name" title="`)
+				o.text(row.Name)
+				o.raw(`">`)
+				o.text(row.Name)
+				o.raw(`</td><td>`)
+				o.text(row.P)
+				o.raw(`</td><td>`)
+				o.text(row.R)
+				o.raw(`</td><td class="f1">`)
+				o.text(row.F1)
+				o.raw(`</td><td class="barcell"><div class="mini"><i style="`)
+				o.css(row.F1Bar)
+				o.raw(`"></i></div></td><td>`)
+				o.text(row.Support)
+				o.raw(`</td><td>`)
+				o.text(row.Predicted)
+				o.raw("</td></tr>\n")
+			}
+			m := v.Macro
+			o.raw(`    <tr class="total"><td>`)
+			o.text(m.Name)
+			o.raw(`</td><td>`)
+			o.text(m.P)
+			o.raw(`</td><td>`)
+			o.text(m.R)
+			o.raw(`</td><td>`)
+			o.text(m.F1)
+			o.raw(`</td><td class="barcell"><div class="mini"><i style="`)
+			o.css(m.F1Bar)
+			o.raw(`"></i></div></td><td>`)
+			o.text(m.Support)
+			o.raw(`</td><td></td></tr>
     </tbody>
   </table>
 </section>
-{{end}}
-{{if .Reliability}}
+`)
+		}
+		o.raw("\n")
+		if v.Reliability != "" {
+			o.raw(`
 <section class="card" id="reliability">
-  <h2>Reliability <span class="tag">ECE {{.ECE}}</span></h2>
+  <h2>Reliability <span class="tag">ECE `)
+			o.text(v.ECE)
+			o.raw(`</span></h2>
   <p class="sub">Accuracy per bin of the deciding tier's top score. On the dashed diagonal, a score means what it says.</p>
-  {{.Reliability}}
+  `)
+			o.html(v.Reliability)
+			o.raw(`
   <div class="legend"><span><span class="sw" style="background:#0072B2"></span>accuracy</span><span><span class="sw" style="background:rgba(213,94,0,.22);border:1px dashed #D55E00"></span>gap to calibration</span><span><span class="sw" style="background:#56B4E9"></span>items per bin</span></div>
 </section>
-{{end}}
-</div>
-{{end}}
+`)
+		}
+		o.raw("\n</div>\n")
+	}
+	o.raw("\n\n")
 
-{{if .ConfusionShown}}
+	if v.ConfusionShown {
+		o.raw(`
 <section class="card" id="confusion">
   <h2>Confusion</h2>
-  <p class="sub">{{.ConfusionNote}}</p>
+  <p class="sub">`)
+		o.text(v.ConfusionNote)
+		o.raw(`</p>
   <div class="cm">
-    <div class="cm-chart">{{.Confusion}}</div>
-    {{if .TopConfusions}}<div class="cm-side">
+    <div class="cm-chart">`)
+		o.html(v.Confusion)
+		o.raw("</div>\n    ")
+		if len(v.TopConfusions) > 0 {
+			o.raw(`<div class="cm-side">
       <h3>Most frequent confusions</h3>
       <ul class="pairs">
-{{range .TopConfusions}}        <li><span class="who" title="{{.True}} → {{.Pred}}">{{.True}}<span class="arrow">→</span>{{.Pred}}</span><span class="n">{{.Count}}</span><span class="s">{{.Share}}</span></li>
-{{end}}      </ul>
+`)
+			for _, p := range v.TopConfusions {
+				o.raw(`        <li><span class="who" title="`)
+				o.text(p.True)
+				o.raw(` → `)
+				o.text(p.Pred)
+				o.raw(`">`)
+				o.text(p.True)
+				o.raw(`<span class="arrow">→</span>`)
+				o.text(p.Pred)
+				o.raw(`</span><span class="n">`)
+				o.text(p.Count)
+				o.raw(`</span><span class="s">`)
+				o.text(p.Share)
+				o.raw("</span></li>\n")
+			}
+			o.raw(`      </ul>
       <p class="sub" style="margin-top:8px">Count, and share of the true label's items.</p>
-    </div>{{end}}
+    </div>`)
+		}
+		o.raw(`
   </div>
 </section>
-{{end}}
+`)
+	}
+	o.raw("\n\n")
 
-{{if .Curves}}
+	if len(v.Curves) > 0 {
+		o.raw(`
 <section class="card cards" id="curves">
   <h2>Precision and coverage by floor</h2>
   <p class="sub">What a class's score floor costs: as the floor rises, precision climbs and coverage (recall) falls. The green mark is the lowest floor where precision reaches 0.9.</p>
   <div class="legend" style="margin:0 0 10px"><span><span class="sw line" style="border-color:#0072B2"></span>precision</span><span><span class="sw dash" style="border-color:#E69F00"></span>coverage</span><span><span class="sw" style="background:#009E73"></span>first floor with precision ≥ 0.9</span></div>
   <div class="smalls">
-{{range .Curves}}    <div class="small{{if .Reached}} ok{{end}}"><div class="t" title="{{.Name}}">{{.Name}}</div>{{.SVG}}<div class="n">{{.Note}}<br>{{.Note2}}</div></div>
-{{end}}  </div>
+`)
+		for _, c := range v.Curves {
+			o.raw(`    <div class="small`)
+			if c.Reached {
+				o.raw(` ok`)
+			}
+			o.raw(`"><div class="t" title="`)
+			o.text(c.Name)
+			o.raw(`">`)
+			o.text(c.Name)
+			o.raw(`</div>`)
+			o.html(c.SVG)
+			o.raw(`<div class="n">`)
+			o.text(c.Note)
+			o.raw(`<br>`)
+			o.text(c.Note2)
+			o.raw("</div></div>\n")
+		}
+		o.raw(`  </div>
 </section>
-{{end}}
+`)
+	}
+	o.raw("\n\n")
 
-{{if or .Latency .Reasons .Compare}}
-<div class="row three">
-{{if .Latency}}
+	// Latency, reasons and the tier comparison in one row.
+	if len(v.Latency) > 0 || v.Reasons != "" || v.Compare != nil {
+		o.raw("\n<div class=\"row three\">\n")
+		if len(v.Latency) > 0 {
+			o.raw(`
 <section class="card" id="latency">
   <h2>Latency</h2>
-  <p class="sub">Per tier, p50, p90 and p99{{if .LatencyLog}} (log scale){{end}}.</p>
+  <p class="sub">Per tier, p50, p90 and p99`)
+			if v.LatencyLog {
+				o.raw(` (log scale)`)
+			}
+			o.raw(`.</p>
   <div class="lat">
   <table>
     <thead><tr><th>tier</th><th>p50</th><th>p90</th><th>p99</th><th>count</th></tr></thead>
     <tbody>
-{{range .Latency}}    <tr><td class="name">{{.Tier}}</td><td>{{.P50}}</td><td>{{.P90}}</td><td>{{.P99}}</td><td>{{.Count}}</td></tr>
-{{end}}    </tbody>
+`)
+			for _, l := range v.Latency {
+				o.raw(`    <tr><td class="name">`)
+				o.text(l.Tier)
+				o.raw(`</td><td>`)
+				o.text(l.P50)
+				o.raw(`</td><td>`)
+				o.text(l.P90)
+				o.raw(`</td><td>`)
+				o.text(l.P99)
+				o.raw(`</td><td>`)
+				o.text(l.Count)
+				o.raw("</td></tr>\n")
+			}
+			o.raw(`    </tbody>
   </table>
-  {{if .LatencySVG}}<div class="lat-chart">{{.LatencySVG}}</div>{{end}}
+  `)
+			if v.LatencySVG != "" {
+				o.raw(`<div class="lat-chart">`)
+				o.html(v.LatencySVG)
+				o.raw(`</div>`)
+			}
+			o.raw(`
   </div>
 </section>
-{{end}}
-{{if .Reasons}}
+`)
+		}
+		o.raw("\n")
+		if v.Reasons != "" {
+			o.raw(`
 <section class="card" id="reasons">
-  <h2>Decision reasons <span class="tag">{{.ReasonsTotal}} decisions</span></h2>
+  <h2>Decision reasons <span class="tag">`)
+			o.text(v.ReasonsTotal)
+			o.raw(` decisions</span></h2>
   <p class="sub">Why each item went where it went.</p>
-  {{.Reasons}}
+  `)
+			o.html(v.Reasons)
+			o.raw(`
   <div class="legend"><span><span class="sw" style="background:#E69F00"></span>sends toward tier 2</span><span><span class="sw" style="background:#0072B2"></span>decided without tier 2</span></div>
 </section>
-{{end}}
-{{with .Compare}}
+`)
+		}
+		o.raw("\n")
+		if c := v.Compare; c != nil {
+			o.raw(`
 <section class="card" id="compare">
   <h2>Tier 1 vs tier 2</h2>
-  <p class="sub">Over the {{.N}} items where both tiers ran.</p>
-  {{.SVG}}
+  <p class="sub">Over the `)
+			o.text(c.N)
+			o.raw(` items where both tiers ran.</p>
+  `)
+			o.html(c.SVG)
+			o.raw(`
   <div class="stats">
-    <div class="stat"><div class="l">items</div><div class="v">{{.N}}</div></div>
-    <div class="stat"><div class="l">agreement</div><div class="v">{{.Agreement}}</div></div>
-    <div class="stat"><div class="l">only tier 1 right</div><div class="v">{{.Tier1Only}}</div></div>
-    <div class="stat"><div class="l">only tier 2 right</div><div class="v">{{.Tier2Only}}</div></div>
+    <div class="stat"><div class="l">items</div><div class="v">`)
+			o.text(c.N)
+			o.raw(`</div></div>
+    <div class="stat"><div class="l">agreement</div><div class="v">`)
+			o.text(c.Agreement)
+			o.raw(`</div></div>
+    <div class="stat"><div class="l">only tier 1 right</div><div class="v">`)
+			o.text(c.Tier1Only)
+			o.raw(`</div></div>
+    <div class="stat"><div class="l">only tier 2 right</div><div class="v">`)
+			o.text(c.Tier2Only)
+			o.raw(`</div></div>
   </div>
 </section>
-{{end}}
-</div>
-{{end}}
+`)
+		}
+		o.raw("\n</div>\n")
+	}
+	o.raw("\n\n")
 
-{{if .Slices}}
+	if len(v.Slices) > 0 {
+		o.raw(`
 <section class="card" id="slices">
-  <h2>Slices <span class="tag">by {{.By}}</span></h2>
-  <p class="sub">The report repeated per value of {{.By}}; the dashed line is the overall accuracy.</p>
+  <h2>Slices <span class="tag">by `)
+		o.text(v.By)
+		o.raw(`</span></h2>
+  <p class="sub">The report repeated per value of `)
+		o.text(v.By)
+		o.raw(`; the dashed line is the overall accuracy.</p>
   <div class="split">
     <table>
-      <thead><tr><th>{{.By}}</th><th>N</th><th>accuracy</th><th>macro F1</th><th>coverage</th><th>ECE</th></tr></thead>
+      <thead><tr><th>`)
+		o.text(v.By)
+		o.raw(`</th><th>N</th><th>accuracy</th><th>macro F1</th><th>coverage</th><th>ECE</th></tr></thead>
       <tbody>
-{{range .Slices}}      <tr><td class="name" title="{{.Value}}">{{.Value}}</td><td>{{.N}}</td><td>{{.Acc}}</td><td>{{.F1}}</td><td>{{.Coverage}}</td><td>{{.ECE}}</td></tr>
-{{end}}      </tbody>
+`)
+		for _, s := range v.Slices {
+			o.raw(`      <tr><td class="name" title="`)
+			o.text(s.Value)
+			o.raw(`">`)
+			o.text(s.Value)
+			o.raw(`</td><td>`)
+			o.text(s.N)
+			o.raw(`</td><td>`)
+			o.text(s.Acc)
+			o.raw(`</td><td>`)
+			o.text(s.F1)
+			o.raw(`</td><td>`)
+			o.text(s.Coverage)
+			o.raw(`</td><td>`)
+			o.text(s.ECE)
+			o.raw("</td></tr>\n")
+		}
+		o.raw(`      </tbody>
     </table>
-    <div>{{.SlicesSVG}}</div>
+    <div>`)
+		o.html(v.SlicesSVG)
+		o.raw(`</div>
   </div>
 </section>
-{{end}}
+`)
+	}
+	o.raw(`
 
 <footer>triage eval · a self-contained page: no script, no external resources</footer>
 </div>
 </body>
 </html>
-`
+`)
+}

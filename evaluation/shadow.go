@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"html/template"
 	"io"
 	"sort"
 	"time"
@@ -170,7 +169,15 @@ func WriteShadowHTML(w io.Writer, r *ShadowReport) error {
 	if r == nil {
 		r = &ShadowReport{}
 	}
-	v := shadowView{R: r, Agree: htmlRate(r.PoolAgreement), ClassAgree: htmlRate(r.ClassAgreement),
+	var buf bytes.Buffer
+	shadowWritePage(htmlOut{&buf}, shadowBuildView(r))
+	_, err := w.Write(buf.Bytes())
+	return err
+}
+
+// shadowBuildView computes what the shadow page shows of r.
+func shadowBuildView(r *ShadowReport) *shadowView {
+	v := &shadowView{R: r, Agree: htmlRate(r.PoolAgreement), ClassAgree: htmlRate(r.ClassAgreement),
 		From: r.From.Format(time.RFC3339), To: r.To.Format(time.RFC3339),
 		LatLive:   htmlMicros(r.Live.Latency.P50) + " / " + htmlMicros(r.Live.Latency.P99),
 		LatShadow: htmlMicros(r.Shadow.Latency.P50) + " / " + htmlMicros(r.Shadow.Latency.P99),
@@ -183,23 +190,21 @@ func WriteShadowHTML(w io.Writer, r *ShadowReport) error {
 	}
 	v.ReasonsLive, _ = htmlReasonsSVG(r.Live.Reasons)
 	v.ReasonsShadow, _ = htmlReasonsSVG(r.Shadow.Reasons)
-	var buf bytes.Buffer
-	if err := shadowPage.Execute(&buf, v); err != nil {
-		return fmt.Errorf("evaluation: render shadow html: %w", err)
-	}
-	_, err := w.Write(buf.Bytes())
-	return err
+	return v
 }
 
 type shadowView struct {
 	R                                      *ShadowReport
 	Agree, ClassAgree, From, To            string
 	LatLive, LatShadow, EscLive, EscShadow string
-	Counter, Classes                       template.HTML
-	ReasonsLive, ReasonsShadow             template.HTML
+	Counter, Classes                       rawHTML
+	ReasonsLive, ReasonsShadow             rawHTML
 }
 
-var shadowPage = template.Must(template.New("shadow").Parse(`<!DOCTYPE html>
+// shadowWritePage writes the shadow page of v.
+func shadowWritePage(o htmlOut, v *shadowView) {
+	r := v.R
+	o.raw(`<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -211,21 +216,69 @@ var shadowPage = template.Must(template.New("shadow").Parse(`<!DOCTYPE html>
 <div class="wrap">
 <header>
   <div class="kicker">triage · live vs shadow decisions</div>
-  <h1>{{.R.N}} sampled requests</h1>
-  <div class="meta"><span class="chip"><b>from</b>{{.From}}</span><span class="chip"><b>to</b>{{.To}}</span>{{if .R.Skipped}}<span class="chip"><b>skipped lines</b>{{.R.Skipped}}</span>{{end}}</div>
+  <h1>`)
+	o.int(r.N)
+	o.raw(` sampled requests</h1>
+  <div class="meta"><span class="chip"><b>from</b>`)
+	o.text(v.From)
+	o.raw(`</span><span class="chip"><b>to</b>`)
+	o.text(v.To)
+	o.raw(`</span>`)
+	if r.Skipped != 0 {
+		o.raw(`<span class="chip"><b>skipped lines</b>`)
+		o.int(r.Skipped)
+		o.raw(`</span>`)
+	}
+	o.raw(`</div>
 </header>
 <section class="figs" aria-label="headline figures">
-  <div class="fig lead"><div class="l">Same pool</div><div class="v">{{.Agree}}</div><div class="h">{{.R.Differ}} routed elsewhere</div></div>
-  <div class="fig"><div class="l">Same class</div><div class="v">{{.ClassAgree}}</div><div class="h">where both classified</div></div>
-  <div class="fig"><div class="l">Decision p50 / p99</div><div class="v">live {{.LatLive}}</div><div class="h">shadow {{.LatShadow}}</div></div>
-  <div class="fig"><div class="l">Escalation</div><div class="v">{{.EscLive}} → {{.EscShadow}}</div><div class="h">live → shadow</div></div>
+  <div class="fig lead"><div class="l">Same pool</div><div class="v">`)
+	o.text(v.Agree)
+	o.raw(`</div><div class="h">`)
+	o.int(r.Differ)
+	o.raw(` routed elsewhere</div></div>
+  <div class="fig"><div class="l">Same class</div><div class="v">`)
+	o.text(v.ClassAgree)
+	o.raw(`</div><div class="h">where both classified</div></div>
+  <div class="fig"><div class="l">Decision p50 / p99</div><div class="v">live `)
+	o.text(v.LatLive)
+	o.raw(`</div><div class="h">shadow `)
+	o.text(v.LatShadow)
+	o.raw(`</div></div>
+  <div class="fig"><div class="l">Escalation</div><div class="v">`)
+	o.text(v.EscLive)
+	o.raw(` → `)
+	o.text(v.EscShadow)
+	o.raw(`</div><div class="h">live → shadow</div></div>
 </section>
 <p class="sub">Live traffic has no labels: these figures are agreement and cost, not accuracy.</p>
-{{if .Counter}}<section class="card"><h2>Routing counterfactual</h2><p class="sub">Rows: the pool live routing chose; columns: the pool the shadow rules would have.</p>{{.Counter}}</section>{{end}}
-{{if .Classes}}<section class="card"><h2>Top classes</h2><p class="sub">Rows: the live deciding tier's class; columns: the shadow's.</p>{{.Classes}}</section>{{end}}
-{{if .ReasonsLive}}<section class="card"><h2>Reasons, live</h2>{{.ReasonsLive}}</section>{{end}}
-{{if .ReasonsShadow}}<section class="card"><h2>Reasons, shadow</h2>{{.ReasonsShadow}}</section>{{end}}
+`)
+	if v.Counter != "" {
+		o.raw(`<section class="card"><h2>Routing counterfactual</h2><p class="sub">Rows: the pool live routing chose; columns: the pool the shadow rules would have.</p>`)
+		o.html(v.Counter)
+		o.raw(`</section>`)
+	}
+	o.raw("\n")
+	if v.Classes != "" {
+		o.raw(`<section class="card"><h2>Top classes</h2><p class="sub">Rows: the live deciding tier's class; columns: the shadow's.</p>`)
+		o.html(v.Classes)
+		o.raw(`</section>`)
+	}
+	o.raw("\n")
+	if v.ReasonsLive != "" {
+		o.raw(`<section class="card"><h2>Reasons, live</h2>`)
+		o.html(v.ReasonsLive)
+		o.raw(`</section>`)
+	}
+	o.raw("\n")
+	if v.ReasonsShadow != "" {
+		o.raw(`<section class="card"><h2>Reasons, shadow</h2>`)
+		o.html(v.ReasonsShadow)
+		o.raw(`</section>`)
+	}
+	o.raw(`
 </div>
 </body>
 </html>
-`))
+`)
+}
