@@ -36,6 +36,7 @@ test: setup vet
 # A short run of every fuzz target (the corpus seeds also run in `make test`).
 fuzz:
 	$(GO) test ./router/openai -run '^$$' -fuzz FuzzExtract -fuzztime 60s
+	$(GO) test ./router/h1 -run '^$$' -fuzz FuzzParseHead -fuzztime 60s
 
 # In-process benchmarks of the request path, with allocations.
 bench:
