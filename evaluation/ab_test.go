@@ -26,9 +26,9 @@ func TestMcNemar(t *testing.T) {
 	}
 }
 
-func TestAB(t *testing.T) {
-	// A is right on 70 of 100, B on 85; they agree except where noted.
-	var a, b []Outcome
+// abOutcomes are two runs over the same 100 items: A is right on 70, B on
+// 85; they agree except on the first 30.
+func abOutcomes() (a, b []Outcome) {
 	for i := range 100 {
 		label := []string{"x", "y"}[i%2]
 		oa := Outcome{Label: label, Pred: label, Correct: true, Tier: 1, Score: 0.9}
@@ -41,6 +41,11 @@ func TestAB(t *testing.T) {
 		}
 		a, b = append(a, oa), append(b, ob)
 	}
+	return a, b
+}
+
+func TestAB(t *testing.T) {
+	a, b := abOutcomes()
 	ra, rb := summarize("tier", []string{"x", "y"}, a), summarize("tier", []string{"x", "y"}, b)
 	r := AB("A", "B", ra, rb, a, b, []string{"x", "y"}, 500, 7)
 	if math.Abs(r.Accuracy.Delta-0.15) > 1e-9 || r.Accuracy.Lo <= 0 || r.Accuracy.Hi < 0.15 || r.Accuracy.Lo > 0.15 {

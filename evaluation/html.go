@@ -85,6 +85,17 @@ func (o htmlOut) text(s string) { o.b.Write(htmlEscapeAppend(o.b.AvailableBuffer
 // int writes a number as the templates printed it.
 func (o htmlOut) int(n int) { o.text(strconv.Itoa(n)) }
 
+// cells writes vals as escaped table cells, between a row's opening and
+// closing cell tags.
+func (o htmlOut) cells(vals ...string) {
+	for i, v := range vals {
+		if i > 0 {
+			o.raw(`</td><td>`)
+		}
+		o.text(v)
+	}
+}
+
 // css writes a style declaration into a quoted style attribute; like
 // html/template, it escapes it as any attribute value (declarations made
 // of numbers hold nothing to escape).
@@ -1327,11 +1338,7 @@ func htmlWritePage(o htmlOut, v *htmlView) {
 				o.raw(`><td class="name" title="`)
 				o.text(row.Name)
 				o.raw(`">`)
-				o.text(row.Name)
-				o.raw(`</td><td>`)
-				o.text(row.P)
-				o.raw(`</td><td>`)
-				o.text(row.R)
+				o.cells(row.Name, row.P, row.R)
 				o.raw(`</td><td class="f1">`)
 				o.text(row.F1)
 				o.raw(`</td><td class="barcell"><div class="mini"><i style="`)
@@ -1344,13 +1351,7 @@ func htmlWritePage(o htmlOut, v *htmlView) {
 			}
 			m := v.Macro
 			o.raw(`    <tr class="total"><td>`)
-			o.text(m.Name)
-			o.raw(`</td><td>`)
-			o.text(m.P)
-			o.raw(`</td><td>`)
-			o.text(m.R)
-			o.raw(`</td><td>`)
-			o.text(m.F1)
+			o.cells(m.Name, m.P, m.R, m.F1)
 			o.raw(`</td><td class="barcell"><div class="mini"><i style="`)
 			o.css(m.F1Bar)
 			o.raw(`"></i></div></td><td>`)
@@ -1472,15 +1473,7 @@ func htmlWritePage(o htmlOut, v *htmlView) {
 `)
 			for _, l := range v.Latency {
 				o.raw(`    <tr><td class="name">`)
-				o.text(l.Tier)
-				o.raw(`</td><td>`)
-				o.text(l.P50)
-				o.raw(`</td><td>`)
-				o.text(l.P90)
-				o.raw(`</td><td>`)
-				o.text(l.P99)
-				o.raw(`</td><td>`)
-				o.text(l.Count)
+				o.cells(l.Tier, l.P50, l.P90, l.P99, l.Count)
 				o.raw("</td></tr>\n")
 			}
 			o.raw(`    </tbody>
@@ -1563,17 +1556,7 @@ func htmlWritePage(o htmlOut, v *htmlView) {
 			o.raw(`      <tr><td class="name" title="`)
 			o.text(s.Value)
 			o.raw(`">`)
-			o.text(s.Value)
-			o.raw(`</td><td>`)
-			o.text(s.N)
-			o.raw(`</td><td>`)
-			o.text(s.Acc)
-			o.raw(`</td><td>`)
-			o.text(s.F1)
-			o.raw(`</td><td>`)
-			o.text(s.Coverage)
-			o.raw(`</td><td>`)
-			o.text(s.ECE)
+			o.cells(s.Value, s.N, s.Acc, s.F1, s.Coverage, s.ECE)
 			o.raw("</td></tr>\n")
 		}
 		o.raw(`      </tbody>

@@ -107,19 +107,7 @@ func oracleCases(t *testing.T) []oracleCase {
 	// A/B reports: the one of TestAB, an empty one and one with names
 	// that need escaping.
 	cases = append(cases, oracleCase{name: "ab nil", nilReport: "ab"}, oracleCase{name: "ab zero", ab: &ABReport{}})
-	var a, b []Outcome
-	for i := range 100 {
-		label := []string{"x", "y"}[i%2]
-		oa := Outcome{Label: label, Pred: label, Correct: true, Tier: 1, Score: 0.9}
-		ob := oa
-		if i < 30 {
-			oa.Pred, oa.Correct = other(label), false
-		}
-		if i < 15 {
-			ob.Pred, ob.Correct = other(label), false
-		}
-		a, b = append(a, oa), append(b, ob)
-	}
+	a, b := abOutcomes()
 	ra, rb := summarize("tier", []string{"x", "y"}, a), summarize("tier", []string{"x", "y"}, b)
 	cases = append(cases, oracleCase{name: "ab", ab: AB("A", "B", ra, rb, a, b, []string{"x", "y"}, 500, 7)})
 	ea, eb := append([]Outcome(nil), a...), append([]Outcome(nil), b...)
