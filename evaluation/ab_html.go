@@ -1,7 +1,6 @@
 package evaluation
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"math"
@@ -14,10 +13,7 @@ func WriteABHTML(w io.Writer, r *ABReport) error {
 	if r == nil {
 		r = &ABReport{}
 	}
-	var buf bytes.Buffer
-	abWritePage(htmlOut{&buf}, abBuildView(r))
-	_, err := w.Write(buf.Bytes())
-	return err
+	return writePage(w, func(o htmlOut) { abWritePage(o, abBuildView(r)) })
 }
 
 // abBuildView computes what the A/B page shows of r.

@@ -20,10 +20,7 @@ func WriteHTML(w io.Writer, r *Report) error {
 	if r == nil {
 		r = &Report{}
 	}
-	var buf bytes.Buffer
-	htmlWritePage(htmlOut{&buf}, htmlBuildView(r))
-	_, err := w.Write(buf.Bytes())
-	return err
+	return writePage(w, func(o htmlOut) { htmlWritePage(o, htmlBuildView(r)) })
 }
 
 // The palette: Okabe–Ito (colour-blind safe) for categories, a
@@ -84,6 +81,14 @@ func (o htmlOut) text(s string) { o.b.Write(htmlEscapeAppend(o.b.AvailableBuffer
 
 // int writes a number as the templates printed it.
 func (o htmlOut) int(n int) { o.text(strconv.Itoa(n)) }
+
+// writePage builds a page in memory and writes it to w at once.
+func writePage(w io.Writer, page func(htmlOut)) error {
+	var buf bytes.Buffer
+	page(htmlOut{&buf})
+	_, err := w.Write(buf.Bytes())
+	return err
+}
 
 // cells writes vals as escaped table cells, between a row's opening and
 // closing cell tags.

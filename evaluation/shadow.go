@@ -2,7 +2,6 @@ package evaluation
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -169,10 +168,7 @@ func WriteShadowHTML(w io.Writer, r *ShadowReport) error {
 	if r == nil {
 		r = &ShadowReport{}
 	}
-	var buf bytes.Buffer
-	shadowWritePage(htmlOut{&buf}, shadowBuildView(r))
-	_, err := w.Write(buf.Bytes())
-	return err
+	return writePage(w, func(o htmlOut) { shadowWritePage(o, shadowBuildView(r)) })
 }
 
 // shadowBuildView computes what the shadow page shows of r.
