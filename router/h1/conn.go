@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/triagegw/triage/router/internal/wire"
 )
 
 const (
@@ -32,9 +34,6 @@ const bufSize = 4 << 10
 // dropped to keep the connection; beyond it the connection is closed, as in
 // net/http.
 const maxDiscard = 256 << 10
-
-// aLongTimeAgo is a deadline in the past: setting it fails a pending read.
-var aLongTimeAgo = time.Unix(1, 0)
 
 type conn struct {
 	s      *Server
@@ -335,7 +334,7 @@ func (c *conn) stopWatch() {
 		c.wstate = watchOff
 	case watchRunning:
 		c.wabort = true
-		_ = c.nc.SetReadDeadline(aLongTimeAgo)
+		_ = c.nc.SetReadDeadline(wire.ALongTimeAgo)
 		done := c.wdone
 		c.wmu.Unlock()
 		<-done

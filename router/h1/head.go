@@ -6,6 +6,8 @@ import (
 	"net/textproto"
 	"net/url"
 	"strings"
+
+	"github.com/triagegw/triage/router/internal/wire"
 )
 
 type headStatus int
@@ -92,7 +94,7 @@ func parseHead(buf []byte) (head, int, headStatus) {
 		if colon <= 0 || !token(line[:colon]) {
 			return h, 0, headNotPlain
 		}
-		v := trimOWS(line[colon+1:])
+		v := wire.TrimOWS(line[colon+1:])
 		if !fieldValue(v) {
 			return h, 0, headNotPlain
 		}
@@ -107,7 +109,7 @@ func parseHead(buf []byte) (head, int, headStatus) {
 			continue // as in net/http, Host moves to Request.Host
 		case "Content-Length":
 			lengths++
-			n, ok := parseLength(v)
+			n, ok := wire.ParseLength(v)
 			if lengths > 1 || !ok {
 				return h, 0, headNotPlain
 			}
@@ -116,7 +118,7 @@ func parseHead(buf []byte) (head, int, headStatus) {
 			return h, 0, headNotPlain
 		case "Connection":
 			for _, t := range strings.Split(v, ",") {
-				switch strings.ToLower(trimOWS(t)) {
+				switch strings.ToLower(wire.TrimOWS(t)) {
 				case "close":
 					h.close = true
 				case "upgrade":
@@ -204,31 +206,6 @@ func fieldValue(s string) bool {
 		}
 	}
 	return true
-}
-
-func trimOWS(s string) string {
-	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
-		s = s[1:]
-	}
-	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
-		s = s[:len(s)-1]
-	}
-	return s
-}
-
-func parseLength(s string) (int64, bool) {
-	if len(s) == 0 || len(s) > 18 {
-		return 0, false
-	}
-	var n int64
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int64(c-'0')
-	}
-	return n, true
 }
 
 // Header names clients send on nearly every request, so that looking them

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/triagegw/triage/router/internal/wire"
 )
 
 // pendingMax is how much of a response without Content-Length is held
@@ -55,7 +57,7 @@ func (w *response) WriteHeader(code int) {
 	}
 	w.wroteHeader, w.status = true, code
 	if v := w.header["Content-Length"]; len(v) > 0 {
-		if n, ok := parseLength(v[0]); ok && len(v) == 1 {
+		if n, ok := wire.ParseLength(v[0]); ok && len(v) == 1 {
 			w.clen = n
 		} else {
 			delete(w.header, "Content-Length")
@@ -255,7 +257,7 @@ func (w *response) finish() bool {
 func hasToken(vs []string, tok string) bool {
 	for _, v := range vs {
 		for _, t := range strings.Split(v, ",") {
-			if strings.EqualFold(trimOWS(t), tok) {
+			if strings.EqualFold(wire.TrimOWS(t), tok) {
 				return true
 			}
 		}

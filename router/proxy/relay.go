@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/triagegw/triage/router/internal/wire"
 	"github.com/triagegw/triage/router/pool"
 )
 
@@ -119,7 +120,7 @@ func (r *relayer) head() (framing, error) {
 			teSeen = true
 			fr.chunked = bytes.HasSuffix(bytes.ToLower(val), []byte("chunked"))
 		case "Content-Length":
-			n, ok := parseLength(val)
+			n, ok := wire.ParseLength(val)
 			if !ok || (fr.length >= 0 && n != fr.length) {
 				return fr, fmt.Errorf("invalid Content-Length %q", truncate(val))
 			}
@@ -345,20 +346,6 @@ func parseChunkSize(line []byte) (int64, bool) {
 			return 0, false
 		}
 		n = n<<4 | int64(d)
-	}
-	return n, true
-}
-
-func parseLength(b []byte) (int64, bool) {
-	if len(b) == 0 || len(b) > 18 {
-		return 0, false
-	}
-	var n int64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int64(c-'0')
 	}
 	return n, true
 }

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/triagegw/triage/router/internal/wire"
 	"github.com/triagegw/triage/router/pool"
 )
 
@@ -33,9 +34,6 @@ func (u *upstream) close() {
 
 var errStale = errors.New("kept-alive connection closed by the replica")
 
-// aLongTimeAgo is a deadline in the past: setting it fails pending I/O at once.
-var aLongTimeAgo = time.Unix(1, 0)
-
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
 // inlineBody is the largest body copied into the request head buffer so the
@@ -50,7 +48,7 @@ func (t *Transport) roundTrip(ctx context.Context, c *conn, b *pool.Backend, req
 		d = deadline
 	}
 	_ = nc.SetDeadline(d)
-	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(aLongTimeAgo) })
+	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(wire.ALongTimeAgo) })
 	fail := func(err error) (*upstream, error) {
 		stop()
 		nc.Close()
@@ -249,7 +247,7 @@ func connectionTokens(vs []string) []string {
 			} else {
 				tok, v = v, ""
 			}
-			if tok = trimSpace(tok); tok != "" {
+			if tok = wire.TrimOWS(tok); tok != "" {
 				out = append(out, http.CanonicalHeaderKey(tok))
 			}
 		}
@@ -264,14 +262,4 @@ func listed(toks []string, k string) bool {
 		}
 	}
 	return false
-}
-
-func trimSpace(s string) string {
-	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
-		s = s[1:]
-	}
-	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
-		s = s[:len(s)-1]
-	}
-	return s
 }

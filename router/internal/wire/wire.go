@@ -1,0 +1,38 @@
+// Package wire holds the small HTTP/1.1 parsing pieces the gateway's server
+// (router/h1) and its upstream client (router/proxy) both need.
+package wire
+
+import "time"
+
+// ALongTimeAgo is a deadline in the past: setting it fails pending I/O at
+// once.
+var ALongTimeAgo = time.Unix(1, 0)
+
+// ParseLength parses a Content-Length value: 1 to 18 decimal digits,
+// nothing else.
+func ParseLength[T string | []byte](b T) (int64, bool) {
+	if len(b) == 0 || len(b) > 18 {
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
+}
+
+// TrimOWS trims the optional whitespace (spaces and tabs) around a header
+// value or list element.
+func TrimOWS(s string) string {
+	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
+		s = s[1:]
+	}
+	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
+		s = s[:len(s)-1]
+	}
+	return s
+}
