@@ -13,23 +13,94 @@
 //     "param":null,"code":N} for every error it answers.
 //
 // The package owns the behaviour of one simulated replica: its latency,
-// chunking, injected failures (error status before any byte, or a stream
-// aborted mid-way without its terminating chunk), its health flag, its
-// counters ([Stats]) and a copy of the last POST it received
-// ([Server.LastRequest]). Tests and benchmarks steer single requests with
-// the X-Sim-Latency, X-Sim-Chunks, X-Sim-Chunk-Delay, X-Sim-Status and
-// X-Sim-Drop-After request headers; every response carries X-Sim-Replica.
+// chunking, injected failures (error status before any byte, a stream
+// aborted mid-way without its terminating chunk, or one of the wire-level
+// faults below), its health flag, its counters ([Stats]), a copy of the
+// last POST it received ([Server.LastRequest]) and, optionally, a log line
+// per POST ([Options.RequestLog]). Tests and benchmarks steer single
+// requests with the X-Sim-Latency, X-Sim-Chunks, X-Sim-Chunk-Delay,
+// X-Sim-Status, X-Sim-Drop-After and X-Sim-Fault request headers; every
+// response carries X-Sim-Replica.
 //
 // It does not own listening, TLS or process lifetime: the caller mounts the
-// handler on its own http.Server (or httptest.Server).
+// handler on its own http.Server (or httptest.Server). The one exception is
+// the connections a fault keeps open (below): the Server serves those
+// itself until [Server.Close].
 //
-// Concurrency: every method of [Server] is safe for concurrent use. Counters
-// are atomics; the random source (a PCG seeded from [Options.Seed], so the
-// sequence of injected errors and drops is deterministic given the seed and
-// the order of requests) and the recorded last request are guarded by
-// mutexes. The package starts no goroutines of its own: all waiting
-// (latency, gaps between chunks) happens on the request's goroutine and ends
-// early when the request context is done.
+// # Faults
+//
+// A fault, named by the X-Sim-Fault header or chosen for a fraction
+// [Options.FaultRate] of requests from [Options.Fault], answers a valid POST
+// request in a way no well-behaved server does, so that a client's (or a
+// gateway's) handling of broken upstreams can be tested. X-Sim-Status and
+// [Options.ErrorRate] are decided first; invalid requests get their 4xx
+// instead of the fault. Apart from hang and die-mid-stream, a fault is
+// written raw on the hijacked connection ([http.Hijacker]) after the
+// latency, in a single write. "The answer" below is the response the
+// request would have got, whole and framed by Content-Length (a stream's
+// events all at once):
+//
+//	HTTP/1.1 200 OK\r\n
+//	Content-Type: application/json\r\n     (text/event-stream; charset=utf-8 for a stream)
+//	Content-Length: N\r\n
+//	X-Sim-Replica: NAME\r\n
+//	\r\n
+//	BODY
+//
+// A "leaked" response is the same with a completion whose text is
+// LEAKED-NAME, a marker that must never reach any client.
+//
+//   - extra-response: the answer immediately followed by a leaked response.
+//   - extra-crlf: the answer followed by "\r\n".
+//   - no-content-body: "HTTP/1.1 204 No Content", X-Sim-Replica, then the
+//     bytes LEAKED-NAME as if it had a body.
+//   - short-length: a 200 whose JSON body is a completion with the text
+//     "héllo wörld ✓", its Content-Length counting characters instead of
+//     bytes: the last bytes of the body (4 and more) stay on the connection.
+//   - late-response: the answer; then, if no request arrives on the
+//     connection within 20ms, an unsolicited leaked response.
+//   - switch-protocols: "HTTP/1.1 101 Switching Protocols" with
+//     "Upgrade: websocket" and "Connection: Upgrade", which the request did
+//     not ask for, then the answer (the connection keeps speaking HTTP/1.1).
+//   - informational: "HTTP/1.1 102 Processing", then the answer.
+//   - close-after-read: the connection closed (FIN) once the request is
+//     read, without writing a byte.
+//   - reset-after-read: the same with an RST (SO_LINGER 0, then close).
+//   - garbage: "this is not http\r\n\r\n", then the connection closed.
+//   - wrong-content-type: a well-formed 200 written by net/http whose
+//     Content-Type is text/html and whose body is an HTML error page.
+//   - bad-chunk: a 200 head with "Transfer-Encoding: chunked" followed, in
+//     the same write, by the invalid chunk-size line "zz\r\n"; then the
+//     connection closed.
+//   - nul-header: the answer with the header "X-Bad: a\x00b" after
+//     Content-Length.
+//   - hang: nothing, not even after the latency, until the client goes away.
+//   - die-mid-stream: a stream aborted after half its content chunks (after
+//     X-Sim-Drop-After chunks when that is set), exactly as a drop: net/http
+//     flushes the chunks written and closes the connection without the
+//     terminating chunk. A request that does not stream is served normally
+//     and not counted as a fault; [Options.FaultRate] counts only streams.
+//
+// extra-response, extra-crlf, no-content-body, short-length, late-response,
+// switch-protocols, informational and nul-header keep the connection open
+// (unless the request asked to close it) and serve the requests that follow
+// on it as usual, the stray bytes included: whatever reuses that connection
+// sees them first. net/http has let go of those connections, so the Server
+// serves them with an http.Server of its own; [Server.Close] closes them.
+// The others close it. A fault needs a hijackable connection: under HTTP/2
+// or a ResponseWriter that cannot be hijacked it answers 500 instead.
+//
+// # Concurrency
+//
+// Every method of [Server] is safe for concurrent use. Counters are
+// atomics; the random source (a PCG seeded from [Options.Seed], so the
+// sequence of injected errors, faults and drops is deterministic given the
+// seed and the order of requests) and the recorded last request are guarded
+// by mutexes. All waiting (latency, gaps between chunks, a hang) happens on
+// the request's goroutine and ends early when the request context is done.
+// The package starts goroutines only to serve the connections faults keep
+// open: one accept loop, started with the first such fault, and net/http's
+// goroutine per connection; [Server.Close] ends them.
 //
 // A dropped stream is produced by panicking with [http.ErrAbortHandler]
 // after the chunks already written have been flushed; net/http then closes

@@ -363,30 +363,8 @@ func parseGeneration(ep endpoint, body []byte) (generation, string, error) {
 	return g, req.Model, nil
 }
 
-func (s *Server) serveGeneration(w http.ResponseWriter, r *http.Request, ep endpoint, body []byte, ov overrides) {
-	g, model, err := parseGeneration(ep, body)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	if !s.checkModel(w, model) {
-		return
-	}
-	dropAfter := ov.dropAfter
-	if g.stream && dropAfter < 0 && s.chance(s.opt.DropRate) {
-		dropAfter = ov.chunks / 2
-	}
-	if !sleepCtx(r.Context(), ov.latency) {
-		s.cancelled.Add(1)
-		return
-	}
-	id := s.seq.Add(1)
-	if g.stream {
-		s.stream(w, r, g, id, ov, dropAfter)
-		return
-	}
-
-	n := ov.chunks
+// completion is the non-streamed answer to g with n words.
+func (s *Server) completion(g generation, id int64, n int) completionResponse {
 	resp := completionResponse{
 		Created: time.Now().Unix(),
 		Model:   s.opt.Model,
@@ -403,106 +381,176 @@ func (s *Server) serveGeneration(w http.ResponseWriter, r *http.Request, ep endp
 		resp.ID, resp.Object = "cmpl-"+strconv.FormatInt(id, 10), "text_completion"
 		resp.Choices = []textChoice{{Text: s.content(n), FinishReason: &stop}}
 	}
-	if err := writeJSON(w, http.StatusOK, resp); err != nil || r.Context().Err() != nil {
-		s.cancelled.Add(1)
-		return
-	}
-	s.completed.Add(1)
+	return resp
 }
 
-// stream writes a server-sent event stream like vLLM's. dropAfter >= 0
-// aborts the connection after that many content chunks.
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, g generation, id int64, ov overrides, dropAfter int) {
-	ctx := r.Context()
-	rc := http.NewResponseController(w)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream; charset=utf-8")
-	h.Del("Content-Length")
-	w.WriteHeader(http.StatusOK)
+// answerValue is the JSON answer to a request that is not streamed.
+func (s *Server) answerValue(p job, ov overrides) any {
+	if p.ep == endpointEmbeddings {
+		return s.embeddings(p.inputs, p.base64)
+	}
+	return s.completion(p.gen, s.seq.Add(1), ov.chunks)
+}
 
+// answerBytes is the whole answer to p as one body, for faults that send a
+// valid answer: the JSON object, or every event of the stream.
+func (s *Server) answerBytes(p job, ov overrides) (contentType string, body []byte) {
+	if answerType(p) == eventStream {
+		return eventStream, s.newSSE(p.gen, s.seq.Add(1), ov.chunks).bytes()
+	}
+	b, err := json.Marshal(s.answerValue(p, ov))
+	if err != nil { // cannot happen with the package's own types
+		b = []byte(`{}`)
+	}
+	return "application/json", b
+}
+
+// answerType is the Content-Type of the answer to p.
+func answerType(p job) string {
+	if p.ep != endpointEmbeddings && p.gen.stream {
+		return eventStream
+	}
+	return "application/json"
+}
+
+const eventStream = "text/event-stream; charset=utf-8"
+
+// sse is the event stream answering one generation: the role chunk (chat
+// only), n content chunks, the finish chunk and the usage chunk, then
+// "data: [DONE]".
+type sse struct {
+	s    *Server
+	g    generation
+	base completionResponse
+	n    int
+}
+
+func (s *Server) newSSE(g generation, id int64, n int) sse {
 	base := completionResponse{Created: time.Now().Unix(), Model: s.opt.Model}
 	if g.chat {
 		base.ID, base.Object = "chatcmpl-"+strconv.FormatInt(id, 10), "chat.completion.chunk"
 	} else {
 		base.ID, base.Object = "cmpl-"+strconv.FormatInt(id, 10), "text_completion"
 	}
-	var buf bytes.Buffer
-	send := func(v any) bool {
-		buf.Reset()
-		buf.WriteString("data: ")
-		if b, err := json.Marshal(v); err == nil {
-			buf.Write(b)
+	return sse{s: s, g: g, base: base, n: n}
+}
+
+// first is the index of the first content chunk.
+func (e sse) first() int {
+	if e.g.chat {
+		return 1
+	}
+	return 0
+}
+
+// len is the number of JSON events, "[DONE]" excluded.
+func (e sse) len() int { return e.first() + e.n + 2 }
+
+// content reports whether event i is a content chunk.
+func (e sse) content(i int) bool { return i >= e.first() && i < e.first()+e.n }
+
+// event returns event i.
+func (e sse) event(i int) completionResponse {
+	c := e.base
+	stop := "stop"
+	switch k := i - e.first(); {
+	case k < 0: // the chat role chunk
+		empty := ""
+		c.Choices = []any{chatChunkChoice{Delta: delta{Role: "assistant", Content: &empty}}}
+	case k < e.n:
+		text := e.s.piece(k, e.n)
+		if e.g.chat {
+			c.Choices = []any{chatChunkChoice{Delta: delta{Content: &text}}}
+		} else {
+			c.Choices = []any{textChoice{Text: text}}
 		}
-		buf.WriteString("\n\n")
-		if _, err := w.Write(buf.Bytes()); err != nil {
+	case k == e.n:
+		if e.g.chat {
+			c.Choices = []any{chatFinishChoice{FinishReason: &stop}}
+		} else {
+			c.Choices = []any{textChoice{FinishReason: &stop}}
+		}
+	default:
+		c.Choices = []any{}
+		c.Usage = &usage{PromptTokens: e.g.promptTokens, CompletionTokens: e.n, TotalTokens: e.g.promptTokens + e.n}
+	}
+	return c
+}
+
+// appendEvent appends event v in SSE framing.
+func appendEvent(dst []byte, v any) []byte {
+	dst = append(dst, "data: "...)
+	if b, err := json.Marshal(v); err == nil {
+		dst = append(dst, b...)
+	}
+	return append(dst, "\n\n"...)
+}
+
+// bytes is the whole stream, "[DONE]" included.
+func (e sse) bytes() []byte {
+	var b []byte
+	for i := range e.len() {
+		b = appendEvent(b, e.event(i))
+	}
+	return append(b, "data: [DONE]\n\n"...)
+}
+
+// stream writes a server-sent event stream like vLLM's, flushing each
+// event. dropAfter >= 0 aborts the connection after that many content
+// chunks; fault counts the abort as a fault (die-mid-stream) rather than a
+// drop.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, g generation, id int64, ov overrides, dropAfter int, fault bool) {
+	ctx := r.Context()
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", eventStream)
+	h.Del("Content-Length")
+	w.WriteHeader(http.StatusOK)
+
+	ev := s.newSSE(g, id, ov.chunks)
+	cut := -1
+	if dropAfter >= 0 {
+		cut = ev.first() + min(dropAfter, ev.n)
+	}
+	var buf []byte
+	send := func(v any) bool {
+		buf = appendEvent(buf[:0], v)
+		if _, err := w.Write(buf); err != nil {
 			return false
 		}
 		_ = rc.Flush() // http.ErrNotSupported only for exotic writers
 		return ctx.Err() == nil
 	}
-	chunk := func(choice any) completionResponse {
-		c := base
-		c.Choices = []any{choice}
-		return c
-	}
-	cancelled := func() { s.cancelled.Add(1) }
-
-	if g.chat {
-		empty := ""
-		if !send(chunk(chatChunkChoice{Delta: delta{Role: "assistant", Content: &empty}})) {
-			cancelled()
-			return
-		}
-	}
-	n := ov.chunks
-	for i := range n {
-		if dropAfter >= 0 && i >= dropAfter {
+	for i := range ev.len() {
+		if i == cut {
 			break
 		}
-		if !sleepCtx(ctx, ov.chunkDelay) {
-			cancelled()
+		if ev.content(i) && !sleepCtx(ctx, ov.chunkDelay) {
+			s.cancelled.Add(1)
 			return
 		}
-		text := s.piece(i, n)
-		var c completionResponse
-		if g.chat {
-			c = chunk(chatChunkChoice{Delta: delta{Content: &text}})
-		} else {
-			c = chunk(textChoice{Text: text})
-		}
-		if !send(c) {
-			cancelled()
+		if !send(ev.event(i)) {
+			s.cancelled.Add(1)
 			return
 		}
 	}
-	if dropAfter >= 0 {
-		s.dropped.Add(1)
+	if cut >= 0 {
+		if fault {
+			s.faults.Add(1)
+		} else {
+			s.dropped.Add(1)
+		}
 		// Abort the connection: the client sees the chunks flushed so far
 		// and then a truncated chunked body (no terminating chunk).
 		panic(http.ErrAbortHandler)
 	}
-
-	stop := "stop"
-	var fin completionResponse
-	if g.chat {
-		fin = chunk(chatFinishChoice{FinishReason: &stop})
-	} else {
-		fin = chunk(textChoice{FinishReason: &stop})
-	}
-	u := base
-	u.Choices = []any{}
-	u.Usage = &usage{PromptTokens: g.promptTokens, CompletionTokens: n, TotalTokens: g.promptTokens + n}
-	if !send(fin) || !send(u) {
-		cancelled()
-		return
-	}
 	if _, err := w.Write([]byte("data: [DONE]\n\n")); err != nil {
-		cancelled()
+		s.cancelled.Add(1)
 		return
 	}
 	_ = rc.Flush()
 	if ctx.Err() != nil {
-		cancelled()
+		s.cancelled.Add(1)
 		return
 	}
 	s.completed.Add(1)
@@ -510,33 +558,29 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, g generation, id
 
 // ---- /v1/embeddings ----
 
-func (s *Server) serveEmbeddings(w http.ResponseWriter, r *http.Request, body []byte, ov overrides) {
+// parseEmbeddings validates an embeddings request: its inputs, whether
+// they are wanted in base64, and the model it names.
+func parseEmbeddings(body []byte) (ins []any, b64 bool, model string, err error) {
 	var req embeddingRequest
 	if err := json.Unmarshal(body, &req); err != nil {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("invalid JSON body: %v", err))
-		return
+		return nil, false, "", fmt.Errorf("invalid JSON body: %v", err)
 	}
-	ins, err := inputs(req.Input, "input")
+	ins, err = inputs(req.Input, "input")
 	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error())
-		return
+		return nil, false, req.Model, err
 	}
-	b64 := false
 	switch req.EncodingFormat {
 	case "", "float":
 	case "base64":
 		b64 = true
 	default:
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("unsupported encoding_format %q: want \"float\" or \"base64\"", req.EncodingFormat))
-		return
+		return nil, false, req.Model, fmt.Errorf("unsupported encoding_format %q: want \"float\" or \"base64\"", req.EncodingFormat)
 	}
-	if !s.checkModel(w, req.Model) {
-		return
-	}
-	if !sleepCtx(r.Context(), ov.latency) {
-		s.cancelled.Add(1)
-		return
-	}
+	return ins, b64, req.Model, nil
+}
+
+// embeddings is the answer to an embeddings request.
+func (s *Server) embeddings(ins []any, b64 bool) embeddingResponse {
 	resp := embeddingResponse{
 		ID:      "embd-" + strconv.FormatInt(s.seq.Add(1), 10),
 		Object:  "list",
@@ -558,11 +602,7 @@ func (s *Server) serveEmbeddings(w http.ResponseWriter, r *http.Request, body []
 		resp.Usage.PromptTokens += inputTokens(in)
 	}
 	resp.Usage.TotalTokens = resp.Usage.PromptTokens
-	if err := writeJSON(w, http.StatusOK, resp); err != nil || r.Context().Err() != nil {
-		s.cancelled.Add(1)
-		return
-	}
-	s.completed.Add(1)
+	return resp
 }
 
 // embed returns a deterministic, L2-normalised vector derived from a hash

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -56,16 +57,30 @@ type Options struct {
 	// Chunks/2 content chunks the connection is aborted, without the final
 	// chunk and without "data: [DONE]"). Default 0.
 	DropRate float64
+	// Fault is the wire-level fault (one of [FaultNames]) answered to the
+	// FaultRate fraction of POST requests. Default none.
+	Fault string
+	// FaultRate is the fraction [0,1] of valid POST requests answered with
+	// Fault (for die-mid-stream: of streamed requests); it needs Fault.
+	// Default 0.
+	FaultRate float64
 	// EmbeddingDims is the embedding vector size. Default 16.
 	EmbeddingDims int
-	// Seed seeds the random choices of ErrorRate and DropRate; the choices
-	// are deterministic given the seed and the request order. Default 1.
+	// Seed seeds the random choices of ErrorRate, FaultRate and DropRate;
+	// the choices are deterministic given the seed and the request order.
+	// Default 1.
 	Seed int64
+	// RequestLog, when set, gets one line per POST request once the
+	// replica has decided how to answer it, before any wait: its
+	// X-Request-Id, path, whether it streams and the answer ("ok", "error"
+	// with its status, "invalid" with its status, "drop" with the chunk
+	// count, "fault" with its name). Default none.
+	RequestLog *slog.Logger
 }
 
 // RegisterFlags binds the options to flags of fs: -model, -name, -latency,
-// -chunks, -chunk-delay, -error-rate, -error-status, -drop-rate,
-// -embedding-dims and -seed. The flags' default values are the current
+// -chunks, -chunk-delay, -error-rate, -error-status, -drop-rate, -fault,
+// -fault-rate, -embedding-dims and -seed. The flags' default values are the current
 // field values (normally zero, which New turns into the documented
 // defaults stated in each help text).
 func (o *Options) RegisterFlags(fs *flag.FlagSet) {
@@ -77,8 +92,10 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&o.ErrorRate, "error-rate", o.ErrorRate, "fraction 0..1 of requests answered with an injected error status (default 0)")
 	fs.IntVar(&o.ErrorStatus, "error-status", o.ErrorStatus, "HTTP status code 400..599 of injected errors (default 500)")
 	fs.Float64Var(&o.DropRate, "drop-rate", o.DropRate, "fraction 0..1 of streams aborted mid-way without final chunk and [DONE] (default 0)")
+	fs.StringVar(&o.Fault, "fault", o.Fault, "wire-level fault answered to -fault-rate of the requests (default none; the X-Sim-Fault request header picks one for a single request); \"the answer\" is the reply the request would get, whole, framed by Content-Length; one of:\n"+faultHelp())
+	fs.Float64Var(&o.FaultRate, "fault-rate", o.FaultRate, "fraction 0..1 of valid requests answered with -fault (die-mid-stream: of streamed requests) (default 0)")
 	fs.IntVar(&o.EmbeddingDims, "embedding-dims", o.EmbeddingDims, "embedding vector size, a count of floats (default 16)")
-	fs.Int64Var(&o.Seed, "seed", o.Seed, "seed of the random error and drop choices, an integer (default 1; 0 means the default)")
+	fs.Int64Var(&o.Seed, "seed", o.Seed, "seed of the random error, fault and drop choices, an integer (default 1; 0 means the default)")
 }
 
 // withDefaults returns o with zero fields replaced by the documented
@@ -125,6 +142,15 @@ func (o Options) validate() error {
 	if !(o.DropRate >= 0 && o.DropRate <= 1) {
 		errs = append(errs, fmt.Errorf("drop rate %v must be in [0,1]", o.DropRate))
 	}
+	if o.Fault != "" && !knownFault(o.Fault) {
+		errs = append(errs, fmt.Errorf("fault %q is not one of %s", o.Fault, strings.Join(FaultNames(), ", ")))
+	}
+	if !(o.FaultRate >= 0 && o.FaultRate <= 1) {
+		errs = append(errs, fmt.Errorf("fault rate %v must be in [0,1]", o.FaultRate))
+	}
+	if o.FaultRate > 0 && o.Fault == "" {
+		errs = append(errs, fmt.Errorf("fault rate %v needs a fault", o.FaultRate))
+	}
 	if o.EmbeddingDims < 1 {
 		errs = append(errs, fmt.Errorf("embedding dims %d must be >= 1", o.EmbeddingDims))
 	}
@@ -135,16 +161,21 @@ func (o Options) validate() error {
 }
 
 // Stats are the counters of a Server. Only POST requests are counted.
-// Requests = Active + Completed + Cancelled + Injected + Dropped + requests
-// rejected as invalid (4xx answers from validation, which have no counter
-// of their own).
+// Every POST request that has ended is in exactly one of Completed,
+// Cancelled, Injected, Dropped, Faults, or the requests rejected as invalid
+// (4xx answers from validation, which have no counter of their own), so
+// Requests = Active + Completed + Cancelled + Injected + Dropped + Faults +
+// invalid. A request is counted as a fault once its fault is under way (a
+// hang from its start, the others after the latency); a client that leaves
+// before that counts as Cancelled.
 type Stats struct {
 	Requests  int64 // POST requests received
-	Active    int64 // POST requests in progress
+	Active    int64 // POST requests in progress (a hang stays active until its client leaves)
 	Completed int64 // successful responses written in full
 	Cancelled int64 // requests whose client went away before the response finished
 	Injected  int64 // requests answered with an injected error (ErrorRate or X-Sim-Status)
 	Dropped   int64 // streams aborted mid-way (DropRate or X-Sim-Drop-After)
+	Faults    int64 // requests answered with a wire-level fault (FaultRate or X-Sim-Fault)
 }
 
 // Recorded is a POST request as received.
@@ -163,13 +194,15 @@ type Server struct {
 	unhealthy atomic.Bool
 	seq       atomic.Int64 // response id counter
 
-	requests, active, completed, cancelled, injected, dropped atomic.Int64
+	requests, active, completed, cancelled, injected, dropped, faults atomic.Int64
 
 	rngMu sync.Mutex
 	rng   *rand.Rand
 
 	lastMu sync.Mutex
 	last   Recorded
+
+	kept takeover // connections kept open after a fault
 }
 
 // New validates o (after applying defaults) and returns a healthy Server.
@@ -199,6 +232,7 @@ func (s *Server) Stats() Stats {
 		Cancelled: s.cancelled.Load(),
 		Injected:  s.injected.Load(),
 		Dropped:   s.dropped.Load(),
+		Faults:    s.faults.Load(),
 	}
 }
 
@@ -296,8 +330,9 @@ type overrides struct {
 	latency    time.Duration
 	chunks     int
 	chunkDelay time.Duration
-	status     int // 0: none
-	dropAfter  int // -1: none
+	status     int    // 0: none
+	dropAfter  int    // -1: none
+	fault      string // "": none
 }
 
 func (s *Server) parseOverrides(h http.Header) (overrides, error) {
@@ -337,22 +372,50 @@ func (s *Server) parseOverrides(h http.Header) (overrides, error) {
 		dur("X-Sim-Chunk-Delay", &ov.chunkDelay),
 		num("X-Sim-Status", &ov.status, 400, 599),
 		num("X-Sim-Drop-After", &ov.dropAfter, 0, math.MaxInt32),
+		faultHeader(h, &ov.fault),
 	)
 	return ov, err
 }
 
+func faultHeader(h http.Header, dst *string) error {
+	v := strings.TrimSpace(h.Get("X-Sim-Fault"))
+	if v == "" {
+		return nil
+	}
+	if !knownFault(v) {
+		return fmt.Errorf("invalid X-Sim-Fault header %q: want one of %s", v, strings.Join(FaultNames(), ", "))
+	}
+	*dst = v
+	return nil
+}
+
+// job is a validated POST request: what the endpoint is asked for.
+type job struct {
+	ep     endpoint
+	gen    generation // chat and completions
+	inputs []any      // embeddings
+	base64 bool       // embeddings
+}
+
 // handlePost runs the common part of every POST endpoint: counting,
-// recording, header overrides, error injection; then the endpoint itself.
+// recording, header overrides, error injection, validation, the choice of
+// fault or drop; then the endpoint itself.
 func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, ep endpoint) {
 	s.requests.Add(1)
 	s.active.Add(1)
 	defer s.active.Add(-1)
+	logged := func(answer string, attrs ...any) {
+		if s.opt.RequestLog != nil {
+			s.logPost(r, answer, attrs...)
+		}
+	}
 
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 	s.record(r, body)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
+			logged("invalid", "status", http.StatusRequestEntityTooLarge)
 			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", tooBig.Limit))
 			return
 		}
@@ -360,32 +423,104 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, ep endpoint)
 			s.cancelled.Add(1)
 			return
 		}
+		logged("invalid", "status", http.StatusBadRequest)
 		writeError(w, http.StatusBadRequest, "error reading request body: "+err.Error())
 		return
 	}
 
 	ov, err := s.parseOverrides(r.Header)
 	if err != nil {
+		logged("invalid", "status", http.StatusBadRequest)
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	if ov.status != 0 {
 		s.injected.Add(1)
+		logged("error", "status", ov.status)
 		writeError(w, ov.status, fmt.Sprintf("injected error %d (X-Sim-Status) from sim replica %s", ov.status, s.opt.Name))
 		return
 	}
 	if s.chance(s.opt.ErrorRate) {
 		s.injected.Add(1)
+		logged("error", "status", s.opt.ErrorStatus)
 		writeError(w, s.opt.ErrorStatus, fmt.Sprintf("injected error %d from sim replica %s", s.opt.ErrorStatus, s.opt.Name))
 		return
 	}
 
+	p := job{ep: ep}
+	var model string
 	switch ep {
 	case endpointChat, endpointCompletions:
-		s.serveGeneration(w, r, ep, body, ov)
+		p.gen, model, err = parseGeneration(ep, body)
 	case endpointEmbeddings:
-		s.serveEmbeddings(w, r, body, ov)
+		p.inputs, p.base64, model, err = parseEmbeddings(body)
 	}
+	if err != nil {
+		logged("invalid", "status", http.StatusBadRequest)
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if !s.checkModel(w, model) {
+		logged("invalid", "status", http.StatusNotFound)
+		return
+	}
+
+	stream := p.gen.stream // false for embeddings
+	fault := ov.fault
+	if fault == "" && (s.opt.Fault != FaultDieMidStream || stream) && s.chance(s.opt.FaultRate) {
+		fault = s.opt.Fault
+	}
+	dropAfter := -1
+	switch {
+	case !stream:
+		if fault == FaultDieMidStream {
+			fault = "" // a stream fault: a single JSON reply is served whole
+		}
+	case fault == FaultDieMidStream:
+		dropAfter = ov.dropAfter
+		if dropAfter < 0 {
+			dropAfter = ov.chunks / 2
+		}
+	case fault == "":
+		dropAfter = ov.dropAfter
+		if dropAfter < 0 && s.chance(s.opt.DropRate) {
+			dropAfter = ov.chunks / 2
+		}
+	}
+	switch {
+	case fault != "":
+		logged("fault", "stream", stream, "fault", fault)
+	case dropAfter >= 0:
+		logged("drop", "stream", stream, "after", dropAfter)
+	default:
+		logged("ok", "stream", stream)
+	}
+
+	if fault != "" && fault != FaultDieMidStream {
+		s.serveFault(w, r, fault, p, ov)
+		return
+	}
+	if !sleepCtx(r.Context(), ov.latency) {
+		s.cancelled.Add(1)
+		return
+	}
+	switch {
+	case stream:
+		s.stream(w, r, p.gen, s.seq.Add(1), ov, dropAfter, fault == FaultDieMidStream)
+	default:
+		v := s.answerValue(p, ov)
+		if err := writeJSON(w, http.StatusOK, v); err != nil || r.Context().Err() != nil {
+			s.cancelled.Add(1)
+			return
+		}
+		s.completed.Add(1)
+	}
+}
+
+// logPost writes the RequestLog line of a POST request.
+func (s *Server) logPost(r *http.Request, answer string, attrs ...any) {
+	args := append([]any{"request_id", r.Header.Get("X-Request-Id"), "path", r.URL.Path, "answer", answer}, attrs...)
+	s.opt.RequestLog.Info("post", args...)
 }
 
 // sleepCtx waits d or until ctx is done; it reports whether ctx is still

@@ -9,14 +9,21 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
+	"log/slog"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 const testModel = "test-model"
@@ -32,6 +39,7 @@ func newSim(t *testing.T, o Options) (*Server, *httptest.Server) {
 	}
 	ts := httptest.NewServer(s)
 	t.Cleanup(ts.Close)
+	t.Cleanup(func() { s.Close() })
 	return s, ts
 }
 
@@ -683,6 +691,7 @@ func TestHeaderOverrides(t *testing.T) {
 		"X-Sim-Chunk-Delay": "-5ms",
 		"X-Sim-Status":      "200",
 		"X-Sim-Drop-After":  "-1",
+		"X-Sim-Fault":       "meltdown",
 	}
 	for h, v := range invalid {
 		tests = append(tests, struct {
@@ -1003,7 +1012,7 @@ func TestRegisterFlags(t *testing.T) {
 	var o Options
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
 	o.RegisterFlags(fs)
-	for _, name := range []string{"model", "name", "latency", "chunks", "chunk-delay", "error-rate", "error-status", "drop-rate", "embedding-dims", "seed"} {
+	for _, name := range []string{"model", "name", "latency", "chunks", "chunk-delay", "error-rate", "error-status", "drop-rate", "fault", "fault-rate", "embedding-dims", "seed"} {
 		f := fs.Lookup(name)
 		if f == nil {
 			t.Errorf("flag -%s not registered", name)
@@ -1015,13 +1024,14 @@ func TestRegisterFlags(t *testing.T) {
 	}
 	err := fs.Parse([]string{
 		"-model", "m1", "-name", "r7", "-latency", "15ms", "-chunks", "4", "-chunk-delay", "2ms",
-		"-error-rate", "0.25", "-error-status", "503", "-drop-rate", "0.5", "-embedding-dims", "8", "-seed", "42",
+		"-error-rate", "0.25", "-error-status", "503", "-drop-rate", "0.5", "-fault", "extra-crlf", "-fault-rate", "0.125",
+		"-embedding-dims", "8", "-seed", "42",
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := Options{Model: "m1", Name: "r7", Latency: 15 * time.Millisecond, Chunks: 4, ChunkDelay: 2 * time.Millisecond,
-		ErrorRate: 0.25, ErrorStatus: 503, DropRate: 0.5, EmbeddingDims: 8, Seed: 42}
+		ErrorRate: 0.25, ErrorStatus: 503, DropRate: 0.5, Fault: "extra-crlf", FaultRate: 0.125, EmbeddingDims: 8, Seed: 42}
 	if o != want {
 		t.Errorf("parsed %+v\nwant   %+v", o, want)
 	}
@@ -1075,6 +1085,12 @@ func TestNewValidation(t *testing.T) {
 		{"negative latency", Options{Model: "m", Latency: -time.Second}, false},
 		{"negative chunk delay", Options{Model: "m", ChunkDelay: -time.Second}, false},
 		{"negative dims", Options{Model: "m", EmbeddingDims: -3}, false},
+		{"fault", Options{Model: "m", Fault: FaultGarbage, FaultRate: 0.5}, true},
+		{"fault without rate", Options{Model: "m", Fault: FaultHang}, true},
+		{"unknown fault", Options{Model: "m", Fault: "meltdown", FaultRate: 0.1}, false},
+		{"fault rate without fault", Options{Model: "m", FaultRate: 0.1}, false},
+		{"fault rate high", Options{Model: "m", Fault: FaultGarbage, FaultRate: 1.5}, false},
+		{"fault rate NaN", Options{Model: "m", Fault: FaultGarbage, FaultRate: math.NaN()}, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1137,4 +1153,513 @@ func BenchmarkChatJSON(b *testing.B) {
 			b.Fatal(w.Code)
 		}
 	}
+}
+
+// ---- wire-level faults, seen by a raw TCP client ----
+
+// dialRaw opens a plain TCP connection to ts.
+func dialRaw(t *testing.T, ts *httptest.Server) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", ts.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// rawPost formats a POST request with the given extra header lines.
+func rawPost(path, body string, header ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "POST %s HTTP/1.1\r\nHost: sim\r\nContent-Type: application/json\r\nContent-Length: %d\r\n", path, len(body))
+	for _, h := range header {
+		b.WriteString(h + "\r\n")
+	}
+	b.WriteString("\r\n" + body)
+	return b.String()
+}
+
+// readWire reads what the server sends until it closes the connection
+// (closed; err says how: nil for a FIN, the reset error for an RST) or
+// stays silent for quiet.
+func readWire(t *testing.T, c net.Conn, quiet time.Duration) (wire []byte, closed bool, err error) {
+	t.Helper()
+	buf := make([]byte, 64<<10)
+	for {
+		_ = c.SetReadDeadline(time.Now().Add(quiet))
+		n, err := c.Read(buf)
+		wire = append(wire, buf[:n]...)
+		var ne net.Error
+		switch {
+		case err == nil:
+		case errors.As(err, &ne) && ne.Timeout():
+			_ = c.SetReadDeadline(time.Time{})
+			return wire, false, nil
+		case errors.Is(err, io.EOF):
+			return wire, true, nil
+		default:
+			return wire, true, err
+		}
+	}
+}
+
+// cutResponse splits the response at the start of wire into its head lines
+// (status line first) and its Content-Length body; rest is what follows.
+func cutResponse(t *testing.T, wire []byte) (head []string, body, rest []byte) {
+	t.Helper()
+	h, after, ok := bytes.Cut(wire, []byte("\r\n\r\n"))
+	if !ok {
+		t.Fatalf("no complete response head in %q", wire)
+	}
+	head = strings.Split(string(h), "\r\n")
+	n := 0
+	for _, line := range head[1:] {
+		if v, ok := strings.CutPrefix(line, "Content-Length: "); ok {
+			var err error
+			if n, err = strconv.Atoi(v); err != nil {
+				t.Fatalf("Content-Length %q", v)
+			}
+		}
+	}
+	if n > len(after) {
+		t.Fatalf("body of %d bytes declared, %d sent: %q", n, len(after), wire)
+	}
+	return head, after[:n], after[n:]
+}
+
+// answerHead is the head of a fault's valid answer (or leaked response).
+func answerHead(contentType string, n int) []string {
+	return []string{"HTTP/1.1 200 OK", "Content-Type: " + contentType, "Content-Length: " + strconv.Itoa(n), "X-Sim-Replica: r1"}
+}
+
+// checkAnswer checks a fault's valid answer to a chat request of replica
+// r1 with 3 chunks: the JSON completion, or the whole event stream.
+func checkAnswer(t *testing.T, head []string, body []byte, stream bool) {
+	t.Helper()
+	ct := "application/json"
+	if stream {
+		ct = "text/event-stream; charset=utf-8"
+	}
+	if want := answerHead(ct, len(body)); !reflect.DeepEqual(head, want) {
+		t.Fatalf("answer head %q, want %q", head, want)
+	}
+	const want = "[r1] lorem ipsum"
+	if !stream {
+		var out struct {
+			Object  string `json:"object"`
+			Choices []struct {
+				Message struct{ Content string } `json:"message"`
+			} `json:"choices"`
+		}
+		if err := json.Unmarshal(body, &out); err != nil || out.Object != "chat.completion" || len(out.Choices) != 1 || out.Choices[0].Message.Content != want {
+			t.Fatalf("answer body %s (%v), want a chat.completion saying %q", body, err, want)
+		}
+		return
+	}
+	events, err := readEvents(bytes.NewReader(body))
+	if err != nil || len(events) != 7 || events[6] != "[DONE]" { // role + 3 + finish + usage + [DONE]
+		t.Fatalf("answer stream %q (%v), want 6 events and [DONE]", events, err)
+	}
+	var text strings.Builder
+	for _, ev := range events[1:4] {
+		var c streamChunk
+		if err := json.Unmarshal([]byte(ev), &c); err != nil {
+			t.Fatal(err)
+		}
+		text.WriteString(*c.Choices[0].Delta.Content)
+	}
+	if text.String() != want {
+		t.Fatalf("streamed text %q, want %q", text.String(), want)
+	}
+}
+
+// checkLeaked checks a complete leaked response and returns what follows.
+func checkLeaked(t *testing.T, wire []byte) []byte {
+	t.Helper()
+	head, body, rest := cutResponse(t, wire)
+	if want := answerHead("application/json", len(body)); !reflect.DeepEqual(head, want) {
+		t.Fatalf("leaked head %q, want %q", head, want)
+	}
+	var out struct {
+		Choices []struct {
+			Message struct{ Content string } `json:"message"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal(body, &out); err != nil || len(out.Choices) != 1 || out.Choices[0].Message.Content != "LEAKED-r1" {
+		t.Fatalf("leaked body %s (%v), want a completion saying LEAKED-r1", body, err)
+	}
+	return rest
+}
+
+func TestFaults(t *testing.T) {
+	const chat = `{"model":"test-model","messages":[{"role":"user","content":"x"}]}`
+	const streamChat = `{"model":"test-model","stream":true,"messages":[{"role":"user","content":"x"}]}`
+	answerThen := func(stream bool, then func(t *testing.T, rest []byte)) func(t *testing.T, wire []byte) {
+		return func(t *testing.T, wire []byte) {
+			head, body, rest := cutResponse(t, wire)
+			checkAnswer(t, head, body, stream)
+			then(t, rest)
+		}
+	}
+	nothingMore := func(t *testing.T, rest []byte) {
+		if len(rest) != 0 {
+			t.Fatalf("%q after the answer, want nothing", rest)
+		}
+	}
+	exactly := func(want string) func(t *testing.T, wire []byte) {
+		return func(t *testing.T, wire []byte) {
+			if string(wire) != want {
+				t.Fatalf("wire %q, want %q", wire, want)
+			}
+		}
+	}
+	tests := []struct {
+		fault  string
+		stream bool
+		check  func(t *testing.T, wire []byte)
+		end    string // "keep": open and serving; "fin", "rst": closed so; "hang": open and silent
+		stats  Stats  // after the fault (and the follow-up request when kept)
+	}{
+		{FaultExtraResponse, false, answerThen(false, func(t *testing.T, rest []byte) {
+			nothingMore(t, checkLeaked(t, rest))
+		}), "keep", Stats{Requests: 2, Completed: 1, Faults: 1}},
+		{FaultExtraResponse, true, answerThen(true, func(t *testing.T, rest []byte) {
+			nothingMore(t, checkLeaked(t, rest))
+		}), "keep", Stats{Requests: 2, Completed: 1, Faults: 1}},
+		{FaultExtraCRLF, false, answerThen(false, func(t *testing.T, rest []byte) {
+			if string(rest) != "\r\n" {
+				t.Fatalf("%q after the answer, want \\r\\n", rest)
+			}
+		}), "keep", Stats{Requests: 2, Completed: 1, Faults: 1}},
+		{FaultNoContentBody, false, exactly("HTTP/1.1 204 No Content\r\nX-Sim-Replica: r1\r\n\r\nLEAKED-r1"),
+			"keep", Stats{Requests: 2, Completed: 1, Faults: 1}},
+		{FaultShortLength, false, func(t *testing.T, wire []byte) {
+			head, body, rest := cutResponse(t, wire)
+			whole := append(bytes.Clone(body), rest...)
+			if want := answerHead("application/json", utf8.RuneCount(whole)); !reflect.DeepEqual(head, want) {
+				t.Fatalf("head %q, want %q (Content-Length in characters)", head, want)
+			}
+			if len(rest) < 4 || json.Valid(body) || !json.Valid(whole) || !bytes.Contains(whole, []byte(`"héllo wörld ✓"`)) {
+				t.Fatalf("declared body %q and %q after it: want a JSON completion with héllo wörld ✓ cut 4+ bytes short", body, rest)
+			}
+		}, "keep", Stats{Requests: 2, Completed: 1, Faults: 1}},
+		{FaultLateResponse, false, answerThen(false, func(t *testing.T, rest []byte) {
+			nothingMore(t, checkLeaked(t, rest))
+		}), "keep", Stats{Requests: 2, Completed: 1, Faults: 1}},
+		{FaultSwitchProtocols, false, func(t *testing.T, wire []byte) {
+			const head = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"
+			rest, ok := bytes.CutPrefix(wire, []byte(head))
+			if !ok {
+				t.Fatalf("wire %q does not start with %q", wire, head)
+			}
+			answerThen(false, nothingMore)(t, rest)
+		}, "keep", Stats{Requests: 2, Completed: 1, Faults: 1}},
+		{FaultInformational, true, func(t *testing.T, wire []byte) {
+			const head = "HTTP/1.1 102 Processing\r\n\r\n"
+			rest, ok := bytes.CutPrefix(wire, []byte(head))
+			if !ok {
+				t.Fatalf("wire %q does not start with %q", wire, head)
+			}
+			answerThen(true, nothingMore)(t, rest)
+		}, "keep", Stats{Requests: 2, Completed: 1, Faults: 1}},
+		{FaultCloseAfterRead, false, exactly(""), "fin", Stats{Requests: 1, Faults: 1}},
+		{FaultResetAfterRead, false, exactly(""), "rst", Stats{Requests: 1, Faults: 1}},
+		{FaultGarbage, false, exactly("this is not http\r\n\r\n"), "fin", Stats{Requests: 1, Faults: 1}},
+		{FaultWrongContentType, false, func(t *testing.T, wire []byte) {
+			head, body, rest := cutResponse(t, wire)
+			var date string
+			var lines []string
+			for _, l := range head {
+				if v, ok := strings.CutPrefix(l, "Date: "); ok {
+					date = v
+					continue
+				}
+				lines = append(lines, l)
+			}
+			want := []string{"HTTP/1.1 200 OK", "Content-Length: " + strconv.Itoa(len(body)), "Content-Type: text/html; charset=utf-8", "X-Sim-Replica: r1"}
+			if _, err := http.ParseTime(date); err != nil || !reflect.DeepEqual(lines, want) {
+				t.Fatalf("head %q, want %q and a Date", head, want)
+			}
+			if !bytes.HasPrefix(body, []byte("<!DOCTYPE html>")) || !bytes.Contains(body, []byte("</html>")) || len(rest) != 0 {
+				t.Fatalf("body %q then %q, want one HTML page", body, rest)
+			}
+		}, "keep", Stats{Requests: 2, Completed: 1, Faults: 1}},
+		{FaultBadChunk, true, exactly("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream; charset=utf-8\r\nTransfer-Encoding: chunked\r\nX-Sim-Replica: r1\r\n\r\nzz\r\n"),
+			"fin", Stats{Requests: 1, Faults: 1}},
+		{FaultNULHeader, false, func(t *testing.T, wire []byte) {
+			head, body, rest := cutResponse(t, wire)
+			want := []string{"HTTP/1.1 200 OK", "Content-Type: application/json", "Content-Length: " + strconv.Itoa(len(body)), "X-Bad: a\x00b", "X-Sim-Replica: r1"}
+			if !reflect.DeepEqual(head, want) {
+				t.Fatalf("head %q, want %q", head, want)
+			}
+			checkAnswer(t, answerHead("application/json", len(body)), body, false)
+			nothingMore(t, rest)
+		}, "keep", Stats{Requests: 2, Completed: 1, Faults: 1}},
+		{FaultHang, false, exactly(""), "hang", Stats{Requests: 1, Active: 1, Faults: 1}},
+		{FaultDieMidStream, true, func(t *testing.T, wire []byte) {
+			// net/http's chunked stream: the role chunk and one of the 3
+			// content chunks, then the end of the connection without the
+			// terminating chunk.
+			resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(wire)), nil)
+			if err != nil || resp.StatusCode != 200 || len(resp.TransferEncoding) != 1 || resp.Header.Get("X-Sim-Replica") != "r1" {
+				t.Fatalf("response %+v (%v) from %q", resp, err, wire)
+			}
+			events, err := readEvents(resp.Body)
+			if !errors.Is(err, io.ErrUnexpectedEOF) || len(events) != 2 || !strings.Contains(events[1], `"[r1] "`) {
+				t.Fatalf("events %q (%v), want the role chunk and one content chunk, then a truncation", events, err)
+			}
+		}, "fin", Stats{Requests: 1, Faults: 1}},
+		{FaultDieMidStream, false, answerThen(false, nothingMore), "keep", Stats{Requests: 2, Completed: 2}},
+	}
+	for _, tc := range tests {
+		name := tc.fault
+		if tc.stream {
+			name += " stream"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel() // each waits out the server's silence
+			s, ts := newSim(t, Options{Name: "r1", Chunks: 3, Latency: 5 * time.Millisecond})
+			c := dialRaw(t, ts)
+			body := chat
+			if tc.stream {
+				body = streamChat
+			}
+			if _, err := io.WriteString(c, rawPost("/v1/chat/completions", body, "X-Sim-Fault: "+tc.fault)); err != nil {
+				t.Fatal(err)
+			}
+			wire, closed, err := readWire(t, c, 300*time.Millisecond)
+			if tc.fault == FaultDieMidStream && !tc.stream {
+				// Served normally, by net/http: compare the body only.
+				resp, rerr := http.ReadResponse(bufio.NewReader(bytes.NewReader(wire)), nil)
+				if rerr != nil {
+					t.Fatal(rerr)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				wire = []byte(strings.Join(answerHead("application/json", len(b)), "\r\n") + "\r\n\r\n" + string(b))
+			}
+			tc.check(t, wire)
+			switch tc.end {
+			case "keep", "hang":
+				if closed {
+					t.Fatalf("connection closed (%v), want it open", err)
+				}
+			case "fin":
+				if !closed || err != nil {
+					t.Fatalf("closed=%v err=%v, want a clean close", closed, err)
+				}
+			case "rst":
+				if !closed || !errors.Is(err, syscall.ECONNRESET) {
+					t.Fatalf("closed=%v err=%v, want a reset", closed, err)
+				}
+			}
+			if tc.end == "keep" {
+				// The connection serves the next request as usual.
+				if _, err := io.WriteString(c, rawPost("/v1/chat/completions", chat)); err != nil {
+					t.Fatal(err)
+				}
+				wire, closed, err := readWire(t, c, 300*time.Millisecond)
+				br := bufio.NewReader(bytes.NewReader(wire))
+				resp, rerr := http.ReadResponse(br, nil)
+				if rerr != nil || closed {
+					t.Fatalf("next request on the connection: %v (closed %v, %v): %q", rerr, closed, err, wire)
+				}
+				b, _ := io.ReadAll(resp.Body)
+				if resp.StatusCode != 200 || resp.Header.Get("X-Sim-Replica") != "r1" || !bytes.Contains(b, []byte(`"[r1] lorem ipsum"`)) || br.Buffered() != 0 {
+					t.Fatalf("next request on the connection: %q", wire)
+				}
+			}
+			if st := waitStats(t, s, func(st Stats) bool { return st.Active == tc.stats.Active }); st != tc.stats {
+				t.Errorf("stats %+v, want %+v", st, tc.stats)
+			}
+			if tc.end == "hang" {
+				c.Close()
+				want := tc.stats
+				want.Active = 0
+				if st := waitStats(t, s, func(st Stats) bool { return st.Active == 0 }); st != want {
+					t.Errorf("after the client left: stats %+v, want %+v", st, want)
+				}
+			}
+		})
+	}
+}
+
+// TestFaultKeptConnection: faults on a connection already kept by an
+// earlier fault, late-response on a busy connection, and Close.
+func TestFaultKeptConnection(t *testing.T) {
+	const chat = `{"messages":[{"role":"user","content":"x"}]}`
+	s, ts := newSim(t, Options{Name: "r1", Chunks: 3})
+	c := dialRaw(t, ts)
+	send := func(reqs ...string) []byte {
+		t.Helper()
+		if _, err := io.WriteString(c, strings.Join(reqs, "")); err != nil {
+			t.Fatal(err)
+		}
+		wire, closed, err := readWire(t, c, 300*time.Millisecond)
+		if closed {
+			t.Fatalf("connection closed (%v) after %q", err, wire)
+		}
+		return wire
+	}
+	// extra-crlf, then extra-response on the kept connection.
+	head, body, rest := cutResponse(t, send(rawPost("/v1/chat/completions", chat, "X-Sim-Fault: extra-crlf")))
+	checkAnswer(t, head, body, false)
+	if string(rest) != "\r\n" {
+		t.Fatalf("rest %q", rest)
+	}
+	head, body, rest = cutResponse(t, send(rawPost("/v1/chat/completions", chat, "X-Sim-Fault: extra-response")))
+	checkAnswer(t, head, body, false)
+	if rest = checkLeaked(t, rest); len(rest) != 0 {
+		t.Fatalf("rest %q", rest)
+	}
+	// late-response with the next request already sent: the connection is
+	// not idle, so no unsolicited response.
+	wire := send(rawPost("/v1/chat/completions", chat, "X-Sim-Fault: late-response"), rawPost("/v1/chat/completions", chat))
+	head, body, rest = cutResponse(t, wire)
+	checkAnswer(t, head, body, false)
+	resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(rest)), nil)
+	if err != nil || resp.StatusCode != 200 || bytes.Contains(wire, []byte("LEAKED")) {
+		t.Fatalf("late-response on a busy connection: %q", wire)
+	}
+	if st := waitStats(t, s, func(st Stats) bool { return st.Active == 0 }); st != (Stats{Requests: 4, Completed: 1, Faults: 3}) {
+		t.Errorf("stats %+v", st)
+	}
+	// Close closes the kept connection; later faults close theirs.
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if wire, closed, err := readWire(t, c, 2*time.Second); !closed || len(wire) != 0 {
+		t.Fatalf("after Close: closed=%v (%v), read %q", closed, err, wire)
+	}
+	c2 := dialRaw(t, ts)
+	if _, err := io.WriteString(c2, rawPost("/v1/chat/completions", chat, "X-Sim-Fault: extra-crlf")); err != nil {
+		t.Fatal(err)
+	}
+	if wire, closed, _ := readWire(t, c2, 2*time.Second); !closed || !bytes.HasSuffix(wire, []byte("}\r\n")) {
+		t.Fatalf("fault after Close: closed=%v, read %q", closed, wire)
+	}
+}
+
+func TestFaultHeaderInvalid(t *testing.T) {
+	s, ts := newSim(t, Options{})
+	resp := post(t, context.Background(), ts.URL+"/v1/chat/completions", chatBody, map[string]string{"X-Sim-Fault": "meltdown"})
+	checkAPIError(t, resp, 400, "BadRequestError", "X-Sim-Fault")
+	// Invalid requests get their 4xx, not the fault.
+	resp = post(t, context.Background(), ts.URL+"/v1/chat/completions", `{"model":"other","messages":[{"role":"user","content":"x"}]}`, map[string]string{"X-Sim-Fault": "garbage"})
+	checkAPIError(t, resp, 404, "NotFoundError", "other")
+	if st := s.Stats(); st != (Stats{Requests: 2}) {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+// TestFaultRate: a seeded fraction of requests gets the fault, the same
+// ones for the same seed.
+func TestFaultRate(t *testing.T) {
+	run := func(seed int64) []bool {
+		s, ts := newSim(t, Options{Fault: FaultCloseAfterRead, FaultRate: 0.5, Seed: seed, Chunks: 1})
+		c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+		var failed []bool
+		for range 40 {
+			resp, err := c.Post(ts.URL+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"x"}`))
+			if err == nil {
+				readAll(t, resp)
+			}
+			failed = append(failed, err != nil)
+		}
+		n := 0
+		for _, f := range failed {
+			if f {
+				n++
+			}
+		}
+		if st := waitStats(t, s, func(st Stats) bool { return st.Active == 0 }); st != (Stats{Requests: 40, Completed: int64(40 - n), Faults: int64(n)}) {
+			t.Errorf("seed %d: %d failed, stats %+v", seed, n, st)
+		}
+		if n == 0 || n == 40 {
+			t.Errorf("fault rate 0.5 hit %d/40", n)
+		}
+		return failed
+	}
+	a, b := run(7), run(7)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("same seed, different faults:\n%v\n%v", a, b)
+	}
+	if reflect.DeepEqual(a, run(8)) {
+		t.Errorf("seeds 7 and 8 gave the same faults")
+	}
+
+	// die-mid-stream counts streams only.
+	s, ts := newSim(t, Options{Fault: FaultDieMidStream, FaultRate: 1, Chunks: 4})
+	resp := post(t, context.Background(), ts.URL+"/v1/completions", `{"prompt":"x"}`, nil)
+	if b := readAll(t, resp); resp.StatusCode != 200 || !bytes.Contains(b, []byte(`"finish_reason":"stop"`)) {
+		t.Fatalf("JSON reply %d %s", resp.StatusCode, b)
+	}
+	resp = post(t, context.Background(), ts.URL+"/v1/completions", `{"prompt":"x","stream":true}`, nil)
+	if _, err := io.ReadAll(resp.Body); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("stream: %v, want io.ErrUnexpectedEOF", err)
+	}
+	resp.Body.Close()
+	if st := waitStats(t, s, func(st Stats) bool { return st.Active == 0 }); st != (Stats{Requests: 2, Completed: 1, Faults: 1}) {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+func TestRequestLog(t *testing.T) {
+	var buf syncBuffer
+	s, ts := newSim(t, Options{Chunks: 2, RequestLog: slog.New(slog.NewJSONHandler(&buf, nil))})
+	for _, tc := range []struct {
+		path, body string
+		hdr        map[string]string
+	}{
+		{"/v1/chat/completions", chatBody, map[string]string{"X-Request-Id": "a"}},
+		{"/v1/chat/completions", `{"stream":true,"messages":[{"role":"user","content":"x"}]}`, map[string]string{"X-Request-Id": "b", "X-Sim-Drop-After": "1"}},
+		{"/v1/completions", `{"prompt":"x"}`, map[string]string{"X-Request-Id": "c", "X-Sim-Status": "503"}},
+		{"/v1/embeddings", `{"input":"x"}`, map[string]string{"X-Request-Id": "d", "X-Sim-Fault": "wrong-content-type"}},
+		{"/v1/completions", `{"prompt":[]}`, map[string]string{"X-Request-Id": "e"}},
+	} {
+		resp := post(t, context.Background(), ts.URL+tc.path, tc.body, tc.hdr)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	waitStats(t, s, func(st Stats) bool { return st.Active == 0 })
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if m["msg"] != "post" {
+			t.Fatalf("log line %q: msg %v", line, m["msg"])
+		}
+		delete(m, "time")
+		delete(m, "level")
+		delete(m, "msg")
+		got = append(got, fmt.Sprint(m))
+	}
+	want := []string{
+		"map[answer:ok path:/v1/chat/completions request_id:a stream:false]",
+		"map[after:1 answer:drop path:/v1/chat/completions request_id:b stream:true]",
+		"map[answer:error path:/v1/completions request_id:c status:503]",
+		"map[answer:fault fault:wrong-content-type path:/v1/embeddings request_id:d stream:false]",
+		"map[answer:invalid path:/v1/completions request_id:e status:400]",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("log\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

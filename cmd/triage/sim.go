@@ -20,21 +20,26 @@ import (
 func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("triage sim", flag.ContinueOnError)
 	listen := fs.String("listen", "127.0.0.1:9001", "address to serve on")
+	logRequests := fs.Bool("log-requests", false, "log one JSON line per POST request to stderr: its X-Request-Id, path and how it is answered (ok, error, invalid, drop, fault) (default false)")
 	var o sim.Options
 	o.RegisterFlags(fs)
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	if *logRequests {
+		o.RequestLog = log
 	}
 	s, err := sim.New(o)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return errUsage
 	}
+	defer s.Close()
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewJSONHandler(stderr, nil))
 	log.Info("sim listening", "addr", ln.Addr().String(), "model", o.Model)
 	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
