@@ -1,11 +1,14 @@
 package pool
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net/url"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/triagegw/triage/router/tlsconf"
 )
 
 // Config describes one pool: replicas serving the same model, and how the
@@ -29,6 +32,40 @@ type Config struct {
 	// MaxIdleConns caps idle keep-alive connections kept per replica.
 	// Default 64.
 	MaxIdleConns int `koanf:"max_idle_conns"`
+	// TLS configures connections to the pool's https replicas. Optional:
+	// without it they are verified against the system roots.
+	TLS TLS `koanf:"tls"`
+}
+
+// TLS configures connections to https replicas. Paths are relative to the
+// config file (config.Load resolves them). The files are read when the
+// config is loaded; a reload that finds their content changed rebuilds the
+// pool, so rotated upstream certificates take effect on reload.
+type TLS struct {
+	// CAFile is the PEM bundle of CAs the replicas' certificates must chain
+	// to, instead of the system roots.
+	CAFile string `koanf:"ca_file"`
+	// CertFile and KeyFile are a client certificate and its key, presented
+	// to replicas that ask for one (mutual TLS). Both or neither.
+	CertFile string `koanf:"cert_file"`
+	KeyFile  string `koanf:"key_file"`
+	// ServerName is the name verified in the replicas' certificates (and
+	// sent as SNI) instead of each replica's host.
+	ServerName string `koanf:"server_name"`
+	// InsecureSkipVerify accepts any certificate. For tests only.
+	InsecureSkipVerify bool `koanf:"insecure_skip_verify"`
+}
+
+// Set reports whether any TLS setting is given.
+func (t TLS) Set() bool { return t != TLS{} }
+
+// Digest identifies the content of the files t names: it changes when one
+// of them is rewritten. Empty without files.
+func (t TLS) Digest() (string, error) { return tlsconf.Digest(t.CAFile, t.CertFile, t.KeyFile) }
+
+// client builds the client TLS config t describes.
+func (t TLS) client() (*tls.Config, error) {
+	return tlsconf.NewClient(t.CAFile, t.CertFile, t.KeyFile, t.ServerName, t.InsecureSkipVerify)
 }
 
 // Replica is one upstream server.
@@ -60,9 +97,13 @@ type Timeouts struct {
 	Total time.Duration `koanf:"total"`
 }
 
-// Retry says when a failed attempt is tried again on another replica: only
-// after a connect error or a 502/503/504, and only while no byte has reached
-// the client.
+// Retry says when a failed attempt is tried again on another replica, only
+// while no byte has reached the client: after a failure to deliver the
+// request (a connect error, or a write that failed, so the replica cannot
+// have acted on it), after a 502/503/504 answer, and, with
+// FirstByteTimeout, after a streamed request's head is late. A request a
+// replica may have received and not answered is not sent again: it may be
+// generating.
 type Retry struct {
 	// Attempts is the total number of attempts, the first included; 1
 	// disables retries. Default 3.
@@ -70,6 +111,16 @@ type Retry struct {
 	// Budget is the time since the request began after which no new attempt
 	// starts. Default 10s.
 	Budget time.Duration `koanf:"budget"`
+	// FirstByteTimeout, when set, abandons a streamed request whose
+	// response head has not arrived after this long and tries another
+	// replica. A replica streaming a completion sends its head at once
+	// (vLLM does), so a late head means a stuck or overloaded replica;
+	// the abandoned attempt's connection is closed, which vLLM takes as
+	// an abort, so its prefill is spent but nothing is generated twice.
+	// Leave it off for servers that do not stop on a closed connection.
+	// Non-streamed requests are never abandoned: their head comes when
+	// generation ends. Default 0 (off).
+	FirstByteTimeout time.Duration `koanf:"first_byte_timeout"`
 }
 
 // Health configures active checks: GET Path on every replica each Interval.
@@ -195,6 +246,7 @@ func (c *Config) Validate(path string) []error {
 	pos("timeouts.idle", c.Timeouts.Idle)
 	pos("timeouts.total", c.Timeouts.Total)
 	pos("retry.budget", c.Retry.Budget)
+	pos("retry.first_byte_timeout", c.Retry.FirstByteTimeout)
 	pos("health.interval", c.Health.Interval)
 	pos("health.timeout", c.Health.Timeout)
 	pos("breaker.cooldown", c.Breaker.Cooldown)
@@ -219,6 +271,32 @@ func (c *Config) Validate(path string) []error {
 	}
 	if c.MaxIdleConns < 0 {
 		bad("max_idle_conns", "must not be negative")
+	}
+	if c.TLS.Set() {
+		errs = append(errs, c.validateTLS(path)...)
+	}
+	return errs
+}
+
+// validateTLS checks that the pool's tls settings apply (its replicas are
+// https) and that its files hold what they should.
+func (c *Config) validateTLS(path string) []error {
+	var errs []error
+	var plain []string
+	for i, r := range c.Replicas {
+		if u, err := parseBase(r.URL); err == nil && u.Scheme == "http" {
+			plain = append(plain, fmt.Sprintf("replicas[%d]", i))
+		}
+	}
+	if len(plain) > 0 {
+		verb := "is"
+		if len(plain) > 1 {
+			verb = "are"
+		}
+		errs = append(errs, fmt.Errorf("%s.tls: applies to https replicas only, and %s %s http://", path, strings.Join(plain, ", "), verb))
+	}
+	if _, err := c.TLS.client(); err != nil {
+		errs = append(errs, tlsconf.Problems(path+".tls", err)...)
 	}
 	return errs
 }

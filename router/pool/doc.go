@@ -1,7 +1,8 @@
 // Package pool owns the upstream replicas of a named pool: their
 // configuration, weighted least-in-flight balancing with power-of-two
-// choices, active health checks, and passive ejection through a circuit
-// breaker with half-open probing.
+// choices, active health checks, passive ejection through a circuit
+// breaker with half-open probing, and the client TLS config of replicas
+// served over https (New reads the pool's TLS files once).
 //
 // A Pool is immutable once built except for per-backend counters, which are
 // atomics; Pick, Report and the accessors are safe for concurrent use and do

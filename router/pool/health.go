@@ -26,13 +26,30 @@ func NewHTTPChecker() *HTTPChecker {
 	}}}
 }
 
-// Check implements Checker.
+// CloseIdleConnections closes the checker's kept-alive connections; a
+// pool's Run calls it when it stops, so a pool retired by a reload leaves
+// no connection (and no net/http goroutines) behind.
+func (c *HTTPChecker) CloseIdleConnections() { c.Client.CloseIdleConnections() }
+
+// Check implements Checker. A replica with its own TLS settings
+// (Backend.TLS) is checked over a client of its own that uses them.
 func (c *HTTPChecker) Check(ctx context.Context, b *Backend, path string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.Scheme+"://"+b.Host+b.BasePath+path, nil)
 	if err != nil {
 		return err
 	}
-	resp, err := c.Client.Do(req)
+	client := c.Client
+	if b.TLS != nil {
+		b.checkOnce.Do(func() {
+			b.checkClient = &http.Client{Transport: &http.Transport{
+				TLSClientConfig:     b.TLS,
+				MaxIdleConnsPerHost: 2,
+				IdleConnTimeout:     90 * time.Second,
+			}}
+		})
+		client = b.checkClient
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}
@@ -81,6 +98,14 @@ func (p *Pool) Run(ctx context.Context, onChange func(Transition)) {
 		})
 	}
 	wg.Wait()
+	if c, ok := p.checker.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+	for _, b := range p.backends {
+		if b.checkClient != nil {
+			b.checkClient.CloseIdleConnections()
+		}
+	}
 }
 
 // CheckOnce runs one check of b and applies the thresholds: the first

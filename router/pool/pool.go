@@ -1,12 +1,18 @@
 package pool
 
 import (
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -19,8 +25,9 @@ var ErrNoBackend = errors.New("pool: no healthy backend")
 type Backend struct {
 	// Name is the replica's label in metrics and logs (its base URL).
 	Name string
-	// Key identifies the replica's connection target (scheme://host:port):
-	// equal keys may share connections across pools and reloads.
+	// Key identifies the replica's connection target (scheme://host:port,
+	// plus the pool's TLS identity when the pool sets tls): equal keys may
+	// share connections across pools and reloads.
 	Key string
 	// Scheme is "http" or "https"; Addr is host:port for dialing; Host is
 	// the Host header; BasePath is prefixed to request paths (no trailing /).
@@ -29,6 +36,14 @@ type Backend struct {
 	Weight int64
 	// APIKey is sent upstream as a bearer token when not empty.
 	APIKey string
+	// TLS is the client TLS config for an https replica of a pool that sets
+	// tls, its ServerName filled in; nil otherwise (the transport's own
+	// applies). Shared: never modify it.
+	TLS *tls.Config
+
+	// health checks' HTTP client when TLS is set, built at the first check.
+	checkOnce   sync.Once
+	checkClient *http.Client
 
 	inflight atomic.Int64
 
@@ -62,10 +77,11 @@ func (b *Backend) Release() { b.inflight.Add(-1) }
 
 // Pool is a named set of replicas serving one model.
 type Pool struct {
-	cfg      Config
-	backends []*Backend
-	now      func() time.Time
-	checker  Checker
+	cfg       Config
+	tlsDigest string // of the TLS files' content when the pool was built
+	backends  []*Backend
+	now       func() time.Time
+	checker   Checker
 }
 
 // Option adjusts a Pool at construction.
@@ -80,6 +96,22 @@ func WithChecker(c Checker) Option { return func(p *Pool) { p.checker = c } }
 // New builds a pool from a validated config (SetDefaults and Validate first).
 func New(cfg Config, opts ...Option) (*Pool, error) {
 	p := &Pool{cfg: cfg, now: time.Now}
+	var tlsCfg *tls.Config
+	var tlsID string
+	if cfg.TLS.Set() {
+		// The digest first: if a file changes between the two reads, the
+		// next reload sees a digest that differs and rebuilds the pool.
+		d, err := cfg.TLS.Digest()
+		if err != nil {
+			return nil, fmt.Errorf("tls: %w", err)
+		}
+		if tlsCfg, err = cfg.TLS.client(); err != nil {
+			return nil, fmt.Errorf("tls: %w", err)
+		}
+		p.tlsDigest = d
+		id := sha256.Sum256(fmt.Appendf(nil, "%s\x00%s\x00%t", d, cfg.TLS.ServerName, cfg.TLS.InsecureSkipVerify))
+		tlsID = hex.EncodeToString(id[:8])
+	}
 	for _, r := range cfg.Replicas {
 		u, err := parseBase(r.URL)
 		if err != nil {
@@ -94,6 +126,14 @@ func New(cfg Config, opts ...Option) (*Pool, error) {
 			Weight:   int64(max(r.Weight, 1)),
 		}
 		b.Key = b.Scheme + "://" + b.Addr
+		if tlsCfg != nil && b.Scheme == "https" {
+			// Connections made with other TLS settings must not be shared.
+			b.Key += "#tls=" + tlsID
+			b.TLS = tlsCfg.Clone()
+			if b.TLS.ServerName == "" {
+				b.TLS.ServerName = u.Hostname()
+			}
+		}
 		if r.APIKeyEnv != "" {
 			b.APIKey = os.Getenv(r.APIKeyEnv)
 		}
@@ -126,6 +166,10 @@ func (p *Pool) Name() string { return p.cfg.Name }
 
 // Model is the model name the pool's replicas serve.
 func (p *Pool) Model() string { return p.cfg.Model }
+
+// TLSDigest identifies the content of the TLS files the pool was built
+// from (TLS.Digest then); empty without any.
+func (p *Pool) TLSDigest() string { return p.tlsDigest }
 
 // Config is the pool's configuration, defaults filled in.
 func (p *Pool) Config() *Config { return &p.cfg }

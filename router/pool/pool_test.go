@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -339,6 +340,47 @@ func TestHTTPCheckerAndRun(t *testing.T) {
 	}
 	if hits.Load() < 2 {
 		t.Fatalf("health endpoint hit %d times", hits.Load())
+	}
+}
+
+// A pool's checks leave no kept-alive connection behind when Run ends (a
+// reload retires the pool): each would hold two net/http goroutines for
+// the idle timeout.
+func TestRunClosesCheckConnections(t *testing.T) {
+	var open atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		switch st {
+		case http.StateNew:
+			open.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			open.Add(-1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	on := true
+	cfg := Config{Name: "p", Model: "m", Replicas: []Replica{{URL: srv.URL}},
+		Health: Health{Enabled: &on, Interval: 10 * time.Millisecond}}
+	cfg.SetDefaults()
+	p, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { p.Run(ctx, nil); close(done) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for open.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	for open.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := open.Load(); n != 0 {
+		t.Fatalf("%d health-check connections still open after Run returned", n)
 	}
 }
 
