@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/triagegw/triage/internal/suggest"
 	"github.com/triagegw/triage/router/pool"
+	"github.com/triagegw/triage/router/tlsconf"
 )
 
 // Config is the gateway's whole configuration.
@@ -54,6 +56,13 @@ type Limits struct {
 	// MaxBodyBytes caps a request body; larger ones get 413. Accepts a
 	// number of bytes or a size such as "8MiB". Default 8MiB.
 	MaxBodyBytes ByteSize `koanf:"max_body_bytes"`
+	// MaxHeaderBytes caps the request's header lines, names and values
+	// (what a replica would receive of them); larger heads get 431.
+	// uvicorn, under vLLM, refuses heads over 16 KiB. Default 16KiB.
+	MaxHeaderBytes ByteSize `koanf:"max_header_bytes"`
+	// MaxHeaders caps the number of request header lines; more get 431.
+	// Default 100.
+	MaxHeaders int `koanf:"max_headers"`
 }
 
 // Server tunes the HTTP server. Changing these takes a restart.
@@ -68,9 +77,51 @@ type Server struct {
 	// ShutdownTimeout is how long SIGTERM waits for requests and streams in
 	// flight before closing them. Default 30s.
 	ShutdownTimeout time.Duration `koanf:"shutdown_timeout"`
+	// SendTimeout bounds each write to a client, as nginx's send_timeout
+	// does: a client that stops reading a response (a stream it no longer
+	// drains) is cut after this, and its upstream request ends. Default
+	// 60s.
+	SendTimeout time.Duration `koanf:"send_timeout"`
 	// DebugListen, when set, serves Go's /debug/pprof profiles on this
-	// address (keep it on loopback). Default off.
+	// address. It must be a loopback address (profiles expose memory
+	// contents, prompts included) unless DebugAllowRemote is set. Default
+	// off.
 	DebugListen string `koanf:"debug_listen"`
+	// DebugAllowRemote lets DebugListen be a non-loopback address. Default
+	// false.
+	DebugAllowRemote bool `koanf:"debug_allow_remote"`
+	// TLS, when set, serves HTTPS instead of plain HTTP.
+	TLS ServerTLS `koanf:"tls"`
+}
+
+// ServerTLS is the gateway's own certificate, and optionally the CA that
+// clients' certificates must chain to. Paths are relative to the config
+// file (Load resolves them). The files are re-read on reload (a change to
+// them, or SIGHUP): new connections get the new certificate, a bad pair
+// keeps the previous one. Changing the paths takes a restart.
+type ServerTLS struct {
+	// CertFile is the certificate chain (PEM), leaf first.
+	CertFile string `koanf:"cert_file"`
+	// KeyFile is the certificate's private key (PEM).
+	KeyFile string `koanf:"key_file"`
+	// ClientCAFile, when set, is the CA bundle (PEM) that client
+	// certificates are verified against.
+	ClientCAFile string `koanf:"client_ca_file"`
+	// ClientAuth is "require" (the default with ClientCAFile: clients
+	// without a valid certificate are refused) or "verify_if_given".
+	ClientAuth string `koanf:"client_auth"`
+}
+
+// Enabled reports whether any TLS setting is given.
+func (t ServerTLS) Enabled() bool { return t != ServerTLS{} }
+
+// Load reads and checks the files t names, for serving.
+func (t ServerTLS) Load() (*tlsconf.Server, error) {
+	var opts []tlsconf.ServerOption
+	if t.ClientCAFile != "" || t.ClientAuth != "" {
+		opts = append(opts, tlsconf.ClientCA(t.ClientCAFile, t.ClientAuth))
+	}
+	return tlsconf.NewServer(t.CertFile, t.KeyFile, opts...)
 }
 
 // Log configures logging. The access log has one JSON line per request and
@@ -102,6 +153,9 @@ func (b *ByteSize) UnmarshalText(text []byte) error {
 	if mult == 0 {
 		return fmt.Errorf("invalid size %q: unknown unit %q (B, KB, MB, GB, KiB, MiB, GiB)", s, unit)
 	}
+	if n > (1<<63-1)/mult { // n*mult would overflow int64
+		return fmt.Errorf("invalid size %q: too large", s)
+	}
 	*b = ByteSize(n * mult)
 	return nil
 }
@@ -117,6 +171,12 @@ func (c *Config) SetDefaults() {
 	if c.Limits.MaxBodyBytes == 0 {
 		c.Limits.MaxBodyBytes = 8 << 20
 	}
+	if c.Limits.MaxHeaderBytes == 0 {
+		c.Limits.MaxHeaderBytes = 16 << 10
+	}
+	if c.Limits.MaxHeaders == 0 {
+		c.Limits.MaxHeaders = 100
+	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
 			*d = v
@@ -125,6 +185,7 @@ func (c *Config) SetDefaults() {
 	def(&c.Server.ReadTimeout, 30*time.Second)
 	def(&c.Server.IdleTimeout, 120*time.Second)
 	def(&c.Server.ShutdownTimeout, 30*time.Second)
+	def(&c.Server.SendTimeout, 60*time.Second)
 	if c.Log.Level == "" {
 		c.Log.Level = "info"
 	}
@@ -177,8 +238,17 @@ func (c *Config) Validate() error {
 	if c.Limits.MaxBodyBytes < 1 {
 		bad("limits.max_body_bytes", "must be positive")
 	}
+	if c.Limits.MaxHeaderBytes < 1 {
+		bad("limits.max_header_bytes", "must be positive")
+	}
+	if c.Limits.MaxHeaders < 1 {
+		bad("limits.max_headers", "must be positive")
+	}
+	if a := c.Server.DebugListen; a != "" && !c.Server.DebugAllowRemote && !loopback(a) {
+		bad("server.debug_listen", "%q is not a loopback address: profiles expose the process's memory, prompts included; use 127.0.0.1:PORT, or set server.debug_allow_remote: true to serve them on %q anyway", a, a)
+	}
 	for path, d := range map[string]time.Duration{
-		"server.read_timeout": c.Server.ReadTimeout,
+		"server.read_timeout": c.Server.ReadTimeout, "server.send_timeout": c.Server.SendTimeout,
 		"server.idle_timeout": c.Server.IdleTimeout, "server.shutdown_timeout": c.Server.ShutdownTimeout,
 	} {
 		if d < 0 {
@@ -190,11 +260,29 @@ func (c *Config) Validate() error {
 	default:
 		bad("log.level", "must be debug, info, warn or error, got %q", c.Log.Level)
 	}
+	if c.Server.TLS.Enabled() {
+		if _, err := c.Server.TLS.Load(); err != nil {
+			errs = append(errs, tlsconf.Problems("server.tls", err)...)
+		}
+	}
 	if len(errs) == 0 {
 		return nil
 	}
 	sort.SliceStable(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 	return &Error{Path: c.Path, Problems: errs}
+}
+
+// loopback reports whether addr (host:port) listens on loopback only.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // RulesPath is the rules file's path, resolved against the config file's
@@ -204,6 +292,26 @@ func (c *Config) RulesPath() string {
 		return c.Rules
 	}
 	return filepath.Join(filepath.Dir(c.Path), c.Rules)
+}
+
+// resolveFiles makes the TLS file paths relative to the config file's
+// directory, as the rules path is.
+func (c *Config) resolveFiles() {
+	dir := filepath.Dir(c.Path)
+	rel := func(p *string) {
+		if *p != "" && !filepath.IsAbs(*p) {
+			*p = filepath.Join(dir, *p)
+		}
+	}
+	rel(&c.Server.TLS.CertFile)
+	rel(&c.Server.TLS.KeyFile)
+	rel(&c.Server.TLS.ClientCAFile)
+	for i := range c.Pools {
+		t := &c.Pools[i].TLS
+		rel(&t.CAFile)
+		rel(&t.CertFile)
+		rel(&t.KeyFile)
+	}
 }
 
 // ModelsPath is the models directory: models_dir resolved against the
@@ -259,7 +367,7 @@ const EnvPrefix = "TRIAGE_"
 // validates. The error, when not nil, lists every problem found.
 func Load(path string) (*Config, error) {
 	k := koanf.New(".")
-	if err := k.Load(file.Provider(path), yaml.Parser()); err != nil {
+	if err := k.Load(file.Provider(path), bounded(yaml.Parser())); err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
 	var problems []error
@@ -294,6 +402,7 @@ func Load(path string) (*Config, error) {
 		problems = append(problems, decodeProblems(err)...)
 	}
 	c.Path = path
+	c.resolveFiles()
 	c.SetDefaults()
 	// Validate what decoded, so one typo does not hide the other problems;
 	// a field that failed to decode is reported once, by the decoder.

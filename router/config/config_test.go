@@ -228,3 +228,49 @@ func TestWatch(t *testing.T) {
 		t.Fatal("Watch did not return after cancel")
 	}
 }
+
+// Profiles expose the process's memory: debug_listen is refused off
+// loopback unless debug_allow_remote says so.
+func TestDebugListenLoopbackOnly(t *testing.T) {
+	for _, tc := range []struct {
+		addr   string
+		remote bool
+		ok     bool
+	}{
+		{"127.0.0.1:6060", false, true},
+		{"[::1]:6060", false, true},
+		{"localhost:6060", false, true},
+		{":6060", false, false},
+		{"0.0.0.0:6060", false, false},
+		{"10.1.2.3:6060", false, false},
+		{"0.0.0.0:6060", true, true},
+		{"garbage", false, false},
+	} {
+		body := good + "server: {debug_listen: \"" + tc.addr + "\""
+		if tc.remote {
+			body += ", debug_allow_remote: true"
+		}
+		body += "}\n"
+		_, err := Load(write(t, t.TempDir(), "triage.yaml", body))
+		if ok := err == nil; ok != tc.ok {
+			t.Errorf("debug_listen %q (allow remote %v): error %v, want ok=%v", tc.addr, tc.remote, err, tc.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "server.debug_listen") {
+			t.Errorf("debug_listen %q: error %v does not name the key", tc.addr, err)
+		}
+	}
+}
+
+func TestLimitsAndSendTimeoutDefaults(t *testing.T) {
+	c, err := Load(write(t, t.TempDir(), "triage.yaml", good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Limits.MaxHeaderBytes != 16<<10 || c.Limits.MaxHeaders != 100 || c.Server.SendTimeout != time.Minute {
+		t.Fatalf("defaults: %+v %+v", c.Limits, c.Server)
+	}
+	_, err = Load(write(t, t.TempDir(), "triage.yaml", good+"server: {send_timeout: -1s}\n"))
+	if err == nil || !strings.Contains(err.Error(), "server.send_timeout") {
+		t.Fatalf("negative send_timeout: %v", err)
+	}
+}

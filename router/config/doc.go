@@ -3,6 +3,7 @@
 // every problem at once with its path. It is the only package that imports
 // koanf. Watch reports changes to the files a config depends on.
 //
-// Load and Validate are pure functions of their inputs and the environment.
+// Load and Validate are pure functions of their inputs, the environment and
+// the TLS files the config names (which they read to check).
 // Watch runs until its context is done and returns then.
 package config
