@@ -91,11 +91,11 @@ func parseHead(buf []byte) (head, int, headStatus) {
 		line := rest[:e]
 		rest = rest[e+2:]
 		colon := strings.IndexByte(line, ':')
-		if colon <= 0 || !token(line[:colon]) {
+		if colon <= 0 || !wire.Token(line[:colon]) {
 			return h, 0, headNotPlain
 		}
 		v := wire.TrimOWS(line[colon+1:])
-		if !fieldValue(v) {
+		if !wire.FieldValue(v) {
 			return h, 0, headNotPlain
 		}
 		key := canonicalKey(line[:colon])
@@ -178,30 +178,6 @@ func plainHost(v string) bool {
 		c := v[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
 			c == '.' || c == '-' || c == ':' || c == '[' || c == ']' || c == '_') {
-			return false
-		}
-	}
-	return true
-}
-
-// token reports whether s is an RFC 9110 token, as a header name must be.
-func token(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' {
-			continue
-		}
-		if strings.IndexByte("!#$%&'*+-.^_`|~", c) < 0 {
-			return false
-		}
-	}
-	return len(s) > 0
-}
-
-// fieldValue rejects control characters other than tab.
-func fieldValue(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < ' ' && c != '\t' || c == 0x7f {
 			return false
 		}
 	}

@@ -215,7 +215,7 @@ func (w *response) writeHeaderLines() {
 		case "Content-Length", "Transfer-Encoding", "Connection":
 			continue
 		}
-		if !token(k) {
+		if !wire.Token(k) {
 			continue
 		}
 		for _, v := range vs {

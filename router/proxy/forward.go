@@ -23,6 +23,9 @@ type Request struct {
 	// model name the pool serves, as a JSON string token.
 	ModelSpan openai.Span
 	ModelTok  []byte
+	// Stream is the request's "stream": true; a streamed request whose
+	// head is late may be tried elsewhere (pool.Retry.FirstByteTimeout).
+	Stream bool
 	// RequestID is sent upstream as X-Request-Id.
 	RequestID string
 	// Start is when the gateway received the request; the pool's total
@@ -70,8 +73,13 @@ func (t *Transport) Forward(ctx context.Context, w http.ResponseWriter, p *pool.
 	for attempt := 1; ; attempt++ {
 		res.Attempts, res.Backend = attempt, b
 		tried = append(tried, b)
-		up, err := t.attempt(ctx, b, req, cfg, deadline)
 		canRetry := attempt < cfg.Retry.Attempts && time.Now().Before(budgetEnd)
+		var hurry time.Duration // the head's own limit, when a late one is tried elsewhere
+		if req.Stream && canRetry {
+			hurry = cfg.Retry.FirstByteTimeout
+		}
+		up, err := t.attempt(ctx, b, req, cfg, deadline, hurry)
+		canRetry = attempt < cfg.Retry.Attempts && time.Now().Before(budgetEnd)
 		if err != nil {
 			b.Release()
 			res.Err = err
@@ -81,8 +89,8 @@ func (t *Transport) Forward(ctx context.Context, w http.ResponseWriter, p *pool.
 				return res
 			}
 			p.Report(b, pool.Failure)
-			var ce *connectError
-			if errors.As(err, &ce) && canRetry {
+			var late *lateHeadError
+			if (notSent(err) || errors.As(err, &late)) && canRetry {
 				if next, perr := p.Pick(tried); perr == nil {
 					b = next
 					continue
@@ -142,10 +150,20 @@ func errorFor(err error) *openai.Error {
 	return openai.BadGateway()
 }
 
+// notSent reports a failure before the request reached the replica in
+// full: a connect error or a failed write. Only those are retried; any
+// later failure may come after the replica began generating.
+func notSent(err error) bool {
+	var ce *connectError
+	var ne *notSentError
+	return errors.As(err, &ce) || errors.As(err, &ne)
+}
+
 // attempt sends req on a connection to b and reads the response status. A
-// kept-alive connection the replica closed while idle is replaced by a fresh
-// one, once, and that does not count as an attempt.
-func (t *Transport) attempt(ctx context.Context, b *pool.Backend, req *Request, cfg *pool.Config, deadline time.Time) (*upstream, error) {
+// kept-alive connection the replica closed while idle (which the write
+// finds) is replaced by a fresh one, once, and that does not count as an
+// attempt.
+func (t *Transport) attempt(ctx context.Context, b *pool.Backend, req *Request, cfg *pool.Config, deadline time.Time, hurry time.Duration) (*upstream, error) {
 	fresh := false
 	for {
 		var c *conn
@@ -158,11 +176,12 @@ func (t *Transport) attempt(ctx context.Context, b *pool.Backend, req *Request, 
 		if err != nil {
 			return nil, err
 		}
-		up, err := t.roundTrip(ctx, c, b, req, cfg, deadline)
+		up, err := t.roundTrip(ctx, c, b, req, cfg, deadline, hurry)
 		if err == nil {
 			return up, nil
 		}
-		if c.reused && !fresh && ctx.Err() == nil && errors.Is(err, errStale) {
+		var ne *notSentError
+		if c.reused && !fresh && ctx.Err() == nil && errors.As(err, &ne) {
 			fresh = true
 			continue
 		}

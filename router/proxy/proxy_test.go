@@ -51,8 +51,11 @@ func gateway(t testing.TB, tr *Transport, p *pool.Pool) (string, chan Result) {
 		body, _ := io.ReadAll(r.Body)
 		req := &Request{Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: r.Header,
 			Body: body, RequestID: "req-1", Start: time.Now()}
-		if x, err := openai.Extract(body); err == nil && x.ModelName() != p.Model() {
-			req.ModelSpan, req.ModelTok = x.ModelSpan, openai.Quote(p.Model())
+		if x, err := openai.Extract(body); err == nil {
+			req.Stream = x.Stream
+			if x.ModelName() != p.Model() {
+				req.ModelSpan, req.ModelTok = x.ModelSpan, openai.Quote(p.Model())
+			}
 		}
 		res := tr.Forward(r.Context(), w, p, req)
 		results <- res
@@ -449,21 +452,42 @@ func TestWireFraming(t *testing.T) {
 		wantErr    bool // the client must see a broken response
 		wantStatus int
 		reusable   bool
+		closes     bool // the replica closes the connection after the response
 	}{
 		{name: "content-length", resp: "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", wantBody: "hello", wantStatus: 200, reusable: true},
 		{name: "chunked with extension and trailer", resp: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-Trailer: t\r\n\r\n", wantBody: "hello world", wantStatus: 200, reusable: true},
 		{name: "uppercase hex chunk", resp: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nA\r\n0123456789\r\n0\r\n\r\n", wantBody: "0123456789", wantStatus: 200, reusable: true},
-		{name: "close-delimited", resp: "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil close", wantBody: "until close", wantStatus: 200},
-		{name: "http/1.0", resp: "HTTP/1.0 200 OK\r\n\r\nold", wantBody: "old", wantStatus: 200},
+		{name: "close-delimited", resp: "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nuntil close", wantBody: "until close", wantStatus: 200, closes: true},
+		{name: "http/1.0", resp: "HTTP/1.0 200 OK\r\n\r\nold", wantBody: "old", wantStatus: 200, closes: true},
 		{name: "100 continue skipped", resp: "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok", wantBody: "ok", wantStatus: 201, reusable: true},
 		{name: "204", resp: "HTTP/1.1 204 No Content\r\n\r\n", wantBody: "", wantStatus: 204, reusable: true},
 		{name: "4xx relayed", resp: "HTTP/1.1 400 Bad Request\r\nContent-Length: 7\r\n\r\n{\"e\":1}", wantBody: `{"e":1}`, wantStatus: 400, reusable: true},
-		{name: "short content-length body", resp: "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", wantErr: true, wantStatus: 200},
+		{name: "short content-length body", resp: "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", wantErr: true, wantStatus: 200, closes: true},
 		{name: "bad chunk size", resp: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n", wantErr: true, wantStatus: 200},
+		{name: "bad chunk end", resp: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\n0\r\n\r\n", wantErr: true, wantStatus: 200},
+		{name: "bare LF chunk size line", resp: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\nabc\r\n0\r\n\r\n", wantErr: true, wantStatus: 200},
+		{name: "transfer-encoding other than chunked", resp: "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n", wantStatus: 502},
+		{name: "two transfer-encodings", resp: "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", wantStatus: 502},
+		{name: "transfer-encoding on http/1.0", resp: "HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", wantStatus: 502},
+		{name: "NUL in a header value", resp: "HTTP/1.1 200 OK\r\nX-Bad: a\x00b\r\nContent-Length: 2\r\n\r\nok", wantStatus: 502},
+		{name: "CR in a header value", resp: "HTTP/1.1 200 OK\r\nX-Bad: a\rb\r\nContent-Length: 2\r\n\r\nok", wantStatus: 502},
+		{name: "header name not a token", resp: "HTTP/1.1 200 OK\r\nX Bad: a\r\nContent-Length: 2\r\n\r\nok", wantStatus: 502},
+		{name: "folded header line", resp: "HTTP/1.1 200 OK\r\nX-A: a\r\n b\r\nContent-Length: 2\r\n\r\nok", wantStatus: 502},
+		{name: "101 switching protocols", resp: "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", wantStatus: 502},
+		{name: "102 processing", resp: "HTTP/1.1 102 Processing\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", wantStatus: 502},
+		{name: "forbidden trailer announced", resp: "HTTP/1.1 200 OK\r\nTrailer: Content-Length\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", wantStatus: 502},
+		{name: "invalid content-length on a 204", resp: "HTTP/1.1 204 No Content\r\nContent-Length: x\r\n\r\n", wantStatus: 502},
+		{name: "equal content-lengths spelled differently", resp: "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 02\r\n\r\nok", wantStatus: 502},
+		{name: "http/1.0 keep-alive with length", resp: "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nok", wantBody: "ok", wantStatus: 200, reusable: true},
+		{name: "http/1.0 keep-alive and close", resp: "HTTP/1.0 200 OK\r\nConnection: close, keep-alive\r\nContent-Length: 2\r\n\r\nok", wantBody: "ok", wantStatus: 200},
+		{name: "bytes after the response", resp: "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokHTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nLEAKED", wantBody: "ok", wantStatus: 200},
+		{name: "CRLF after the response", resp: "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok\r\n", wantBody: "ok", wantStatus: 200},
+		{name: "204 with a body", resp: "HTTP/1.1 204 No Content\r\n\r\nLEAKED", wantBody: "", wantStatus: 204},
+		{name: "content-length in characters", resp: "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhéllo", wantBody: "h\xc3\xa9ll", wantStatus: 200},
 		{name: "garbage status line", resp: "SMTP ready\r\n\r\n", wantStatus: 502},
 		{name: "bad header line", resp: "HTTP/1.1 200 OK\r\nNo colon here\r\n\r\n", wantStatus: 502},
 		{name: "conflicting content-length", resp: "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nabc", wantStatus: 502},
-		{name: "empty reply", resp: "", wantStatus: 502},
+		{name: "empty reply", resp: "", wantStatus: 502, closes: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			up := rawUpstream(t, func(c net.Conn, br *bufio.Reader) {
@@ -471,15 +495,17 @@ func TestWireFraming(t *testing.T) {
 					return
 				}
 				io.WriteString(c, tc.resp)
+				if !tc.closes {
+					readRequest(br) // keep the connection open until the gateway closes it
+				}
 			})
 			tr := &Transport{}
 			gw, results := gateway(t, tr, newPool(t, func(c *pool.Config) { c.Retry.Attempts = 1 }, up))
 			req, _ := http.NewRequest("POST", gw+"/v1/chat/completions", strings.NewReader(`{"model":"served-model"}`))
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
-				if tc.wantErr {
-					return // broken before the head was flushed: the client sees a failed request
-				}
+				// A body that breaks is relayed up to the break, head
+				// included, whether the break arrives with the head or later.
 				t.Fatal(err)
 			}
 			body, err := io.ReadAll(resp.Body)
@@ -510,8 +536,16 @@ func TestWireFraming(t *testing.T) {
 			if res.Bytes != int64(len(tc.wantBody)) {
 				t.Fatalf("Result.Bytes = %d, want %d", res.Bytes, len(tc.wantBody))
 			}
-			if got := tr.IdleConns() == 1; got != tc.reusable {
+			// What the next request would get: popIdle drops a connection
+			// the replica wrote more on, or closed.
+			time.Sleep(10 * time.Millisecond)
+			h := tr.host(newPoolBackend(t, up))
+			c := tr.popIdle(h)
+			if got := c != nil; got != tc.reusable {
 				t.Fatalf("connection kept for reuse = %v, want %v", got, tc.reusable)
+			}
+			if c != nil {
+				c.nc.Close()
 			}
 		})
 	}
@@ -601,16 +635,23 @@ func TestParsers(t *testing.T) {
 			t.Errorf("parseStatusLine(%q) = %d, %v; want %d, %v", tc.line, s, ok, tc.status, tc.ok)
 		}
 	}
-	for line, want := range map[string]int64{"0\r\n": 0, "1a\r\n": 26, "FF;x=y\r\n": 255, "10 \r\n": 16} {
+	// Chunk-size lines without their CRLF, which line() cuts.
+	for line, want := range map[string]int64{"0": 0, "1a": 26, "FF;x=y": 255, "10 ": 16, "10\t": 16} {
 		if n, ok := parseChunkSize([]byte(line)); !ok || n != want {
 			t.Errorf("parseChunkSize(%q) = %d, %v; want %d", line, n, ok, want)
 		}
 	}
-	for _, bad := range []string{"\r\n", "g\r\n", "-1\r\n", "1000000000000000\r\n"} {
+	for _, bad := range []string{"", "g", "-1", "1000000000000000", "1 a", "1a ;x", "10\t;ext", " 1", "0x1"} {
 		if _, ok := parseChunkSize([]byte(bad)); ok {
 			t.Errorf("parseChunkSize(%q) accepted", bad)
 		}
 	}
+}
+
+// newPoolBackend is the backend a pool over url would have, for looking up
+// its connections.
+func newPoolBackend(t testing.TB, url string) *pool.Backend {
+	return newPool(t, nil, url).Backends()[0]
 }
 
 func jsonUnmarshal(b []byte, v any) error {

@@ -75,6 +75,12 @@ func (t *Transport) relay(ctx context.Context, w http.ResponseWriter, u *upstrea
 		res.Status = 499
 		return res
 	}
+	// The body broke: the client gets the head and every byte before the
+	// break, then the cut, whether or not the break came in the same read
+	// as the head.
+	if fl != nil {
+		fl.Flush()
+	}
 	res.Aborted = true
 	return res
 }
@@ -87,75 +93,105 @@ type framing struct {
 	reusable bool
 }
 
+// maxHeaderLines bounds a response head; far above what any replica sends.
+const maxHeaderLines = 200
+
 // head parses the response headers and, once they all parsed, adds them to
 // w.Header(). Headers the gateway has already set (X-Request-Id, say) keep
 // the gateway's value.
+//
+// It accepts only what net/http's client would accept with the same
+// framing (FuzzRelay checks this against http.ReadResponse), and refuses
+// more: obsolete line folding, a Transfer-Encoding other than exactly
+// "chunked", and Transfer-Encoding on HTTP/1.0. A refused head is a 502.
 func (r *relayer) head() (framing, error) {
 	fr := framing{length: -1, reusable: r.u.http11}
 	br := r.u.c.br
 	var kvArr [48]string // name, value, name, value...
 	kv := kvArr[:0]
-	var teSeen bool
+	var te, cl []byte
+	var tes, cls int
 	var connTokens []string
-	for {
+	var trailer bool
+	for lines := 0; ; lines++ {
 		line, err := br.ReadSlice('\n')
 		if err != nil {
 			return fr, fmt.Errorf("read response headers: %w", err)
 		}
-		line = bytes.TrimRight(line, "\r\n")
+		line = line[:len(line)-1]
+		if n := len(line); n > 0 && line[n-1] == '\r' {
+			line = line[:n-1]
+		}
 		if len(line) == 0 {
 			break
 		}
-		if len(kv) >= 400 {
-			return fr, errors.New("response has more than 200 header lines")
+		if lines >= maxHeaderLines {
+			return fr, fmt.Errorf("response has more than %d header lines", maxHeaderLines)
 		}
 		i := bytes.IndexByte(line, ':')
-		if i <= 0 || line[0] == ' ' || line[0] == '\t' || bytes.IndexByte(line[:i], ' ') >= 0 {
+		if i <= 0 || !wire.Token(line[:i]) {
 			return fr, fmt.Errorf("malformed response header line %q", truncate(line))
 		}
-		name, val := line[:i], bytes.TrimSpace(line[i+1:])
+		name, val := line[:i], trimOWS(line[i+1:])
+		if !wire.FieldValue(val) {
+			return fr, fmt.Errorf("response header %s has a control character in its value", truncate(name))
+		}
 		key := canonicalKey(name)
 		switch key {
 		case "Transfer-Encoding":
-			teSeen = true
-			fr.chunked = bytes.HasSuffix(bytes.ToLower(val), []byte("chunked"))
+			te, tes = val, tes+1
 		case "Content-Length":
-			n, ok := wire.ParseLength(val)
-			if !ok || (fr.length >= 0 && n != fr.length) {
-				return fr, fmt.Errorf("invalid Content-Length %q", truncate(val))
+			if cls > 0 && !bytes.Equal(val, cl) {
+				return fr, fmt.Errorf("conflicting Content-Length values %q and %q", truncate(cl), truncate(val))
 			}
-			if fr.length >= 0 {
+			if cls++; cls > 1 {
 				continue // a repeated, equal value: send it once
 			}
-			fr.length = n
+			cl = val
 		case "Connection":
-			lv := bytes.ToLower(val)
-			if bytes.Contains(lv, []byte("close")) {
-				fr.reusable = false
-			}
-			if !r.u.http11 && bytes.Contains(lv, []byte("keep-alive")) {
-				fr.reusable = true
-			}
 			connTokens = append(connTokens, connectionTokens([]string{string(val)})...)
+		case "Trailer":
+			trailer = trailer || badTrailer(val)
 		}
 		if dropResponseHeader(key) {
 			continue
 		}
 		kv = append(kv, key, internValue(val))
 	}
-	if teSeen {
-		// Transfer-Encoding overrides Content-Length (RFC 9112 6.3); a
-		// message with both is suspect, so its connection is not reused.
-		if fr.length >= 0 {
-			fr.reusable = false
+	if cls > 0 {
+		n, ok := wire.ParseLength(cl)
+		if !ok {
+			return fr, fmt.Errorf("invalid Content-Length %q", truncate(cl))
 		}
-		if !fr.chunked {
+		fr.length = n
+	}
+	switch {
+	case listed(connTokens, "Close"):
+		fr.reusable = false
+	case !r.u.http11:
+		fr.reusable = listed(connTokens, "Keep-Alive")
+	}
+	if tes > 0 {
+		// Only a single "chunked", as net/http (and nginx) accept; it
+		// overrides Content-Length (RFC 9112 6.3), and a message with
+		// both is suspect, so its connection is not reused.
+		if tes > 1 || !asciiEqualFold(te, "chunked") || !r.u.http11 {
+			return fr, fmt.Errorf("unsupported Transfer-Encoding %q", truncate(te))
+		}
+		if trailer {
+			return fr, errors.New("response announces a forbidden trailer")
+		}
+		fr.chunked = true
+		if fr.length >= 0 {
 			fr.reusable = false
 		}
 		fr.length = -1
 	}
 	if s := r.u.status; s == http.StatusNoContent || s == http.StatusNotModified {
-		fr.noBody = true
+		fr.noBody, fr.chunked = true, false
+	}
+	if fr.length < 0 && !fr.chunked && !fr.noBody {
+		fr.reusable = false // delimited by the connection's end
 	}
 	h := r.w.Header()
 	own := len(h)
@@ -172,6 +208,44 @@ func (r *relayer) head() (framing, error) {
 		h[k] = append(h[k], kv[i+1])
 	}
 	return fr, nil
+}
+
+func trimOWS(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
+		b = b[1:]
+	}
+	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+func asciiEqualFold(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := range len(b) {
+		c := b[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != s[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// badTrailer reports a Trailer header naming a field a trailer may not
+// carry (net/http refuses those).
+func badTrailer(val []byte) bool {
+	for _, t := range connectionTokens([]string{string(val)}) {
+		switch t {
+		case "Transfer-Encoding", "Trailer", "Content-Length":
+			return true
+		}
+	}
+	return false
 }
 
 // relayed reports whether key already came from the upstream, in the pairs
@@ -267,16 +341,24 @@ func (r *relayer) copyToEOF() error {
 }
 
 // line returns the next line from the buffer, waiting (and flushing) only
-// when it is not all there yet.
+// when it is not all there yet. Lines end in CRLF; a bare LF or a CR
+// elsewhere in the line is an error, as in net/http's chunked reader.
 func (r *relayer) line() ([]byte, error) {
 	br := r.u.c.br
 	for {
 		buf, _ := br.Peek(br.Buffered())
-		if bytes.IndexByte(buf, '\n') >= 0 {
-			return br.ReadSlice('\n')
+		if i := bytes.IndexByte(buf, '\n'); i >= 0 {
+			line, _ := br.ReadSlice('\n')
+			if j := bytes.IndexByte(line, '\r'); j < 0 || j != len(line)-2 {
+				return nil, fmt.Errorf("chunked line %q does not end in CRLF", truncate(line))
+			}
+			if len(line)-2 >= maxChunkLine {
+				return nil, errors.New("chunk line too long")
+			}
+			return line[:len(line)-2], nil
 		}
-		if len(buf) >= readBufSize {
-			return nil, errors.New("chunk header line too long")
+		if len(buf) >= maxChunkLine {
+			return nil, errors.New("chunk line too long")
 		}
 		if err := r.fill(len(buf)); err != nil {
 			if errors.Is(err, io.EOF) {
@@ -287,48 +369,95 @@ func (r *relayer) line() ([]byte, error) {
 	}
 }
 
+// maxChunkLine bounds a chunk-size or trailer line, as net/http does, and
+// maxTrailer the trailer section (net/http reads it within its 4 KiB
+// buffer); maxChunkOverhead is how far framing may outgrow data, as in
+// net/http, against senders that trickle one byte per chunk.
+const (
+	maxChunkLine     = 4096
+	maxTrailer       = 4000
+	maxChunkOverhead = 16 << 10
+)
+
 // chunked relays a chunked body's payload, which the gateway's server
 // chunks again for the client as it sees fit.
 func (r *relayer) chunked() error {
+	var excess int64
 	for {
 		line, err := r.line()
 		if err != nil {
 			return fmt.Errorf("read chunk size: %w", err)
 		}
+		excess += int64(len(line)) + 2
 		size, ok := parseChunkSize(line)
 		if !ok {
 			return fmt.Errorf("malformed chunk size line %q", truncate(line))
 		}
+		excess = max(excess-16-2*size, 0)
+		if excess > maxChunkOverhead {
+			return errors.New("chunked encoding has too much framing for its data")
+		}
 		if size == 0 {
-			for { // trailers, dropped
-				line, err := r.line()
-				if err != nil {
-					return fmt.Errorf("read trailers: %w", err)
-				}
-				if len(bytes.TrimRight(line, "\r\n")) == 0 {
-					return nil
-				}
-			}
+			return r.trailers()
 		}
 		if err := r.copyN(size); err != nil {
 			return err
 		}
-		line, err = r.line()
-		if err != nil {
-			return fmt.Errorf("read chunk end: %w", err)
-		}
-		if len(bytes.TrimRight(line, "\r\n")) != 0 {
-			return fmt.Errorf("malformed chunk end %q", truncate(line))
+		if err := r.crlf(); err != nil {
+			return err
 		}
 	}
 }
 
+// crlf reads the CRLF that ends a chunk's data.
+func (r *relayer) crlf() error {
+	br := r.u.c.br
+	for br.Buffered() < 2 {
+		if err := r.fill(br.Buffered()); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return fmt.Errorf("read chunk end: %w", err)
+		}
+	}
+	p, _ := br.Peek(2)
+	if p[0] != '\r' || p[1] != '\n' {
+		return fmt.Errorf("malformed chunk end %q", p)
+	}
+	_, _ = br.Discard(2)
+	return nil
+}
+
+// trailers reads and drops the trailer section.
+func (r *relayer) trailers() error {
+	n := 0
+	for {
+		line, err := r.line()
+		if err != nil {
+			return fmt.Errorf("read trailers: %w", err)
+		}
+		if len(line) == 0 {
+			return nil
+		}
+		if n += len(line) + 2; n > maxTrailer {
+			return errors.New("response trailers too long")
+		}
+		i := bytes.IndexByte(line, ':')
+		if i <= 0 || !wire.Token(line[:i]) || !wire.FieldValue(line[i+1:]) {
+			return fmt.Errorf("malformed trailer line %q", truncate(line))
+		}
+	}
+}
+
+// parseChunkSize parses a chunk-size line (CRLF already cut): hex digits,
+// then optional whitespace and extensions.
 func parseChunkSize(line []byte) (int64, bool) {
-	line = bytes.TrimRight(line, "\r\n")
+	for len(line) > 0 && (line[len(line)-1] == ' ' || line[len(line)-1] == '\t') {
+		line = line[:len(line)-1]
+	}
 	if i := bytes.IndexByte(line, ';'); i >= 0 {
 		line = line[:i]
 	}
-	line = bytes.TrimRight(line, " \t")
 	if len(line) == 0 || len(line) > 15 {
 		return 0, false
 	}

@@ -4,10 +4,13 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"time"
 
+	"github.com/triagegw/triage/router/internal/wire"
 	"github.com/triagegw/triage/router/pool"
 )
 
@@ -23,7 +26,10 @@ type Transport struct {
 	// upstream's keep-alive timeout (uvicorn, under vLLM, closes after 5s).
 	// Default 4s.
 	IdleTimeout time.Duration
-	// TLS is the client TLS config for https replicas; nil means defaults.
+	// TLS is the client TLS config for https replicas of pools without tls
+	// settings of their own (pool.Backend.TLS, used as it is when set); nil
+	// means defaults (the system roots). It is cloned per connection, with
+	// ServerName set to the replica's host when empty and ALPN http/1.1.
 	TLS *tls.Config
 	// Dialer dials upstream connections; nil means a net.Dialer with TCP
 	// keep-alive.
@@ -46,6 +52,7 @@ type conn struct {
 	host   *hostConns
 	idleAt time.Time
 	reused bool // served a request before this one
+	probe  prober
 }
 
 func (t *Transport) now() time.Time {
@@ -79,6 +86,10 @@ func (t *Transport) get(ctx context.Context, b *pool.Backend, connectTimeout tim
 	return t.dial(ctx, b, h, connectTimeout)
 }
 
+// popIdle takes the most recently used idle connection that is still
+// fit for a request. A connection on which the replica sent anything while
+// it was idle (bytes no request asked for, or its end) is closed: reusing
+// it would hand those bytes to the next client as its answer.
 func (t *Transport) popIdle(h *hostConns) *conn {
 	cutoff := t.now().Add(-t.idleTimeout())
 	h.mu.Lock()
@@ -88,7 +99,12 @@ func (t *Transport) popIdle(h *hostConns) *conn {
 		h.idle = h.idle[:n-1]
 		if c.idleAt.After(cutoff) {
 			h.mu.Unlock()
-			return c
+			if c.quiet() {
+				return c
+			}
+			c.nc.Close()
+			h.mu.Lock()
+			continue
 		}
 		// The top is the freshest: if it is stale, all are.
 		stale := append([]*conn{c}, h.idle...)
@@ -119,28 +135,38 @@ func (t *Transport) dial(ctx context.Context, b *pool.Backend, h *hostConns, tim
 		_ = tc.SetNoDelay(true)
 	}
 	if b.Scheme == "https" {
-		cfg := &tls.Config{}
-		if t.TLS != nil {
-			cfg = t.TLS.Clone()
+		cfg := b.TLS // the pool's, ready to use
+		if cfg == nil {
+			cfg = &tls.Config{}
+			if t.TLS != nil {
+				cfg = t.TLS.Clone()
+			}
+			if cfg.ServerName == "" {
+				host, _, _ := net.SplitHostPort(b.Addr)
+				cfg.ServerName = host
+			}
+			cfg.NextProtos = []string{"http/1.1"}
 		}
-		if cfg.ServerName == "" {
-			host, _, _ := net.SplitHostPort(b.Addr)
-			cfg.ServerName = host
-		}
-		cfg.NextProtos = []string{"http/1.1"}
 		tc := tls.Client(nc, cfg)
 		if err := tc.HandshakeContext(dctx); err != nil {
 			nc.Close()
-			return nil, &connectError{err}
+			return nil, &connectError{fmt.Errorf("TLS handshake: %w", err)}
 		}
 		nc = tc
 	}
-	return &conn{nc: nc, br: bufio.NewReaderSize(nc, readBufSize), host: h}, nil
+	c := &conn{nc: nc, br: bufio.NewReaderSize(nc, readBufSize), host: h}
+	c.probe.init(nc)
+	return c, nil
 }
 
 // put returns a connection whose last response was read in full to its
-// host's idle stack, or closes it when the stack is full.
+// host's idle stack, or closes it when the stack is full or the replica
+// sent more than the response.
 func (t *Transport) put(c *conn, maxIdle int) {
+	if c.br.Buffered() > 0 {
+		c.nc.Close()
+		return
+	}
 	c.idleAt = t.now()
 	c.reused = true // its deadline is stale; the next roundTrip sets one first
 	h := c.host
@@ -228,3 +254,27 @@ type connectError struct{ err error }
 
 func (e *connectError) Error() string { return "connect: " + e.err.Error() }
 func (e *connectError) Unwrap() error { return e.err }
+
+// quiet reports whether an idle connection can carry a request: the
+// replica has sent nothing since the last response ended and has not
+// closed it.
+func (c *conn) quiet() bool {
+	if c.br.Buffered() > 0 {
+		return false
+	}
+	if c.probe.tls {
+		// Bytes TLS has already read from the socket are invisible to the
+		// kernel: ask TLS, with a deadline that lets it read nothing new.
+		// The next request sets its own deadline.
+		_ = c.nc.SetReadDeadline(wire.ALongTimeAgo)
+		if _, err := c.br.Peek(1); !isTimeout(err) {
+			return false
+		}
+	}
+	return c.probe.quiet()
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}

@@ -32,7 +32,18 @@ func (u *upstream) close() {
 	u.c.nc.Close()
 }
 
-var errStale = errors.New("kept-alive connection closed by the replica")
+// notSentError marks a request that provably did not reach the replica in
+// full: the write failed, so the replica cannot have acted on it, and it is
+// safe to send again (on a fresh connection, or to another replica). Once
+// a request is written, nothing is sent again: a replica that reads a
+// whole POST and then closes without answering may still be generating it.
+type notSentError struct{ err error }
+
+func (e *notSentError) Error() string { return "request not sent: " + e.err.Error() }
+func (e *notSentError) Unwrap() error { return e.err }
+
+// max1xx bounds the 100 Continue responses skipped before the real one.
+const max1xx = 5
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }}
 
@@ -40,12 +51,31 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b 
 // whole request goes out in one write; larger ones go by writev.
 const inlineBody = 16 << 10
 
-// roundTrip writes req on c and reads the status line, skipping 1xx.
-func (t *Transport) roundTrip(ctx context.Context, c *conn, b *pool.Backend, req *Request, cfg *pool.Config, deadline time.Time) (*upstream, error) {
+// lateHeadError is a response head that did not come within the
+// attempt's hurry (pool.Retry.FirstByteTimeout): the request is abandoned
+// there and may be tried on another replica.
+type lateHeadError struct{ after time.Duration }
+
+func (e *lateHeadError) Error() string {
+	return "no response head within " + e.after.String() + " (retry.first_byte_timeout)"
+}
+
+// Timeout makes it a timeout to errorFor: a 504 when it is the last try.
+func (e *lateHeadError) Timeout() bool   { return true }
+func (e *lateHeadError) Temporary() bool { return true }
+
+// roundTrip writes req on c and reads the status line, skipping 100
+// Continue. With hurry > 0, a head that takes longer is a lateHeadError.
+func (t *Transport) roundTrip(ctx context.Context, c *conn, b *pool.Backend, req *Request, cfg *pool.Config, deadline time.Time, hurry time.Duration) (*upstream, error) {
 	nc := c.nc
-	d := time.Now().Add(cfg.Timeouts.FirstByte)
+	fb := cfg.Timeouts.FirstByte
+	late := hurry > 0 && hurry < fb
+	if late {
+		fb = hurry
+	}
+	d := time.Now().Add(fb)
 	if deadline.Before(d) {
-		d = deadline
+		d, late = deadline, false
 	}
 	_ = nc.SetDeadline(d)
 	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(wire.ALongTimeAgo) })
@@ -83,17 +113,17 @@ func (t *Transport) roundTrip(ctx context.Context, c *conn, b *pool.Backend, req
 	*bp = head
 	bufPool.Put(bp)
 	if err != nil {
-		if c.reused {
-			return fail(fmt.Errorf("%w: write: %v", errStale, err))
-		}
-		return fail(fmt.Errorf("write request: %w", err))
+		return fail(&notSentError{fmt.Errorf("write request: %w", err)})
 	}
 
-	for {
+	for n1xx := 0; ; n1xx++ {
 		line, err := readLine(c.br)
 		if err != nil {
+			if late && isTimeout(err) && ctx.Err() == nil {
+				return fail(&lateHeadError{hurry})
+			}
 			if c.reused && len(line) == 0 && c.br.Buffered() == 0 && isClosed(err) {
-				return fail(fmt.Errorf("%w: %v", errStale, err))
+				err = fmt.Errorf("%w (the replica closed a kept-alive connection after the request was sent; not retried, it may have been received)", err)
 			}
 			return fail(fmt.Errorf("read response: %w", err))
 		}
@@ -101,9 +131,18 @@ func (t *Transport) roundTrip(ctx context.Context, c *conn, b *pool.Backend, req
 		if !ok {
 			return fail(fmt.Errorf("malformed status line %q", truncate(line)))
 		}
-		if status >= 100 && status < 200 && status != http.StatusSwitchingProtocols {
+		if status >= 100 && status < 200 {
+			// The gateway sends no Expect and asks for no upgrade: a 100
+			// is tolerated, any other 1xx (101 Switching Protocols above
+			// all) is an answer to a question it did not ask.
+			if status != http.StatusContinue {
+				return fail(fmt.Errorf("unsolicited %d response", status))
+			}
+			if n1xx == max1xx {
+				return fail(errors.New("too many 100 Continue responses"))
+			}
 			if err := skipHeaders(c.br); err != nil {
-				return fail(fmt.Errorf("read 1xx response: %w", err))
+				return fail(fmt.Errorf("read 100 response: %w", err))
 			}
 			continue
 		}
@@ -124,16 +163,26 @@ func readLine(br interface {
 	return br.ReadSlice('\n')
 }
 
+// skipHeaders reads the header section of a 100 response, which must be
+// well formed too.
 func skipHeaders(br interface {
 	ReadSlice(byte) ([]byte, error)
 }) error {
-	for {
+	for lines := 0; ; lines++ {
 		line, err := br.ReadSlice('\n')
 		if err != nil {
 			return err
 		}
-		if len(bytes.TrimRight(line, "\r\n")) == 0 {
+		line = line[:len(line)-1]
+		if n := len(line); n > 0 && line[n-1] == '\r' {
+			line = line[:n-1]
+		}
+		if len(line) == 0 {
 			return nil
+		}
+		i := bytes.IndexByte(line, ':')
+		if lines >= maxHeaderLines || i <= 0 || !wire.Token(line[:i]) || !wire.FieldValue(line[i+1:]) {
+			return fmt.Errorf("malformed header line %q", truncate(line))
 		}
 	}
 }
@@ -151,7 +200,8 @@ func parseStatusLine(line []byte) (status int, http11, ok bool) {
 	if d[0] < '1' || d[0] > '5' || d[1] < '0' || d[1] > '9' || d[2] < '0' || d[2] > '9' {
 		return 0, false, false
 	}
-	if len(line) > 12 && line[12] != ' ' && line[12] != '\r' && line[12] != '\n' {
+	// After the code: a space and the reason, or the line's end (CRLF or LF).
+	if rest := line[12:]; len(rest) > 0 && rest[0] != ' ' && string(rest) != "\r\n" && string(rest) != "\n" {
 		return 0, false, false
 	}
 	return int(d[0]-'0')*100 + int(d[1]-'0')*10 + int(d[2]-'0'), http11, true

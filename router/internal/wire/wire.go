@@ -36,3 +36,37 @@ func TrimOWS(s string) string {
 	}
 	return s
 }
+
+// Token reports whether s is an RFC 9110 token, as a header name must be.
+func Token[T string | []byte](s T) bool {
+	for i := 0; i < len(s); i++ {
+		if !tchar[s[i]] {
+			return false
+		}
+	}
+	return len(s) > 0
+}
+
+var tchar = func() (t [256]bool) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c], t[c-'a'+'A'] = true, true
+	}
+	for _, c := range []byte("!#$%&'*+-.^_`|~") {
+		t[c] = true
+	}
+	return t
+}()
+
+// FieldValue reports whether s may be a header field value: no control
+// characters other than tab (RFC 9110 5.5; NUL, CR and LF included).
+func FieldValue[T string | []byte](s T) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < ' ' && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
