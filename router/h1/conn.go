@@ -3,6 +3,7 @@ package h1
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"io"
 	"net"
 	"net/http"
@@ -36,15 +37,19 @@ const bufSize = 4 << 10
 const maxDiscard = 256 << 10
 
 type conn struct {
-	s      *Server
-	nc     net.Conn
-	cr     connReader
-	br     *bufio.Reader
-	bw     *bufio.Writer
-	ctx    context.Context
-	remote string
-	state  atomic.Int32
-	pend   []byte // reused buffer for response bytes written before the head
+	s  *Server
+	nc net.Conn
+	cr connReader
+	br *bufio.Reader
+	bw *bufio.Writer
+	sw sendWriter
+	// readDeadline is the current request's: reading its head and body
+	// must end by then.
+	readDeadline time.Time
+	ctx          context.Context
+	remote       string
+	state        atomic.Int32
+	pend         []byte // reused buffer for response bytes written before the head
 
 	readErr  bool        // reading the request failed: the connection cannot be reused
 	bodyDone atomic.Bool // the request body has been read to its end
@@ -83,7 +88,8 @@ func newConn(s *Server, nc net.Conn, base context.Context) *conn {
 	c := &conn{s: s, nc: nc, remote: nc.RemoteAddr().String()}
 	c.cr.nc = nc
 	c.br = bufio.NewReaderSize(&c.cr, bufSize)
-	c.bw = bufio.NewWriterSize(nc, bufSize)
+	c.sw = sendWriter{nc: nc, timeout: s.SendTimeout}
+	c.bw = bufio.NewWriterSize(&c.sw, bufSize)
 	c.ctx = context.WithValue(base, http.LocalAddrContextKey, nc.LocalAddr())
 	return c
 }
@@ -105,12 +111,25 @@ func (c *conn) serve() {
 			c.close()
 		}
 	}()
+	begun := time.Now()
+	if tc, ok := c.nc.(*tls.Conn); ok && !c.handshake(tc) {
+		return
+	}
 	idle, read := s.idleTimeout(), s.ReadTimeout
-	for {
+	for first := true; ; first = false {
+		var deadline time.Time // of reading this request's head and body
+		switch {
+		case first && read > 0:
+			// The first request is read within ReadTimeout of the
+			// connection's start (its TLS handshake included): a client
+			// that connects and says nothing is not held for the idle
+			// timeout.
+			deadline = begun.Add(read)
+			_ = c.nc.SetReadDeadline(deadline)
+		case c.br.Buffered() == 0 && idle > 0:
+			_ = c.nc.SetReadDeadline(time.Now().Add(idle))
+		}
 		if c.br.Buffered() == 0 {
-			if idle > 0 {
-				_ = c.nc.SetReadDeadline(time.Now().Add(idle))
-			}
 			if _, err := c.br.Peek(1); err != nil {
 				return
 			}
@@ -118,11 +137,15 @@ func (c *conn) serve() {
 		if !c.state.CompareAndSwap(stateIdle, stateActive) {
 			return // closed by Shutdown
 		}
-		if read > 0 {
-			_ = c.nc.SetReadDeadline(time.Now().Add(read))
-		} else if idle > 0 {
+		switch {
+		case !deadline.IsZero():
+		case read > 0:
+			deadline = time.Now().Add(read)
+			_ = c.nc.SetReadDeadline(deadline)
+		case idle > 0:
 			_ = c.nc.SetReadDeadline(time.Time{})
 		}
+		c.readDeadline = deadline
 		h, st := c.readHead()
 		switch st {
 		case headBroken:
@@ -145,14 +168,55 @@ func (c *conn) serve() {
 // the fallback net/http server.
 func (c *conn) handoff() {
 	c.s.forget(c)
-	c.s.handed.deliver(&handedConn{Conn: c.nc, br: c.br})
+	h := &handedConn{Conn: c.nc, br: c.br, send: c.s.SendTimeout}
+	if !c.readDeadline.IsZero() {
+		h.cap.Store(c.readDeadline.UnixNano())
+	}
+	c.s.handed.deliver(h)
 }
 
-// handedConn replays what the fast path buffered before reading on.
+// handedConn replays what the fast path buffered before reading on. Until
+// net/http has read the request it was handed, its read deadline cannot
+// move past the one the fast path set (net/http would restart it: a slow
+// head would get twice ReadTimeout). Writes get SendTimeout each.
 type handedConn struct {
 	net.Conn
-	br *bufio.Reader
+	br   *bufio.Reader
+	cap  atomic.Int64 // unix nanos; 0 once the handed request is read
+	send time.Duration
+	sent time.Time // the write deadline in place
 }
+
+func (h *handedConn) SetReadDeadline(t time.Time) error {
+	if c := h.cap.Load(); c != 0 {
+		switch {
+		case t.IsZero():
+			// net/http clears the deadline once it has read the whole
+			// request, to watch for the client leaving: the cap is done.
+			h.cap.Store(0)
+		case t.UnixNano() > c:
+			t = time.Unix(0, c)
+		}
+	}
+	return h.Conn.SetReadDeadline(t)
+}
+
+func (h *handedConn) SetDeadline(t time.Time) error {
+	if err := h.SetReadDeadline(t); err != nil {
+		return err
+	}
+	return h.Conn.SetWriteDeadline(t)
+}
+
+func (h *handedConn) Write(p []byte) (int, error) {
+	if h.send > 0 {
+		h.sent = moveDeadline(h.Conn, h.sent, h.send)
+	}
+	return h.Conn.Write(p)
+}
+
+// requestRead lifts the cap once net/http is done with the handed request.
+func (h *handedConn) requestRead() { h.cap.Store(0) }
 
 func (h *handedConn) Read(p []byte) (int, error) {
 	if h.br != nil {
@@ -378,4 +442,33 @@ func (b *body) Read(p []byte) (int, error) {
 func (b *body) Close() error {
 	b.closed = true
 	return nil
+}
+
+// sendWriter bounds each write to the client by the send timeout: a client
+// that stops reading (its receive window full) is cut then, and the
+// handler's write fails, which ends the upstream request too.
+type sendWriter struct {
+	nc      net.Conn
+	timeout time.Duration
+	set     time.Time // the write deadline in place
+}
+
+func (w *sendWriter) Write(p []byte) (int, error) {
+	if w.timeout > 0 {
+		w.set = moveDeadline(w.nc, w.set, w.timeout)
+	}
+	return w.nc.Write(p)
+}
+
+// moveDeadline sets nc's write deadline to now+d when the one in place
+// (set) has aged by more than d/16: a stream of small writes does not pay
+// for a deadline update on each, and a write still gets at least 15/16 of
+// d. It returns the deadline in place.
+func moveDeadline(nc net.Conn, set time.Time, d time.Duration) time.Time {
+	next := time.Now().Add(d)
+	if next.Sub(set) > d/16 {
+		_ = nc.SetWriteDeadline(next)
+		return next
+	}
+	return set
 }

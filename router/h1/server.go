@@ -43,10 +43,20 @@ type Server struct {
 	// IdleTimeout closes a keep-alive connection that waits this long for
 	// its next request. Zero means ReadTimeout, as in net/http.
 	IdleTimeout time.Duration
+	// SendTimeout bounds each write to the client, as nginx's send_timeout
+	// does: a client that stops reading a response (a stream it no longer
+	// drains) is cut after this, and the handler's writes fail. It bounds
+	// the gap between writes that make progress, not the whole response.
+	// Zero means no limit.
+	SendTimeout time.Duration
 	// WatchAfter is how long a request runs, after its body has been read,
 	// before the server starts watching for its client leaving (which
 	// cancels the request's context). Default 20ms.
 	WatchAfter time.Duration
+	// MaxHeaderBytes bounds a request head that net/http reads (the fast
+	// path takes only heads that fit its 4 KiB buffer); beyond it net/http
+	// answers 431. Zero means net/http's default, 1 MiB.
+	MaxHeaderBytes int
 	// ErrorLog receives connection errors and handler panics; nil means the
 	// log package's standard logger.
 	ErrorLog *log.Logger
@@ -64,10 +74,16 @@ type Server struct {
 func (s *Server) init() {
 	s.initOnce.Do(func() {
 		s.fallback = &http.Server{
-			Handler:     s.Handler,
-			ReadTimeout: s.ReadTimeout,
-			IdleTimeout: s.IdleTimeout,
-			ErrorLog:    s.ErrorLog,
+			Handler:        s.Handler,
+			ReadTimeout:    s.ReadTimeout,
+			IdleTimeout:    s.IdleTimeout,
+			MaxHeaderBytes: s.MaxHeaderBytes,
+			ErrorLog:       s.ErrorLog,
+			ConnState: func(nc net.Conn, st http.ConnState) {
+				if h, ok := nc.(*handedConn); ok && st == http.StateIdle {
+					h.requestRead()
+				}
+			},
 		}
 		s.handed = newChanListener()
 		s.listeners = map[net.Listener]struct{}{}
