@@ -41,6 +41,30 @@ func (l *logLine) bytes(k string, v []byte) {
 	l.b = appendJSONBytes(l.b, v)
 }
 
+// maxLogField bounds a field whose content a client chooses (the model
+// name, an error quoting the request): a 1 MB model name must not make a
+// 1 MB log line. Longer values are cut and marked with their full length.
+const maxLogField = 256
+
+// clipped writes a client-controlled value, cut to maxLogField bytes (on a
+// UTF-8 boundary) and marked "…[N bytes]" when longer.
+func clipped[T string | []byte](l *logLine, k string, v T) {
+	l.key(k)
+	if len(v) <= maxLogField {
+		l.b = appendJSON(l.b, v)
+		return
+	}
+	cut := maxLogField
+	for cut > 0 && !utf8.RuneStart(v[cut]) {
+		cut--
+	}
+	l.b = appendJSON(l.b, v[:cut])
+	l.b = l.b[:len(l.b)-1] // reopen the string
+	l.b = append(l.b, "…["...)
+	l.b = strconv.AppendInt(l.b, int64(len(v)), 10)
+	l.b = append(l.b, ` bytes]"`...)
+}
+
 func (l *logLine) int(k string, v int64) {
 	l.key(k)
 	l.b = strconv.AppendInt(l.b, v, 10)

@@ -143,7 +143,12 @@ func (g *Gateway) HTTPServer(errLog *log.Logger) *h1.Server {
 		Handler:     g.engine,
 		ReadTimeout: c.Server.ReadTimeout,
 		IdleTimeout: c.Server.IdleTimeout,
-		ErrorLog:    errLog,
+		SendTimeout: c.Server.SendTimeout,
+		// limits.max_header_bytes is enforced by the handler, which
+		// answers in OpenAI's shape; net/http's own bound stays above it
+		// and only stops heads too large to be worth reading.
+		MaxHeaderBytes: max(1<<20, 2*int(c.Limits.MaxHeaderBytes)),
+		ErrorLog:       errLog,
 	}
 }
 
@@ -250,10 +255,14 @@ func (g *Gateway) Apply(cfg *config.Config, routing *rules.Set) error {
 	return nil
 }
 
-// samePool reports whether p was built from pc and the environment as it is
-// now (an upstream key's variable may have changed).
+// samePool reports whether p was built from pc, the environment and the
+// TLS files as they are now (an upstream key's variable may have changed, a
+// certificate may have been rotated).
 func samePool(p *pool.Pool, pc pool.Config) bool {
 	if !reflect.DeepEqual(*p.Config(), pc) {
+		return false
+	}
+	if d, err := pc.TLS.Digest(); err != nil || d != p.TLSDigest() {
 		return false
 	}
 	for i, r := range pc.Replicas {

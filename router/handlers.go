@@ -16,6 +16,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/triagegw/triage/router/config"
 	"github.com/triagegw/triage/router/metrics"
 	"github.com/triagegw/triage/router/openai"
 	"github.com/triagegw/triage/router/proxy"
@@ -29,11 +30,17 @@ func (g *Gateway) newEngine() *gin.Engine {
 	for _, p := range []string{"/v1/chat/completions", "/v1/completions", "/v1/embeddings"} {
 		e.POST(p, g.forward)
 	}
-	e.GET("/v1/models", g.models)
-	e.GET("/v1/models/*model", g.model)
-	e.GET("/healthz", func(c *gin.Context) { c.Data(http.StatusOK, "application/json", []byte(`{"status":"ok"}`)) })
-	e.GET("/readyz", g.readyz)
-	e.GET("/metrics", gin.WrapH(promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{EnableOpenMetrics: true})))
+	// Every GET answers HEAD too, as net/http's own handlers do: the same
+	// status and headers, and the server drops the body.
+	get := func(path string, h gin.HandlerFunc) {
+		e.GET(path, h)
+		e.HEAD(path, h)
+	}
+	get("/v1/models", g.models)
+	get("/v1/models/*model", g.model)
+	get("/healthz", func(c *gin.Context) { c.Data(http.StatusOK, "application/json", []byte(`{"status":"ok"}`)) })
+	get("/readyz", g.readyz)
+	get("/metrics", gin.WrapH(promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{EnableOpenMetrics: true})))
 	e.NoRoute(func(c *gin.Context) {
 		openai.WriteError(c.Writer, openai.NotFound(c.Request.Method, c.Request.URL.Path))
 	})
@@ -121,6 +128,12 @@ func (g *Gateway) forward(c *gin.Context) {
 		putBuf(bp)
 	}()
 
+	if oe := checkHeaders(r, &s.cfg.Limits); oe != nil {
+		w.Header()["Connection"] = []string{"close"}
+		al.status, al.err = oe.Status, oe
+		openai.WriteError(w, oe)
+		return
+	}
 	body, bp, oerr := readBody(r, int64(s.cfg.Limits.MaxBodyBytes))
 	al.bytesIn = len(body)
 	if oerr != nil {
@@ -193,7 +206,7 @@ func (g *Gateway) forward(c *gin.Context) {
 	al.pool = e
 	fr := proxy.Request{
 		Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: r.Header,
-		Body: body, RequestID: id, Start: start,
+		Body: body, Stream: req.Stream, RequestID: id, Start: start,
 	}
 	if req.ModelEscaped || string(req.Model) != e.model {
 		fr.ModelSpan, fr.ModelTok = req.ModelSpan, e.tok
@@ -266,7 +279,7 @@ func (g *Gateway) account(s *snapshot, al *accessLine) {
 	l := newLine(time.Now(), level, msg)
 	l.str("request_id", al.id)
 	l.str("path", al.path)
-	l.bytes("model", al.model)
+	clipped(&l, "model", al.model)
 	l.bool("stream", al.stream)
 	l.str("pool", poolName)
 	l.str("backend", backend)
@@ -293,7 +306,7 @@ func (g *Gateway) account(s *snapshot, al *accessLine) {
 		cause = res.Err
 	}
 	if cause != nil {
-		l.str("error", cause.Error())
+		clipped(&l, "error", cause.Error())
 	}
 	l.end(g.access)
 }
@@ -352,28 +365,56 @@ func putBuf(bp *[]byte) {
 	}
 }
 
+// checkHeaders bounds what a replica would receive of the client's
+// headers: their number and their size (names and values, with ": " and
+// CRLF). A replica's server refuses a head past its own limit (uvicorn's is
+// 16 KiB), so the gateway answers first, in OpenAI's shape.
+func checkHeaders(r *http.Request, l *config.Limits) *openai.Error {
+	n, size := 1, len(r.Host)+8 // Host moves out of Header
+	for k, vs := range r.Header {
+		n += len(vs)
+		size += len(vs) * (len(k) + 4)
+		for _, v := range vs {
+			size += len(v)
+		}
+	}
+	switch {
+	case n > l.MaxHeaders:
+		return openai.HeadersTooLarge(strconv.Itoa(n) + " header lines, more than the " + strconv.Itoa(l.MaxHeaders) + " allowed")
+	case size > int(l.MaxHeaderBytes):
+		return openai.HeadersTooLarge(strconv.Itoa(size) + " bytes of headers, more than the " + strconv.FormatInt(int64(l.MaxHeaderBytes), 10) + " allowed")
+	}
+	return nil
+}
+
 // readBody reads the whole body, capped at max bytes. The server's
-// ReadTimeout bounds how long it may take.
-func readBody(r *http.Request, max int64) ([]byte, *[]byte, *openai.Error) {
-	if r.ContentLength > max {
-		return nil, nil, openai.TooLarge(max)
+// ReadTimeout bounds how long it may take. The buffer grows with what
+// arrives, never past the declared length: a client that claims a large
+// Content-Length and sends little costs what it sent, not what it claimed.
+func readBody(r *http.Request, limit int64) ([]byte, *[]byte, *openai.Error) {
+	if r.ContentLength > limit {
+		return nil, nil, openai.TooLarge(limit)
 	}
-	var bp *[]byte
-	var buf []byte
-	if r.ContentLength >= 0 && r.ContentLength+1 > pooledBody {
-		buf = make([]byte, 0, r.ContentLength+1)
-	} else {
-		bp = bodyPool.Get().(*[]byte)
-		buf = *bp
-	}
+	bp := bodyPool.Get().(*[]byte)
+	buf := *bp
 	for {
 		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
+			// Double, up to the declared length and one byte to see EOF.
+			n := max(2*cap(buf), 8<<10)
+			if cl := r.ContentLength; cl >= 0 && int64(n) > cl+1 {
+				n = int(cl + 1)
+			}
+			if n <= cap(buf) {
+				n = cap(buf) + 1
+			}
+			grown := make([]byte, len(buf), n)
+			copy(grown, buf)
+			buf = grown
 		}
 		n, err := r.Body.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
-		if int64(len(buf)) > max {
-			return nil, bp, openai.TooLarge(max)
+		if int64(len(buf)) > limit {
+			return nil, bp, openai.TooLarge(limit)
 		}
 		if err == io.EOF {
 			break
@@ -385,8 +426,6 @@ func readBody(r *http.Request, max int64) ([]byte, *[]byte, *openai.Error) {
 			return nil, bp, openai.BadRequest("could not read the request body: " + err.Error())
 		}
 	}
-	if bp != nil {
-		*bp = buf
-	}
+	*bp = buf
 	return buf, bp, nil
 }

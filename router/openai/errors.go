@@ -101,6 +101,12 @@ func TooLarge(limit int64) *Error {
 	return &Error{Status: http.StatusRequestEntityTooLarge, Message: "request body exceeds the limit of " + strconv.FormatInt(limit, 10) + " bytes", Type: TypeInvalidRequest, Code: "request_too_large"}
 }
 
+// HeadersTooLarge is the 431 for a request whose headers exceed the
+// gateway's bounds (what it would forward to a replica).
+func HeadersTooLarge(what string) *Error {
+	return &Error{Status: http.StatusRequestHeaderFieldsTooLarge, Message: "request headers too large: " + what, Type: TypeInvalidRequest, Code: "request_header_fields_too_large"}
+}
+
 // NoBackend is the 503 when a pool has no healthy replica.
 func NoBackend(pool string) *Error {
 	return &Error{Status: http.StatusServiceUnavailable, Message: "no healthy upstream for pool '" + pool + "'; retry later", Type: TypeServer, Code: "no_healthy_upstream"}

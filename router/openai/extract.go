@@ -45,8 +45,8 @@ func (r *Request) ModelName() string {
 // a single pass, without decoding any other value. It rejects what the
 // upstream would reject as malformed (any invalid JSON, a body that is not an
 // object) and what the gateway cannot route (a missing or non-string model,
-// a non-boolean stream). Duplicate keys resolve to the last, as in
-// encoding/json and Python's json module.
+// a stream that is neither a boolean nor null). Duplicate keys resolve to
+// the last, as in encoding/json and Python's json module.
 //
 // The error, when not nil, is an *Error with status 400.
 func Extract(body []byte) (Request, error) {

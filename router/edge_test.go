@@ -1,0 +1,129 @@
+package router
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Headers past the configured bounds get an OpenAI-shaped 431 and never
+// reach a replica.
+func TestOversizedHeadersGet431(t *testing.T) {
+	rep := newReplica(t, "m", "r")
+	cfg := newConfig("", poolCfg("p", "m", rep.URL))
+	cfg.Limits.MaxHeaders = 20
+	cfg.Limits.MaxHeaderBytes = 8 << 10
+	h := newHarness(t, cfg)
+	body := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+	many := make([]string, 0, 60)
+	for i := range 30 {
+		many = append(many, fmt.Sprintf("X-H%d", i), "v")
+	}
+	for _, tc := range []struct {
+		name string
+		hdr  []string
+	}{
+		{"too many", many},
+		{"too large", []string{"X-Big", strings.Repeat("b", 9<<10)}},
+		{"too large, past the fast path's buffer", []string{"X-Big", strings.Repeat("b", 100<<10)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := h.do(t, "POST", "/v1/chat/completions", body, tc.hdr...)
+			if r.status != http.StatusRequestHeaderFieldsTooLarge {
+				t.Fatalf("status %d, want 431 (%s)", r.status, r.body)
+			}
+			if _, _, code := openAIError(t, r.body); code != "request_header_fields_too_large" {
+				t.Fatalf("code %q", code)
+			}
+		})
+	}
+	if n := rep.Stats().Requests; n != 0 {
+		t.Fatalf("oversized heads reached the replica %d times", n)
+	}
+	if r := h.do(t, "POST", "/v1/chat/completions", body, "X-Ok", "1"); r.status != 200 {
+		t.Fatalf("a normal request after them: %d %s", r.status, r.body)
+	}
+}
+
+// Every GET endpoint answers HEAD with its status and no body, as
+// net/http's handlers do.
+func TestHeadRequests(t *testing.T) {
+	rep := newReplica(t, "m", "r")
+	h := newHarness(t, newConfig("", poolCfg("p", "m", rep.URL)))
+	for _, path := range []string{"/v1/models", "/v1/models/m", "/healthz", "/metrics"} {
+		req, _ := http.NewRequest("HEAD", h.URL+path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || len(b) != 0 {
+			t.Errorf("HEAD %s: status %d, %d body bytes; want 200 and none", path, resp.StatusCode, len(b))
+		}
+	}
+}
+
+// A client-chosen model name is cut in the access log, with a marker.
+func TestAccessLogClipsClientFields(t *testing.T) {
+	rep := newReplica(t, "m", "r")
+	h := newHarness(t, newConfig("", poolCfg("p", "m", rep.URL)))
+	huge := strings.Repeat("é", 300<<10) // 600 KiB
+	r := h.do(t, "POST", "/v1/chat/completions", `{"model":"`+huge+`"}`)
+	if r.status != 404 {
+		t.Fatalf("status %d", r.status)
+	}
+	var line map[string]any
+	waitFor(t, func() bool {
+		for _, l := range strings.Split(h.log.String(), "\n") {
+			if strings.Contains(l, `"msg":"request"`) && json.Unmarshal([]byte(l), &line) == nil {
+				return true
+			}
+		}
+		return false
+	}, "an access log line")
+	model, _ := line["model"].(string)
+	if want := fmt.Sprintf("…[%d bytes]", len(huge)); !strings.HasSuffix(model, want) || len(model) > maxLogField+len(want) {
+		t.Fatalf("logged model is %d bytes ending %q; want at most %d bytes ending %q", len(model), model[max(0, len(model)-20):], maxLogField+len(want), want)
+	}
+	if n := len(h.log.String()); n > 4<<10 {
+		t.Fatalf("log holds %d bytes for one request", n)
+	}
+}
+
+// A client that claims a large body and sends a byte costs a byte, not
+// the claim: 40 such connections must not take the heap past a few MiB.
+func TestClaimedBodyLengthIsNotAllocated(t *testing.T) {
+	rep := newReplica(t, "m", "r")
+	h := newHarness(t, newConfig("", poolCfg("p", "m", rep.URL)))
+	addr := strings.TrimPrefix(h.URL, "http://")
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	var conns []net.Conn
+	for range 40 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: h\r\nContent-Length: %d\r\n\r\n{", 8<<20)
+		conns = append(conns, c)
+	}
+	time.Sleep(300 * time.Millisecond) // every handler is waiting for the rest
+	var during runtime.MemStats
+	runtime.ReadMemStats(&during)
+	grown := int64(during.HeapAlloc) - int64(before.HeapAlloc)
+	if grown > 16<<20 {
+		t.Fatalf("heap grew by %d MiB for 40 one-byte bodies claiming 8 MiB each", grown>>20)
+	}
+	for _, c := range conns {
+		c.Close()
+	}
+}
