@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -26,6 +28,7 @@ import (
 	"github.com/triagegw/triage/router"
 	"github.com/triagegw/triage/router/config"
 	"github.com/triagegw/triage/router/logsink"
+	"github.com/triagegw/triage/router/tlsconf"
 )
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -106,9 +109,37 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 
+	// The edge's certificate is read once here and re-read on every reload;
+	// server.tls's paths, like the other server settings, take a restart.
+	var edgeTLS *tlsconf.Server
+	if cfg.Server.TLS.Enabled() {
+		if edgeTLS, err = cfg.Server.TLS.Load(); err != nil {
+			return errors.New(tlsError(err))
+		}
+		logCertificate(log, "TLS certificate loaded", edgeTLS)
+	}
+	// tlsFiles are the TLS files a config depends on, watched with it.
+	tlsFiles := func(c *config.Config) []string {
+		var files []string
+		if edgeTLS != nil {
+			files = append(files, edgeTLS.Files()...)
+		}
+		for _, p := range c.Pools {
+			for _, f := range []string{p.TLS.CAFile, p.TLS.CertFile, p.TLS.KeyFile} {
+				if f != "" {
+					files = append(files, f)
+				}
+			}
+		}
+		return files
+	}
+
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return err
+	}
+	if edgeTLS != nil {
+		ln = tls.NewListener(ln, edgeTLS.Config())
 	}
 	if cfg.Server.DebugListen == "" {
 		// Heap profiles are served only on debug_listen; without it their
@@ -159,6 +190,16 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	reload = func(trigger string) {
 		reloadMu.Lock()
 		defer reloadMu.Unlock()
+		if edgeTLS != nil {
+			// Apart from the config: a certificate rotated in place takes
+			// effect even when the config is rejected, and a bad pair keeps
+			// the previous certificate whatever the config says.
+			if changed, err := edgeTLS.Reload(); err != nil {
+				log.Error("TLS certificate reload failed; the previous certificate stays in effect", "trigger", trigger, "error", tlsError(err))
+			} else if changed {
+				logCertificate(log, "TLS certificate reloaded", edgeTLS)
+			}
+		}
 		c, r, err := load()
 		if err == nil {
 			err = gw.Apply(c, r.set)
@@ -171,9 +212,12 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		level.UnmarshalText([]byte(c.Log.Level))
 		gw.Metrics().Reload("success")
 		log.Info("config reloaded", "trigger", trigger, "version", gw.Version(), "rules_version", gw.RulesVersion())
-		watch(append([]string{*cfgPath}, r.files...))
+		if c.Server.TLS != cfg.Server.TLS {
+			log.Warn("server.tls changed; it takes effect at restart")
+		}
+		watch(append(append([]string{*cfgPath}, r.files...), tlsFiles(c)...))
 	}
-	watch(append([]string{*cfgPath}, rt.files...))
+	watch(append(append([]string{*cfgPath}, rt.files...), tlsFiles(cfg)...))
 	bg.Go(func() {
 		for {
 			select {
@@ -187,7 +231,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	log.Info("triage listening", "addr", ln.Addr().String(), "config", *cfgPath, "pools", len(cfg.Pools), "rules_version", gw.RulesVersion(), "version", versionString())
+	log.Info("triage listening", "addr", ln.Addr().String(), "tls", edgeTLS != nil, "config", *cfgPath, "pools", len(cfg.Pools), "rules_version", gw.RulesVersion(), "version", versionString())
 
 	select {
 	case err := <-errc:
@@ -210,6 +254,31 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	stopRun()
 	log.Info("stopped")
 	return nil
+}
+
+// tlsError is an error of the edge's TLS files on one line, each problem
+// under its config key: "server.tls.cert_file: /x.pem: no certificate found".
+func tlsError(err error) string {
+	var msgs []string
+	for _, p := range tlsconf.Problems("server.tls", err) {
+		msgs = append(msgs, p.Error())
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// logCertificate logs the edge certificate in effect, and warns when it is
+// outside its validity period: clients refuse it then.
+func logCertificate(log *slog.Logger, msg string, s *tlsconf.Server) {
+	leaf := s.Leaf()
+	attrs := []any{"subject", leaf.Subject.String(), "serial", leaf.SerialNumber.String(), "not_after", leaf.NotAfter.UTC().Format(time.RFC3339)}
+	switch now := time.Now(); {
+	case now.After(leaf.NotAfter):
+		log.Warn(msg+": the certificate has expired", attrs...)
+	case now.Before(leaf.NotBefore):
+		log.Warn(msg+": the certificate is not valid yet", append(attrs, "not_before", leaf.NotBefore.UTC().Format(time.RFC3339))...)
+	default:
+		log.Info(msg, attrs...)
+	}
 }
 
 // releaseWhenIdle returns the memory a burst of traffic used to the OS once
