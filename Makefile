@@ -8,7 +8,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 # fetched by setup). TAGS=nomsgpack builds a pure-Go gateway with tier 1 only.
 TAGS    ?= nomsgpack ort
 
-.PHONY: all setup build run test vet fuzz bench bench-gateway clean
+.PHONY: all setup build run test vet fuzz bench bench-gateway soak clean
 
 all: build
 
@@ -33,10 +33,17 @@ test: setup vet
 	# and without the runtime: tier 2 says why it cannot run, tier 1 works
 	$(GO) test -count=1 -timeout 5m -run 'WithoutTag|Stub|ABCLI|ShippedConfigs|SemanticRoutingEndToEnd' ./classifier/onnx ./cmd/triage
 
-# A short run of every fuzz target (the corpus seeds also run in `make test`).
+# Every fuzz target in the repo, found by `go test -list` so new ones join
+# by themselves, for FUZZTIME each (default 60s); stops at the first failure,
+# whose input go test saves under the package's testdata/fuzz. FUZZFLAGS adds
+# flags, such as -parallel 1. The corpus seeds also run in `make test`.
 fuzz:
-	$(GO) test ./router/openai -run '^$$' -fuzz FuzzExtract -fuzztime 60s
-	$(GO) test ./router/h1 -run '^$$' -fuzz FuzzParseHead -fuzztime 60s
+	@list=$$($(GO) test -list '^Fuzz' ./...) || { echo "$$list"; exit 1; }; \
+	echo "$$list" | awk '/^Fuzz/ { f[n++] = $$1; next } /^ok/ { for (i = 0; i < n; i++) print $$2, f[i]; n = 0 }' | \
+	while read -r pkg target; do \
+		echo "== $$target ($$pkg)"; \
+		$(GO) test "$$pkg" -run '^$$' -fuzz "^$$target\$$" -fuzztime $(or $(FUZZTIME),60s) $(FUZZFLAGS) || exit 1; \
+	done
 
 # In-process benchmarks of the request path, with allocations.
 bench:
@@ -46,6 +53,13 @@ bench:
 bench-gateway: build
 	GW_CMD="$(CURDIR)/$(BIN) serve --config $(CURDIR)/bench/gateway.yaml" GW_PORT=18010 GW_NAME=triage \
 	  GW_VERSION=$(VERSION) TARGETS=$${TARGETS:-direct,nginx,fasthttp,gin} bash ../shared/bench/run.sh
+
+# The gateway and simulated replicas as processes under mixed traffic,
+# faults, replica kills and config reloads (not part of `make test`):
+# SOAK_DURATION of traffic (default 3m); SOAK_OUT=FILE (relative to this
+# directory) also writes the summary as markdown.
+soak: setup
+	SOAK_DURATION=$${SOAK_DURATION:-3m} $(GO) test -tags 'soak nomsgpack ort' -run TestSoak -timeout 30m -count=1 -v ./cmd/triage
 
 clean:
 	rm -rf bin
