@@ -18,11 +18,11 @@ func checkArgs(kind Kind, repo, revision, file string) error {
 		return err
 	}
 	if err := checkRelPath(revision); err != nil {
-		return fmt.Errorf("hub: revision %q: %v", revision, err)
+		return fmt.Errorf("hub: revision %q: %w", revision, err)
 	}
 	if file != "" {
 		if err := checkRelPath(file); err != nil {
-			return fmt.Errorf("hub: file %q: %v", file, err)
+			return fmt.Errorf("hub: file %q: %w", file, err)
 		}
 	}
 	return nil
@@ -153,15 +153,15 @@ func writeRef(storage, revision, commit string) error {
 		return nil
 	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return fmt.Errorf("hub: cache: %v", err)
+		return fmt.Errorf("hub: cache: %w", err)
 	}
 	tmp := tempName(p)
 	if err := os.WriteFile(tmp, []byte(commit), 0o644); err != nil {
-		return fmt.Errorf("hub: cache: %v", err)
+		return fmt.Errorf("hub: cache: %w", err)
 	}
 	if err := os.Rename(tmp, p); err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("hub: cache: %v", err)
+		return fmt.Errorf("hub: cache: %w", err)
 	}
 	return nil
 }
@@ -179,22 +179,22 @@ func tempName(p string) string {
 // was there, atomically.
 func linkPointer(blob, pointer string) error {
 	if err := os.MkdirAll(filepath.Dir(pointer), 0o755); err != nil {
-		return fmt.Errorf("hub: cache: %v", err)
+		return fmt.Errorf("hub: cache: %w", err)
 	}
 	rel, err := filepath.Rel(filepath.Dir(pointer), blob)
 	if err != nil {
-		return fmt.Errorf("hub: cache: %v", err)
+		return fmt.Errorf("hub: cache: %w", err)
 	}
 	tmp := tempName(pointer)
 	if err := os.Symlink(rel, tmp); err != nil {
 		if err := copyFile(blob, tmp); err != nil {
 			os.Remove(tmp)
-			return fmt.Errorf("hub: cache: %v", err)
+			return fmt.Errorf("hub: cache: %w", err)
 		}
 	}
 	if err := os.Rename(tmp, pointer); err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("hub: cache: %v", err)
+		return fmt.Errorf("hub: cache: %w", err)
 	}
 	return nil
 }

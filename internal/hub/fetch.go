@@ -27,7 +27,7 @@ const maxAttempts = 5
 // from zero, in case the partial file was the culprit.
 func (c *Client) fetch(ctx context.Context, m *meta, blob string, t target) error {
 	if err := os.MkdirAll(filepath.Dir(blob), 0o755); err != nil {
-		return fmt.Errorf("hub: cache: %v", err)
+		return fmt.Errorf("hub: cache: %w", err)
 	}
 	part := blob + ".incomplete"
 	for try := 0; ; try++ {
@@ -41,7 +41,7 @@ func (c *Client) fetch(ctx context.Context, m *meta, blob string, t target) erro
 		return err
 	}
 	if err := os.Rename(part, blob); err != nil {
-		return fmt.Errorf("hub: cache: %v", err)
+		return fmt.Errorf("hub: cache: %w", err)
 	}
 	return nil
 }
@@ -52,27 +52,27 @@ func (c *Client) fetch(ctx context.Context, m *meta, blob string, t target) erro
 func (c *Client) fetchPart(ctx context.Context, m *meta, part string, t target) (resumed bool, err error) {
 	f, err := os.OpenFile(part, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
-		return false, fmt.Errorf("hub: cache: %v", err)
+		return false, fmt.Errorf("hub: cache: %w", err)
 	}
 	defer func() {
 		if cerr := f.Close(); err == nil && cerr != nil {
-			err = fmt.Errorf("hub: cache: %v", cerr)
+			err = fmt.Errorf("hub: cache: %w", cerr)
 		}
 	}()
 	v := newVerifier(m.etag, m.size)
 	fw := fileWriter{f}
 	n, err := f.Seek(0, io.SeekEnd)
 	if err != nil {
-		return false, fmt.Errorf("hub: cache: %v", err)
+		return false, fmt.Errorf("hub: cache: %w", err)
 	}
 	restart := func() error {
 		n = 0
 		v.reset()
 		if err := f.Truncate(0); err != nil {
-			return fmt.Errorf("hub: cache: %v", err)
+			return fmt.Errorf("hub: cache: %w", err)
 		}
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
-			return fmt.Errorf("hub: cache: %v", err)
+			return fmt.Errorf("hub: cache: %w", err)
 		}
 		return nil
 	}
@@ -85,10 +85,10 @@ func (c *Client) fetchPart(ctx context.Context, m *meta, part string, t target) 
 		// Hash the prefix already there, then go on from its end.
 		resumed = true
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
-			return resumed, fmt.Errorf("hub: cache: %v", err)
+			return resumed, fmt.Errorf("hub: cache: %w", err)
 		}
 		if _, err := io.CopyN(v, f, n); err != nil {
-			return resumed, fmt.Errorf("hub: cache: %v", err)
+			return resumed, fmt.Errorf("hub: cache: %w", err)
 		}
 	}
 	corrupt := func(format string, a ...any) error {
@@ -103,7 +103,7 @@ func (c *Client) fetchPart(ctx context.Context, m *meta, part string, t target) 
 			break
 		}
 		if attempt > maxAttempts {
-			return resumed, fmt.Errorf("hub: %s: download interrupted at %d of %s bytes after %d attempts: %v (run again to resume from %s)",
+			return resumed, fmt.Errorf("hub: %s: download interrupted at %d of %s bytes after %d attempts: %w (run again to resume from %s)",
 				t, n, sizeString(m.size), maxAttempts, lastErr, part)
 		}
 		hdr := http.Header{"Accept-Encoding": {"identity"}}
@@ -172,7 +172,7 @@ func (c *Client) fetchPart(ctx context.Context, m *meta, part string, t target) 
 		}
 		var we *writeError
 		if errors.As(err, &we) {
-			return resumed, fmt.Errorf("hub: cache: %v", we.err)
+			return resumed, fmt.Errorf("hub: cache: %w", we.err)
 		}
 		lastErr = err
 		if w == 0 {
@@ -182,7 +182,7 @@ func (c *Client) fetchPart(ctx context.Context, m *meta, part string, t target) 
 		}
 	}
 	if err := f.Sync(); err != nil {
-		return resumed, fmt.Errorf("hub: cache: %v", err)
+		return resumed, fmt.Errorf("hub: cache: %w", err)
 	}
 	if got, ok := v.check(); !ok {
 		return resumed, corrupt("its %s is %s, the hub announced %s", v.algo, got, v.want)

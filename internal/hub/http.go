@@ -39,12 +39,12 @@ func (c *Client) send(ctx context.Context, method, rawURL string, o sendOpts) (*
 	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("hub: bad URL %q: %v", rawURL, err)
+		return nil, fmt.Errorf("hub: bad URL %q: %w", rawURL, err)
 	}
 	for hops := 0; ; hops++ {
 		req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
 		if err != nil {
-			return nil, fmt.Errorf("hub: bad URL %q: %v", redact(u.String()), err)
+			return nil, fmt.Errorf("hub: bad URL %q: %w", redact(u.String()), err)
 		}
 		for k, v := range o.header {
 			req.Header[k] = v

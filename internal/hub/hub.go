@@ -111,7 +111,7 @@ func (c *Client) Cache() (string, error) {
 	if dir == "" {
 		home, err := os.UserHomeDir()
 		if err != nil {
-			return "", fmt.Errorf("hub: no cache directory: set TRIAGE_HUB_CACHE (%v)", err)
+			return "", fmt.Errorf("hub: no cache directory: set TRIAGE_HUB_CACHE (%w)", err)
 		}
 		dir = filepath.Join(home, ".cache", "triage", "hub")
 	}
@@ -232,7 +232,7 @@ func (c *Client) ListFiles(ctx context.Context, kind Kind, repo, revision string
 		} `json:"siblings"`
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&info); err != nil {
-		return "", nil, fmt.Errorf("hub: %s repo %s: the file list from %s is not JSON: %v", kind, repo, u, err)
+		return "", nil, fmt.Errorf("hub: %s repo %s: the file list from %s is not JSON: %w", kind, repo, u, err)
 	}
 	if !isCommitish(info.SHA) {
 		return "", nil, fmt.Errorf("hub: %s repo %s: the file list from %s names no commit (sha %q): is %s a Hugging Face hub?", kind, repo, u, info.SHA, c.endpoint())

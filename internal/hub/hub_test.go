@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -408,6 +410,9 @@ func TestResumeAcrossCalls(t *testing.T) {
 	if err == nil || errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "resume") {
 		t.Fatalf("cut every time: %v", err)
 	}
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("cut every time: %v does not wrap its cause, io.ErrUnexpectedEOF", err)
+	}
 	part := filepath.Join(storage(c), "blobs", sha256Hex(lfsData)+".incomplete")
 	if st, err := os.Stat(part); err != nil || st.Size() != maxAttempts*1000 {
 		t.Fatalf("partial file: %v %v, want %d bytes", st, err, maxAttempts*1000)
@@ -425,6 +430,22 @@ func TestResumeAcrossCalls(t *testing.T) {
 		t.Errorf("requests %v, want one GET with Range bytes=%d-", reqs, maxAttempts*1000)
 	}
 	noLeftovers(t, c)
+}
+
+// A cache that cannot be written: the error wraps the file system's.
+func TestCacheErrorWrapsCause(t *testing.T) {
+	h := newFakeHub(t)
+	h.commit(dataRepo, "main", dataFiles())
+	c := newClient(t, h)
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.CacheDir = filepath.Join(file, "cache")
+	_, err := c.Download(context.Background(), Dataset, "acme/data", "main", "train.jsonl")
+	if err == nil || !strings.HasPrefix(err.Error(), "hub: cache: ") || !errors.Is(err, syscall.ENOTDIR) {
+		t.Fatalf("cache under a regular file: %v, want a hub: cache: error wrapping ENOTDIR", err)
+	}
 }
 
 func TestResumeRangeIgnored(t *testing.T) {

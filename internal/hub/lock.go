@@ -63,11 +63,11 @@ func lockBlob(ctx context.Context, path string) (unlock func(), err error) {
 // openLockFile creates (if need be) and opens a lock file.
 func openLockFile(path string) (*os.File, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, fmt.Errorf("hub: cache: %v", err)
+		return nil, fmt.Errorf("hub: cache: %w", err)
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("hub: cache: %v", err)
+		return nil, fmt.Errorf("hub: cache: %w", err)
 	}
 	return f, nil
 }
