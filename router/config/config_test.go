@@ -3,14 +3,16 @@ package config
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/fsnotify/fsnotify"
 )
 
 func write(t *testing.T, dir, name, body string) string {
@@ -174,57 +176,132 @@ func TestLoadMissingFile(t *testing.T) {
 	}
 }
 
+// TestWatch drives Watch's settle timer by hand and follows the events it
+// gets. A marker file written after the writes under test is the sign that
+// the watch has handled them: a directory's events arrive in order.
 func TestWatch(t *testing.T) {
+	const settle = 20 * time.Millisecond
 	dir := t.TempDir()
 	path := write(t, dir, "triage.yaml", good)
-	var n atomic.Int64
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
+	ready := make(chan struct{})
+	events := make(chan fsnotify.Event, 1000)
+	timers := make(chan chan time.Time, 1000)
 	changed := make(chan struct{}, 10)
+	hooks := watchHooks{
+		ready: func() { close(ready) },
+		event: func(ev fsnotify.Event) { events <- ev },
+		after: func(d time.Duration) <-chan time.Time {
+			if d != settle {
+				t.Errorf("settle timer of %v, want %v", d, settle)
+			}
+			c := make(chan time.Time, 1)
+			timers <- c
+			return c
+		},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
 	go func() {
-		done <- Watch(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)), []string{path}, 20*time.Millisecond, func() {
-			n.Add(1)
-			changed <- struct{}{}
-		})
+		done <- watch(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)), []string{path}, settle, func() { changed <- struct{}{} }, hooks)
 	}()
-	time.Sleep(50 * time.Millisecond) // let the watch start
-	wait := func(what string) {
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("Watch returned before it was ready: %v", err)
+	}
+	const patience = 10 * time.Second // a failure, not a delay: every wait ends on an event
+	markers := 0
+	// handled writes a marker and waits for the watch to see it; it
+	// returns the settle timers started meanwhile, the latest last.
+	handled := func(what string) []chan time.Time {
+		t.Helper()
+		markers++
+		m := write(t, dir, fmt.Sprintf(".marker-%d", markers), "")
+		for {
+			select {
+			case ev := <-events:
+				if ev.Name != m {
+					continue
+				}
+				var started []chan time.Time
+				for {
+					select {
+					case c := <-timers:
+						started = append(started, c)
+					default:
+						return started
+					}
+				}
+			case <-time.After(patience):
+				t.Fatalf("the watch did not get the events of %s", what)
+			}
+		}
+	}
+	noChange := func(what string) {
 		t.Helper()
 		select {
 		case <-changed:
-		case <-time.After(5 * time.Second):
+			t.Fatalf("a change was reported %s", what)
+		default:
+		}
+	}
+	// fire ends the settle time of the latest timer and waits for the change.
+	fire := func(started []chan time.Time, what string) {
+		t.Helper()
+		if len(started) == 0 {
+			t.Fatalf("%s started no settle timer", what)
+		}
+		started[len(started)-1] <- time.Now()
+		select {
+		case <-changed:
+		case <-time.After(patience):
 			t.Fatalf("no change reported after %s", what)
 		}
 	}
-	// A burst of writes is one change.
+
+	// A burst of writes is one change: each write starts the settle time
+	// again, and only the latest timer counts.
 	for range 5 {
 		write(t, dir, "triage.yaml", good)
 	}
-	wait("in-place writes")
-	time.Sleep(100 * time.Millisecond)
-	if got := n.Load(); got != 1 {
-		t.Fatalf("a burst of writes gave %d changes, want 1", got)
+	started := handled("in-place writes")
+	noChange("before the settle time ended")
+	for _, c := range started[:max(len(started)-1, 0)] {
+		c <- time.Now()
 	}
+	if len(handled("the earlier timers")) != 0 {
+		t.Fatal("a settle timer was started with nothing written")
+	}
+	noChange("when a settle time the burst restarted ended")
+	fire(started, "in-place writes")
+	handled("the change")
+	noChange("twice for one burst")
+
 	// An atomic replace (write elsewhere, rename over) is seen.
 	tmp := write(t, dir, ".triage.yaml.tmp", good+"\n# edited\n")
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
-	wait("rename over the file")
-	// Other files in the directory are ignored.
+	fire(handled("rename over the file"), "rename over the file")
+
+	// Other files in the directory, and a change of mode, are ignored.
 	write(t, dir, "unrelated.txt", "x")
-	select {
-	case <-changed:
-		t.Fatal("a change to another file was reported")
-	case <-time.After(200 * time.Millisecond):
+	if err := os.Chmod(path, 0o600); err != nil {
+		t.Fatal(err)
 	}
+	if started := handled("another file and a chmod"); len(started) != 0 {
+		t.Fatalf("another file or a chmod started %d settle timers", len(started))
+	}
+	noChange("for another file or a chmod")
+
 	cancel()
 	select {
 	case err := <-done:
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(patience):
 		t.Fatal("Watch did not return after cancel")
 	}
 }

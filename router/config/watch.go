@@ -17,6 +17,20 @@ import (
 // It returns when ctx is done, or at once with an error if the watch cannot
 // be set up.
 func Watch(ctx context.Context, log *slog.Logger, files []string, settle time.Duration, onChange func()) error {
+	return watch(ctx, log, files, settle, onChange, watchHooks{})
+}
+
+// watchHooks let a test follow and drive watch; the zero value is Watch.
+type watchHooks struct {
+	ready func()                               // the directories are watched
+	event func(fsnotify.Event)                 // an event arrived (before it is filtered)
+	after func(time.Duration) <-chan time.Time // the settle timer (default time.After)
+}
+
+func watch(ctx context.Context, log *slog.Logger, files []string, settle time.Duration, onChange func(), h watchHooks) error {
+	if h.after == nil {
+		h.after = time.After
+	}
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return fmt.Errorf("config: watch: %w", err)
@@ -37,18 +51,22 @@ func Watch(ctx context.Context, log *slog.Logger, files []string, settle time.Du
 			return fmt.Errorf("config: watch %s: %w", d, err)
 		}
 	}
-	var timer *time.Timer
+	if h.ready != nil {
+		h.ready()
+	}
+	// fire is the settle timer of the latest relevant event: each one
+	// starts it again, so only a quiet settle ends a burst.
 	var fire <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
-			if timer != nil {
-				timer.Stop()
-			}
 			return nil
 		case ev, ok := <-w.Events:
 			if !ok {
 				return nil
+			}
+			if h.event != nil {
+				h.event(ev)
 			}
 			// A ConfigMap swaps a "..data" symlink; any event on it, or on a
 			// watched file, counts.
@@ -58,12 +76,7 @@ func Watch(ctx context.Context, log *slog.Logger, files []string, settle time.Du
 			if ev.Op == fsnotify.Chmod {
 				continue
 			}
-			if timer == nil {
-				timer = time.NewTimer(settle)
-			} else {
-				timer.Reset(settle)
-			}
-			fire = timer.C
+			fire = h.after(settle)
 		case <-fire:
 			fire = nil
 			onChange()
