@@ -402,6 +402,11 @@ func (c *conn) stopWatch() {
 		done := c.wdone
 		c.wmu.Unlock()
 		<-done
+		// The watch cleared the read deadline to wait: clear the one that
+		// stopped it too, or (without timeouts, when the next request's
+		// read sets none) it would fail the next read at once, losing a
+		// pipelined request whose first byte the watch got.
+		_ = c.nc.SetReadDeadline(time.Time{})
 		return
 	}
 	c.wmu.Unlock()

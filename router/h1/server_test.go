@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,6 +23,12 @@ func serve(t *testing.T, s *Server) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serveOn(t, s, ln)
+}
+
+// serveOn runs s on ln until the test ends, and returns ln's address.
+func serveOn(t *testing.T, s *Server, ln net.Listener) string {
+	t.Helper()
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(ln) }()
 	t.Cleanup(func() {
@@ -292,28 +299,107 @@ func TestClientLeavingCancelsTheRequest(t *testing.T) {
 
 // A request that arrives while the previous one is still being handled
 // (pipelining) is answered after it, even when the watch read its first
-// byte.
+// byte: whether the watch has finished with that byte when the handler
+// returns, or is stopped holding it (its read ends by a deadline in the
+// past, which must not outlive it).
 func TestPipelinedRequestSurvivesTheWatch(t *testing.T) {
-	var n atomic.Int32
-	addr := serve(t, &Server{WatchAfter: time.Millisecond, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.ReadAll(r.Body)
-		if n.Add(1) == 1 {
-			time.Sleep(100 * time.Millisecond) // the watch runs; the next request arrives
-		}
-		if r.Context().Err() != nil {
-			panic("request cancelled by a pipelined request")
-		}
-		io.WriteString(w, r.URL.Path)
-	})})
-	c, br := rawConn(t, addr)
-	io.WriteString(c, "GET /one HTTP/1.1\r\nHost: h\r\n\r\n")
-	time.Sleep(30 * time.Millisecond)
-	io.WriteString(c, "GET /two HTTP/1.1\r\nHost: h\r\n\r\n")
-	for _, want := range []string{"/one", "/two"} {
-		if _, got := readResp(t, br, "GET"); got != want {
-			t.Fatalf("got %q, want %q", got, want)
+	for _, tc := range []struct {
+		name string
+		hold bool // the watch's read returns its byte only once the watch is being stopped
+	}{{"byte read", false}, {"stopped holding the byte", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ln := newWatchedListener(t, tc.hold)
+			var n atomic.Int32
+			addr := serveOn(t, &Server{WatchAfter: time.Millisecond, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				io.ReadAll(r.Body)
+				if n.Add(1) == 1 {
+					// The first request runs until the watch has read the
+					// second's first byte.
+					select {
+					case <-ln.gotByte:
+					case <-time.After(10 * time.Second):
+						t.Error("the watch did not read the pipelined request's first byte")
+					}
+				}
+				if r.Context().Err() != nil {
+					panic("request cancelled by a pipelined request")
+				}
+				io.WriteString(w, r.URL.Path)
+			})}, ln)
+			c, br := rawConn(t, addr)
+			io.WriteString(c, "GET /one HTTP/1.1\r\nHost: h\r\n\r\n")
+			select {
+			case <-ln.reading: // the watch is waiting for the client
+			case <-time.After(10 * time.Second):
+				t.Fatal("the watch did not start")
+			}
+			io.WriteString(c, "GET /two HTTP/1.1\r\nHost: h\r\n\r\n")
+			for _, want := range []string{"/one", "/two"} {
+				if _, got := readResp(t, br, "GET"); got != want {
+					t.Fatalf("got %q, want %q", got, want)
+				}
+			}
+		})
+	}
+}
+
+// watchedListener's connections show the server's watch at work: the watch
+// reads one byte at a time (requests are read through a 4 KiB buffer), so
+// reading is closed when a one-byte read starts, gotByte when one gets a
+// byte. With hold, that read returns only once a read deadline in the past
+// has been set (the watch being stopped).
+type watchedListener struct {
+	net.Listener
+	hold                           bool
+	reading, gotByte, stopping     chan struct{}
+	readingOnce, gotOnce, stopOnce sync.Once
+}
+
+func newWatchedListener(t *testing.T, hold bool) *watchedListener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &watchedListener{Listener: ln, hold: hold, reading: make(chan struct{}), gotByte: make(chan struct{}), stopping: make(chan struct{})}
+}
+
+func (l *watchedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &watchedConn{Conn: c, l: l}, nil
+}
+
+type watchedConn struct {
+	net.Conn
+	l *watchedListener
+}
+
+func (c *watchedConn) Read(p []byte) (int, error) {
+	if len(p) != 1 {
+		return c.Conn.Read(p)
+	}
+	c.l.readingOnce.Do(func() { close(c.l.reading) })
+	n, err := c.Conn.Read(p)
+	if n == 1 {
+		c.l.gotOnce.Do(func() { close(c.l.gotByte) })
+		if c.l.hold {
+			select {
+			case <-c.l.stopping:
+			case <-time.After(10 * time.Second):
+			}
 		}
 	}
+	return n, err
+}
+
+func (c *watchedConn) SetReadDeadline(t time.Time) error {
+	if !t.IsZero() && t.Before(time.Now()) {
+		c.l.stopOnce.Do(func() { close(c.l.stopping) })
+	}
+	return c.Conn.SetReadDeadline(t)
 }
 
 // A body the handler did not read is skipped, and the connection serves
