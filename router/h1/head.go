@@ -3,7 +3,6 @@ package h1
 import (
 	"bytes"
 	"net/http"
-	"net/textproto"
 	"net/url"
 	"strings"
 
@@ -98,7 +97,7 @@ func parseHead(buf []byte) (head, int, headStatus) {
 		if !wire.FieldValue(v) {
 			return h, 0, headNotPlain
 		}
-		key := canonicalKey(line[:colon])
+		key := wire.CanonicalKey(line[:colon])
 		switch key {
 		case "Host":
 			hosts++
@@ -182,28 +181,4 @@ func plainHost(v string) bool {
 		}
 	}
 	return true
-}
-
-// Header names clients send on nearly every request, so that looking them
-// up in any common spelling allocates nothing.
-var knownKeys = func() map[string]string {
-	m := map[string]string{}
-	for _, k := range []string{"Host", "Content-Type", "Content-Length", "Authorization", "Accept",
-		"Accept-Encoding", "Accept-Language", "User-Agent", "Connection", "Keep-Alive", "X-Request-Id",
-		"Transfer-Encoding", "Expect", "Upgrade", "Te", "Trailer", "Cookie", "Origin", "Referer",
-		"X-Forwarded-For", "X-Forwarded-Proto", "X-Real-Ip", "X-Stainless-Lang", "X-Stainless-Package-Version",
-		"X-Stainless-Os", "X-Stainless-Arch", "X-Stainless-Runtime", "X-Stainless-Runtime-Version",
-		"X-Stainless-Retry-Count", "X-Stainless-Timeout", "Openai-Organization", "Openai-Project",
-		"X-Session-Id", "Cache-Control", "Pragma"} {
-		m[k] = k
-		m[strings.ToLower(k)] = k
-	}
-	return m
-}()
-
-func canonicalKey(name string) string {
-	if k, ok := knownKeys[name]; ok {
-		return k
-	}
-	return textproto.CanonicalMIMEHeaderKey(name)
 }

@@ -136,7 +136,7 @@ func (r *relayer) head() (framing, error) {
 		if !wire.FieldValue(val) {
 			return fr, fmt.Errorf("response header %s has a control character in its value", truncate(name))
 		}
-		key := canonicalKey(name)
+		key := wire.CanonicalKey(name)
 		switch key {
 		case "Transfer-Encoding":
 			te, tes = val, tes+1
@@ -479,35 +479,16 @@ func parseChunkSize(line []byte) (int64, bool) {
 	return n, true
 }
 
-// Common header names and values, so relaying them allocates nothing.
-var (
-	knownKeys = func() map[string]string {
-		m := map[string]string{}
-		for _, k := range []string{"Content-Type", "Content-Length", "Transfer-Encoding", "Connection",
-			"Keep-Alive", "Date", "Server", "X-Request-Id", "Cache-Control", "Vary", "Te", "Trailer",
-			"Upgrade", "Proxy-Connection", "Proxy-Authenticate", "Content-Encoding", "X-Accel-Buffering"} {
-			m[k] = k
-			m[http.CanonicalHeaderKey(string(bytes.ToLower([]byte(k))))] = k
-			m[string(bytes.ToLower([]byte(k)))] = k
-		}
-		return m
-	}()
-	knownValues = func() map[string]string {
-		m := map[string]string{}
-		for _, v := range []string{"application/json", "text/event-stream", "text/event-stream; charset=utf-8",
-			"text/plain; charset=utf-8", "uvicorn", "no-cache", "chunked", "keep-alive", "close", "no"} {
-			m[v] = v
-		}
-		return m
-	}()
-)
-
-func canonicalKey(b []byte) string {
-	if k, ok := knownKeys[string(b)]; ok {
-		return k
+// Common header values, so relaying them allocates nothing (names:
+// wire.CanonicalKey).
+var knownValues = func() map[string]string {
+	m := map[string]string{}
+	for _, v := range []string{"application/json", "text/event-stream", "text/event-stream; charset=utf-8",
+		"text/plain; charset=utf-8", "uvicorn", "no-cache", "chunked", "keep-alive", "close", "no"} {
+		m[v] = v
 	}
-	return http.CanonicalHeaderKey(string(b))
-}
+	return m
+}()
 
 func internValue(b []byte) string {
 	if v, ok := knownValues[string(b)]; ok {

@@ -1,6 +1,10 @@
 package wire
 
-import "testing"
+import (
+	"net/textproto"
+	"strings"
+	"testing"
+)
 
 func TestParseLength(t *testing.T) {
 	for in, want := range map[string]int64{"0": 0, "007": 7, "123456789012345678": 123456789012345678} {
@@ -24,4 +28,65 @@ func TestTrimOWS(t *testing.T) {
 			t.Errorf("TrimOWS(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+// TestCanonicalKeyAllocs: a known name in any case gives its canonical form
+// without allocating; any other name gives what textproto gives.
+func TestCanonicalKeyAllocs(t *testing.T) {
+	for key, want := range knownKeys {
+		if key != want {
+			continue // the lower-case entry of a name: each name once
+		}
+		lower := strings.ToLower(want)
+		for _, name := range []string{want, lower, strings.ToUpper(want), swapCase(want)} {
+			if got := CanonicalKey(name); got != want {
+				t.Errorf("CanonicalKey(%q) = %q, want %q", name, got, want)
+			}
+			b := []byte(name)
+			if got := CanonicalKey(b); got != want {
+				t.Errorf("CanonicalKey([]byte %q) = %q, want %q", name, got, want)
+			}
+			if n := testing.AllocsPerRun(100, func() { CanonicalKey(name) }); n != 0 {
+				t.Errorf("CanonicalKey(%q) allocates %v times", name, n)
+			}
+			if n := testing.AllocsPerRun(100, func() { CanonicalKey(b) }); n != 0 {
+				t.Errorf("CanonicalKey([]byte %q) allocates %v times", name, n)
+			}
+		}
+	}
+	for _, name := range []string{"x-custom-thing", "X-CUSTOM", "a", "x-stainless-runtime-versions", "content_type", "h\xffst", ""} {
+		if got, want := CanonicalKey(name), textproto.CanonicalMIMEHeaderKey(name); got != want {
+			t.Errorf("CanonicalKey(%q) = %q, want %q", name, got, want)
+		}
+	}
+}
+
+func swapCase(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		switch {
+		case 'a' <= c && c <= 'z':
+			b[i] = c - 'a' + 'A'
+		case 'A' <= c && c <= 'Z':
+			b[i] = c - 'A' + 'a'
+		}
+	}
+	return string(b)
+}
+
+// FuzzCanonicalKey: CanonicalKey gives what textproto gives, for strings
+// and bytes.
+func FuzzCanonicalKey(f *testing.F) {
+	for _, s := range []string{"content-type", "CONTENT-LENGTH", "x-Request-ID", "X-Custom", "te", "TE", "a b", "x-stainless-runtime-version"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		want := textproto.CanonicalMIMEHeaderKey(name)
+		if got := CanonicalKey(name); got != want {
+			t.Fatalf("CanonicalKey(%q) = %q, want %q", name, got, want)
+		}
+		if got := CanonicalKey([]byte(name)); got != want {
+			t.Fatalf("CanonicalKey([]byte %q) = %q, want %q", name, got, want)
+		}
+	})
 }
