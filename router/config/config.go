@@ -403,6 +403,9 @@ func Load(path string) (*Config, error) {
 	}
 	c.Path = path
 	c.resolveFiles()
+	for i := range c.Pools {
+		c.Pools[i].ResolveSecrets()
+	}
 	c.SetDefaults()
 	// Validate what decoded, so one typo does not hide the other problems;
 	// a field that failed to decode is reported once, by the decoder.

@@ -77,9 +77,12 @@ type Replica struct {
 	// Default 1.
 	Weight int `koanf:"weight"`
 	// APIKeyEnv names an environment variable holding the upstream API key,
-	// sent as "Authorization: Bearer <key>". Optional; read when the config
-	// is loaded.
+	// sent as "Authorization: Bearer <key>". Optional; read once, when the
+	// config is loaded (ResolveSecrets).
 	APIKeyEnv string `koanf:"api_key_env"`
+	// APIKey is the key APIKeyEnv held when the config was loaded; it is not
+	// a config key and never printed.
+	APIKey Secret `koanf:"-"`
 }
 
 // Timeouts bound each upstream attempt.
@@ -156,6 +159,24 @@ type Breaker struct {
 	MaxCooldown time.Duration `koanf:"max_cooldown"`
 }
 
+// Secret is a credential: printed as [redacted], so a config can be
+// logged whole.
+type Secret string
+
+func (Secret) String() string   { return "[redacted]" }
+func (Secret) GoString() string { return `"[redacted]"` }
+
+// ResolveSecrets reads each replica's API key from its environment
+// variable. Call it once, when the config is loaded: the key in effect is
+// the one read then, and a reload reads it again.
+func (c *Config) ResolveSecrets() {
+	for i := range c.Replicas {
+		if r := &c.Replicas[i]; r.APIKeyEnv != "" {
+			r.APIKey = Secret(os.Getenv(r.APIKeyEnv))
+		}
+	}
+}
+
 // SetDefaults fills zero fields with their defaults.
 func (c *Config) SetDefaults() {
 	for i := range c.Replicas {
@@ -230,10 +251,8 @@ func (c *Config) Validate(path string) []error {
 		if r.Weight < 1 || r.Weight > 10000 {
 			bad(f+".weight", "must be between 1 and 10000, got %d", r.Weight)
 		}
-		if r.APIKeyEnv != "" {
-			if v, ok := os.LookupEnv(r.APIKeyEnv); !ok || v == "" {
-				bad(f+".api_key_env", "environment variable %s is not set", r.APIKeyEnv)
-			}
+		if r.APIKeyEnv != "" && r.APIKey == "" {
+			bad(f+".api_key_env", "environment variable %s is not set", r.APIKeyEnv)
 		}
 	}
 	pos := func(field string, d time.Duration) {

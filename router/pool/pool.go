@@ -10,7 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -134,9 +134,7 @@ func New(cfg Config, opts ...Option) (*Pool, error) {
 				b.TLS.ServerName = u.Hostname()
 			}
 		}
-		if r.APIKeyEnv != "" {
-			b.APIKey = os.Getenv(r.APIKeyEnv)
-		}
+		b.APIKey = string(r.APIKey)
 		if !*cfg.Health.Enabled {
 			b.health.Store(healthUp)
 		}
@@ -323,28 +321,50 @@ func (p *Pool) eject(b *Backend, old int64) {
 	}
 }
 
-// State names b's condition: "unknown" (not checked yet), "healthy",
-// "unhealthy" (failing active checks), "ejected" (breaker open) or
-// "half-open" (cooldown over, waiting for a probe).
-func (p *Pool) State(b *Backend) string {
+// State is a backend's condition, as Pool.State reports it. Its String
+// (and MarshalText, for JSON and structured logs) is the name below.
+type State uint8
+
+const (
+	StateUnknown   State = iota // "unknown": not checked yet (takes traffic, not ready)
+	StateHealthy                // "healthy": passing active checks (or checks are off), not ejected
+	StateUnhealthy              // "unhealthy": failing active checks
+	StateEjected                // "ejected": breaker open
+	StateHalfOpen               // "half-open": cooldown over, waiting for a probe
+)
+
+var stateNames = [...]string{"unknown", "healthy", "unhealthy", "ejected", "half-open"}
+
+func (s State) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return "State(" + strconv.Itoa(int(s)) + ")"
+}
+
+// MarshalText returns the state's name.
+func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// State is b's condition now.
+func (p *Pool) State(b *Backend) State {
 	if until := b.openUntil.Load(); until != 0 {
 		if p.now().UnixNano() < until {
-			return "ejected"
+			return StateEjected
 		}
-		return "half-open"
+		return StateHalfOpen
 	}
 	switch b.health.Load() {
 	case healthUp:
-		return "healthy"
+		return StateHealthy
 	case healthDown:
-		return "unhealthy"
+		return StateUnhealthy
 	}
-	return "unknown"
+	return StateUnknown
 }
 
 // Healthy reports whether b is confirmed healthy: passing active checks (or
 // checks are off) and not ejected.
-func (p *Pool) Healthy(b *Backend) bool { return p.State(b) == "healthy" }
+func (p *Pool) Healthy(b *Backend) bool { return p.State(b) == StateHealthy }
 
 // Available reports whether Pick could find a replica now: one not failing
 // its checks and not ejected (an unchecked one counts).

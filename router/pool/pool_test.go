@@ -1,12 +1,16 @@
 package pool
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -131,11 +135,11 @@ func TestBreakerEjectAndRecover(t *testing.T) {
 	p.Report(bad, Success)
 	p.Report(bad, Failure)
 	p.Report(bad, Failure)
-	if s := p.State(bad); s != "healthy" {
+	if s := p.State(bad); s != StateHealthy {
 		t.Fatalf("State after 2 failures = %q, want healthy", s)
 	}
 	p.Report(bad, Failure) // third in a row
-	if s := p.State(bad); s != "ejected" {
+	if s := p.State(bad); s != StateEjected {
 		t.Fatalf("State after 3 failures = %q, want ejected", s)
 	}
 	assertOnly := func(want *Backend) {
@@ -155,7 +159,7 @@ func TestBreakerEjectAndRecover(t *testing.T) {
 
 	// Cooldown over: exactly one probe goes to the ejected replica.
 	clk.Advance(10 * time.Second)
-	if s := p.State(bad); s != "half-open" {
+	if s := p.State(bad); s != StateHalfOpen {
 		t.Fatalf("State after cooldown = %q, want half-open", s)
 	}
 	good.inflight.Store(1000) // make the probe the preferred choice
@@ -173,15 +177,15 @@ func TestBreakerEjectAndRecover(t *testing.T) {
 	// The probe fails: ejected again for twice the cooldown.
 	probe.Release()
 	p.Report(bad, Failure)
-	if s := p.State(bad); s != "ejected" {
+	if s := p.State(bad); s != StateEjected {
 		t.Fatalf("State after failed probe = %q, want ejected", s)
 	}
 	clk.Advance(19 * time.Second)
-	if s := p.State(bad); s != "ejected" {
+	if s := p.State(bad); s != StateEjected {
 		t.Fatalf("State 19s into a doubled 20s cooldown = %q, want ejected", s)
 	}
 	clk.Advance(time.Second)
-	if s := p.State(bad); s != "half-open" {
+	if s := p.State(bad); s != StateHalfOpen {
 		t.Fatalf("State after doubled cooldown = %q, want half-open", s)
 	}
 	// Fail again: the doubling is capped at MaxCooldown (25s, not 40s).
@@ -192,7 +196,7 @@ func TestBreakerEjectAndRecover(t *testing.T) {
 	probe.Release()
 	p.Report(bad, Failure)
 	clk.Advance(25 * time.Second)
-	if s := p.State(bad); s != "half-open" {
+	if s := p.State(bad); s != StateHalfOpen {
 		t.Fatalf("State after capped cooldown = %q, want half-open", s)
 	}
 	// A client that leaves mid-probe proves nothing: the probe slot frees.
@@ -206,14 +210,14 @@ func TestBreakerEjectAndRecover(t *testing.T) {
 	// This probe succeeds: closed, and the next ejection starts from 10s again.
 	probe.Release()
 	p.Report(bad, Success)
-	if s := p.State(bad); s != "healthy" {
+	if s := p.State(bad); s != StateHealthy {
 		t.Fatalf("State after successful probe = %q, want healthy", s)
 	}
 	for range 3 {
 		p.Report(bad, Failure)
 	}
 	clk.Advance(10 * time.Second)
-	if s := p.State(bad); s != "half-open" {
+	if s := p.State(bad); s != StateHalfOpen {
 		t.Fatalf("cooldown did not reset after recovery: state %q", s)
 	}
 }
@@ -258,7 +262,7 @@ func TestActiveHealthThresholds(t *testing.T) {
 	var changes []Transition
 	rec := func(tr Transition) { changes = append(changes, tr) }
 
-	if s := p.State(b); s != "unknown" || p.Ready() {
+	if s := p.State(b); s != StateUnknown || p.Ready() {
 		t.Fatalf("before any check: state %q ready %v, want unknown and not ready", s, p.Ready())
 	}
 	if _, err := p.Pick(nil); err != nil {
@@ -393,6 +397,7 @@ func TestConfigValidate(t *testing.T) {
 		},
 		Retry: Retry{Attempts: 99},
 	}
+	cfg.ResolveSecrets()
 	cfg.SetDefaults()
 	errs := cfg.Validate("pools[3]")
 	want := []string{
@@ -440,4 +445,44 @@ func newPoolB(b *testing.B, n int) *Pool {
 		b.Fatal(err)
 	}
 	return p
+}
+
+// A replica's key is read once, when the config is resolved, and never
+// printed with the config.
+func TestSecretsResolvedOnceAndRedacted(t *testing.T) {
+	t.Setenv("TRIAGE_TEST_KEY", "sk-secret-1")
+	cfg := Config{Name: "p", Model: "m", Replicas: []Replica{{URL: "http://a:1", APIKeyEnv: "TRIAGE_TEST_KEY"}}}
+	cfg.ResolveSecrets()
+	cfg.SetDefaults()
+	t.Setenv("TRIAGE_TEST_KEY", "sk-secret-2")
+	p, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Backends()[0].APIKey; got != "sk-secret-1" {
+		t.Fatalf("backend key %q, want the one read at resolve time", got)
+	}
+	for _, f := range []string{"%v", "%+v", "%#v", "%s"} {
+		if out := fmt.Sprintf(f, cfg); strings.Contains(out, "sk-secret") {
+			t.Fatalf("%s of the config prints the key: %s", f, out)
+		}
+	}
+}
+
+// State is a small value that prints, marshals and logs as its name.
+func TestStateNames(t *testing.T) {
+	for s, want := range map[State]string{StateUnknown: "unknown", StateHealthy: "healthy", StateUnhealthy: "unhealthy",
+		StateEjected: "ejected", StateHalfOpen: "half-open", State(9): "State(9)"} {
+		if got := s.String(); got != want {
+			t.Errorf("State(%d).String() = %q, want %q", uint8(s), got, want)
+		}
+		if b, err := json.Marshal(s); err != nil || string(b) != `"`+want+`"` {
+			t.Errorf("json.Marshal(State(%d)) = %s, %v, want %q", uint8(s), b, err, want)
+		}
+		var buf bytes.Buffer
+		slog.New(slog.NewJSONHandler(&buf, nil)).Info("x", "state", s)
+		if !strings.Contains(buf.String(), `"state":"`+want+`"`) {
+			t.Errorf("State(%d) logs as %s, want %q", uint8(s), buf.String(), want)
+		}
+	}
 }

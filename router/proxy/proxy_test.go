@@ -31,6 +31,7 @@ func newPool(t testing.TB, mut func(*pool.Config), urls ...string) *pool.Pool {
 	if mut != nil {
 		mut(&cfg)
 	}
+	cfg.ResolveSecrets()
 	cfg.SetDefaults()
 	if errs := cfg.Validate("pool"); errs != nil {
 		t.Fatal(errs)
