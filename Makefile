@@ -29,9 +29,14 @@ vet:
 test: setup vet
 	@bash scripts/install-chromium.sh   # the HTML report's render test runs in headless Chromium
 	CGO_ENABLED=0 $(GO) build ./...
-	TRIAGE_REQUIRE_ORT=1 TRIAGE_REQUIRE_USE=1 $(GO) test -race -count=1 -timeout 20m -tags ort ./...
+	CGO_ENABLED=0 $(GO) build -tags ort ./...   # without cgo the ort tag builds the stub
+	# TRIAGE_REQUIRE_*: a missing model file, dataset or runtime fails the tests that need it instead of skipping them
+	TRIAGE_REQUIRE_ORT=1 TRIAGE_REQUIRE_USE=1 TRIAGE_REQUIRE_MODELS=1 $(GO) test -race -count=1 -timeout 20m -tags ort ./...
 	# and without the runtime: tier 2 says why it cannot run, tier 1 works
-	$(GO) test -count=1 -timeout 5m -run 'WithoutTag|Stub|ABCLI|ShippedConfigs|SemanticRoutingEndToEnd' ./classifier/onnx ./cmd/triage
+	TRIAGE_REQUIRE_MODELS=1 $(GO) test -count=1 -timeout 5m -run 'WithoutTag|Stub|ABCLI|ShippedConfigs|SemanticRoutingEndToEnd' ./classifier/onnx ./cmd/triage
+	# and the allocation checks, without the race detector (under it sync.Pool drops items at random):
+	# every TestXxxAllocs (allocs_test.go keeps them so named), in the packages that call AllocsPerRun
+	TRIAGE_REQUIRE_MODELS=1 $(GO) test -count=1 -tags ort -run 'Allocs' $$(grep -rl --include='*_test.go' --exclude-dir=var 'testing\.AllocsPerRun(' . | xargs -n1 dirname | sort -u)
 
 # Every fuzz target in the repo, found by `go test -list` so new ones join
 # by themselves, for FUZZTIME each (default 60s); stops at the first failure,

@@ -2,9 +2,13 @@ package triage_test
 
 import (
 	"encoding/json"
+	"go/parser"
+	"go/token"
 	"io"
 	"os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -17,11 +21,13 @@ type pkg struct {
 	Deps       []string
 }
 
-func listPackages(t *testing.T) []pkg {
+// listPackages lists the module's packages as a build with the given tags
+// sees them.
+func listPackages(t *testing.T, tags ...string) []pkg {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-json", "./...").Output()
+	out, err := exec.Command("go", "list", "-json", "-tags", strings.Join(tags, ","), "./...").Output()
 	if err != nil {
-		t.Fatalf("go list: %v", err)
+		t.Fatalf("go list -tags %q: %v", strings.Join(tags, ","), err)
 	}
 	var pkgs []pkg
 	dec := json.NewDecoder(strings.NewReader(string(out)))
@@ -44,8 +50,13 @@ func listPackages(t *testing.T) []pkg {
 // machine: which package may depend on which.
 func TestImportDirections(t *testing.T) {
 	pkgs := listPackages(t)
-	leaf := []string{"rules", "classifier", "models", "datasets", "evaluation", "sim", "internal",
-		"router/openai", "router/pool", "router/access", "router/metrics", "router/proxy", "router/config", "router/logsink", "router/h1"}
+	leaf := []string{"rules", "classifier", "models", "datasets", "evaluation", "training", "sim", "internal", "openai", "shadow",
+		"router/pool", "router/access", "router/metrics", "router/proxy", "router/config", "router/h1", "router/tlsconf"}
+	// Wire formats: the API shapes clients speak. Routing decides on
+	// rules.Signals, which each wire format extracts; nothing below the
+	// edge reads a wire format.
+	wire := []string{"openai", "anthropic"}
+	wireFree := []string{"rules", "classifier", "models", "datasets", "evaluation", "training", "shadow"}
 	for _, p := range pkgs {
 		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, mod), "/")
 		isLeaf := false
@@ -83,12 +94,84 @@ func TestImportDirections(t *testing.T) {
 				t.Errorf("%s imports koanf directly: only router/config may", rel)
 			}
 		}
-		// evaluation reaches router/openai through rules (the request's wire
-		// form); it must not reach the gateway's edge or its forwarding.
+		for _, free := range wireFree {
+			if rel != free && !strings.HasPrefix(rel, free+"/") {
+				continue
+			}
+			for _, w := range wire {
+				if slices.Contains(p.Deps, mod+"/"+w) {
+					t.Errorf("%s depends on the wire format %s: it must decide on rules.Signals, not on a request body", rel, w)
+				}
+			}
+		}
+		// evaluation must not reach the gateway's edge or its forwarding.
 		if rel == "evaluation" || strings.HasPrefix(rel, "evaluation/") {
 			for _, edge := range []string{"/router", "/router/proxy", "/router/pool", "/router/config", "/router/metrics"} {
 				if slices.Contains(p.Deps, mod+edge) {
 					t.Errorf("%s depends on %s: evaluation stays beside the gateway", rel, strings.TrimPrefix(edge, "/"))
+				}
+			}
+		}
+	}
+}
+
+// toolchain are the packages of the offline toolchain: they import, convert,
+// distill, quantize, generate and pull model files, and train and calibrate
+// heads. The gateway serves with none of them.
+var toolchain = []string{
+	"models/bert", "models/distill", "models/glove", "models/model2vec", "models/onnxpb",
+	"models/quantize", "models/sif", "models/tfjs", "models/vocab", "training", "internal/hub",
+}
+
+// TestGatewayWithoutToolchain holds the gateway's import graph apart from
+// the offline toolchain: no package the gateway serves with (router and
+// below, rules, classifier and its tiers, openai, shadow, and models itself,
+// the run-time table format) depends on a toolchain package, with or
+// without tier 2's build tag; nor does any package cmd/triage's serve path
+// imports.
+func TestGatewayWithoutToolchain(t *testing.T) {
+	servesWith := []string{"router", "rules", "classifier", "openai", "shadow"} // with their subpackages
+	servePath := []string{"main.go", "serve.go", "routing.go", "debug.go"}      // cmd/triage files
+	isToolchain := func(path string) bool {
+		rel, ok := strings.CutPrefix(path, mod+"/")
+		return ok && slices.Contains(toolchain, rel)
+	}
+	for _, tags := range [][]string{nil, {"ort"}} {
+		byPath := map[string]pkg{}
+		for _, p := range listPackages(t, tags...) {
+			byPath[p.ImportPath] = p
+		}
+		for _, tc := range toolchain {
+			if _, ok := byPath[mod+"/"+tc]; !ok {
+				t.Errorf("toolchain package %s does not exist: keep the list in arch_test.go up to date", tc)
+			}
+		}
+		check := func(who string, p pkg) {
+			for _, d := range append([]string{p.ImportPath}, p.Deps...) {
+				if isToolchain(d) {
+					t.Errorf("tags %q: %s depends on the toolchain package %s: the gateway must not", tags, who, strings.TrimPrefix(d, mod+"/"))
+				}
+			}
+		}
+		for path, p := range byPath {
+			rel := strings.TrimPrefix(strings.TrimPrefix(path, mod), "/")
+			serves := rel == "models"
+			for _, s := range servesWith {
+				serves = serves || rel == s || strings.HasPrefix(rel, s+"/")
+			}
+			if serves {
+				check(rel, p)
+			}
+		}
+		for _, name := range servePath {
+			f, err := parser.ParseFile(token.NewFileSet(), filepath.Join("cmd", "triage", name), nil, parser.ImportsOnly)
+			if err != nil {
+				t.Fatalf("cmd/triage's serve path: %v (keep the list in arch_test.go up to date)", err)
+			}
+			for _, spec := range f.Imports {
+				imp, _ := strconv.Unquote(spec.Path.Value)
+				if p, ok := byPath[imp]; ok {
+					check("cmd/triage/"+name+" (through "+strings.TrimPrefix(imp, mod+"/")+")", p)
 				}
 			}
 		}

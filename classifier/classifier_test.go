@@ -20,7 +20,13 @@ func TestSetTop(t *testing.T) {
 	if len(r.Top) != 4 || r.Class != "a" {
 		t.Fatalf("SetTop(k > classes) = %+v", r)
 	}
+}
+
+func TestSetTopAllocs(t *testing.T) {
+	classes := []string{"a", "b", "c", "d"}
 	probs := []float32{0.1, 0.2, 0.3, 0.4}
+	var r Result
+	r.SetTop(classes, probs, 3)
 	if n := testing.AllocsPerRun(100, func() { r.SetTop(classes, probs, 3) }); n != 0 {
 		t.Fatalf("SetTop allocates %v times once Top has room", n)
 	}
@@ -255,6 +261,77 @@ func TestHeadsSaveLoadValidate(t *testing.T) {
 	}
 	if _, err := h.Resolve("missing.tbl", t.TempDir()); err == nil || !strings.Contains(err.Error(), "setup") {
 		t.Fatalf("Resolve(missing) = %v", err)
+	}
+}
+
+// TestHeadsCalibratedCopyTo: a calibrated copy sets one tier's temperature
+// and floors, keeps the rest, leaves the original alone, and travels with
+// its table.
+func TestHeadsCalibratedCopyTo(t *testing.T) {
+	src := t.TempDir()
+	f1, f2 := float32(0.7), float32(0.6)
+	head := Linear{Kind: "softmax", Classes: []string{"a", "b"}, Dims: 2, W: []float32{1, 0, 0, 1}, B: []float32{0, 0}, Temperature: 1.5}
+	h := &Heads{Name: "x", Version: "v1", Classes: []string{"a", "b"},
+		Tier1:  &Tier{Encoder: Encoder{Kind: "static", Table: "t.tbl"}, Head: head},
+		Tier2:  &Tier{Encoder: Encoder{Kind: "onnx", Model: "m"}, Head: head},
+		Floors: map[string]Floors{"a": {Tier1: &f1, Tier2: &f2}}}
+	if err := h.Save(src); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "t.tbl"), []byte("table"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h, err := LoadHeads(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := h.TierFloors(2); len(got) != 1 || got["a"] != 0.6 {
+		t.Fatalf("TierFloors(2) = %v", got)
+	}
+	cal, err := h.Calibrated(1, 2.5, map[string]float32{"b": 0.4, "a": 0.9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cal.Tier1.Head.Temperature != 2.5 || cal.Tier2.Head.Temperature != 1.5 || cal.Version != "v1+cal" {
+		t.Fatalf("Calibrated: temperatures %v %v, version %q", cal.Tier1.Head.Temperature, cal.Tier2.Head.Temperature, cal.Version)
+	}
+	if got := cal.TierFloors(1); len(got) != 2 || got["a"] != 0.9 || got["b"] != 0.4 || *cal.Floors["a"].Tier2 != 0.6 {
+		t.Fatalf("Calibrated floors: tier 1 %v, a's tier 2 %v", got, *cal.Floors["a"].Tier2)
+	}
+	if h.Tier1.Head.Temperature != 1.5 || *h.Floors["a"].Tier1 != 0.7 || len(h.Floors) != 1 || h.Version != "v1" {
+		t.Fatalf("Calibrated modified the original: %+v", h)
+	}
+	again, err := cal.Calibrated(2, 1.2, nil)
+	if err != nil || again.Version != "v1+cal" || again.Tier2.Head.Temperature != 1.2 {
+		t.Fatalf("Calibrated twice: version %q, err %v", again.Version, err)
+	}
+	if _, err := (&Heads{Tier1: h.Tier1}).Calibrated(2, 1, nil); err == nil {
+		t.Error("Calibrated accepted a tier the heads lack")
+	}
+	if _, err := h.Calibrated(1, float32(math.NaN()), nil); err == nil {
+		t.Error("Calibrated accepted a NaN temperature")
+	}
+	dst := filepath.Join(t.TempDir(), "cal")
+	if err := cal.CopyTo(dst); err != nil {
+		t.Fatal(err)
+	}
+	back, err := LoadHeads(dst)
+	if err != nil || back.Version != "v1+cal" || *back.Floors["b"].Tier1 != 0.4 {
+		t.Fatalf("CopyTo: %+v, %v", back, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dst, "t.tbl")); err != nil || string(b) != "table" {
+		t.Fatalf("CopyTo left the table behind: %q, %v", b, err)
+	}
+	// In place, and without the table in the artifact's directory.
+	if err := cal.CopyTo(src); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(src, "t.tbl")); string(b) != "table" {
+		t.Fatalf("CopyTo in place: table %q", b)
+	}
+	os.Remove(filepath.Join(src, "t.tbl"))
+	if err := cal.CopyTo(t.TempDir()); err != nil {
+		t.Fatalf("CopyTo without the table in its directory: %v", err)
 	}
 }
 

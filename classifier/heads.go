@@ -5,10 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strings"
 
 	"github.com/triagegw/triage/internal/atomicfile"
 )
@@ -183,6 +187,112 @@ func (h *Heads) Save(dir string) error {
 		}, m)
 	})
 	return atomicfile.WriteBytes(filepath.Join(dir, HeadsFile), append(b, '\n'))
+}
+
+// Tier returns tier n (1 or 2) of the artifact, nil if it has none.
+func (h *Heads) Tier(n int) *Tier {
+	switch n {
+	case 1:
+		return h.Tier1
+	case 2:
+		return h.Tier2
+	}
+	return nil
+}
+
+// TierFloors returns the floors of tier n (1 or 2) by class: the classes
+// with a floor on that tier.
+func (h *Heads) TierFloors(n int) map[string]float32 {
+	m := map[string]float32{}
+	for c, f := range h.Floors {
+		v := f.Tier1
+		if n == 2 {
+			v = f.Tier2
+		}
+		if v != nil {
+			m[c] = *v
+		}
+	}
+	return m
+}
+
+// Calibrated returns a copy of h whose tier n (1 or 2) has the given
+// temperature (0 means 1, as in Linear) and, for each class in floors, the given floor; the other
+// floors are kept. Its version is h's with "+cal" appended (once). h is not
+// modified; the copy shares nothing mutable with it but the heads' weights,
+// which neither changes.
+func (h *Heads) Calibrated(n int, temperature float32, floors map[string]float32) (*Heads, error) {
+	t := h.Tier(n)
+	if t == nil {
+		return nil, fmt.Errorf("heads %s: no tier %d to calibrate", h.Dir, n)
+	}
+	if temperature < 0 || math.IsNaN(float64(temperature)) || math.IsInf(float64(temperature), 0) {
+		return nil, fmt.Errorf("heads %s: temperature %v", h.Dir, temperature)
+	}
+	cal := *h
+	tc := *t
+	tc.Head.Temperature = temperature
+	if n == 1 {
+		cal.Tier1 = &tc
+	} else {
+		cal.Tier2 = &tc
+	}
+	if !strings.HasSuffix(h.Version, "+cal") {
+		cal.Version = h.Version + "+cal"
+	}
+	cal.Floors = make(map[string]Floors, len(h.Floors)+len(floors))
+	for c, f := range h.Floors {
+		cal.Floors[c] = f
+	}
+	for c, v := range floors {
+		f := cal.Floors[c]
+		if n == 1 {
+			f.Tier1 = &v
+		} else {
+			f.Tier2 = &v
+		}
+		cal.Floors[c] = f
+	}
+	return &cal, nil
+}
+
+// CopyTo saves h into dir as Save does, with the files it names that live
+// in its own directory (the tier-1 table), so that the copy stands on its
+// own. A file the artifact finds in the models directory instead is not
+// copied: the copy finds it there too.
+func (h *Heads) CopyTo(dir string) error {
+	if err := h.Save(dir); err != nil {
+		return err
+	}
+	t := h.Tier1
+	if t == nil || t.Encoder.Table == "" || h.Dir == "" {
+		return nil
+	}
+	src, dst := filepath.Join(h.Dir, t.Encoder.Table), filepath.Join(dir, t.Encoder.Table)
+	if same(src, dst) {
+		return nil
+	}
+	in, err := os.Open(src)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	defer in.Close()
+	return atomicfile.Write(dst, func(w io.Writer) error {
+		_, err := io.Copy(w, in)
+		return err
+	})
+}
+
+// same reports whether a and b are one existing file.
+func same(a, b string) bool {
+	sa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	sb, err := os.Stat(b)
+	return err == nil && os.SameFile(sa, sb)
 }
 
 // Resolve finds a file an artifact names: in its own directory first, then

@@ -234,7 +234,7 @@ func decodeTable(r io.Reader, size int64) (*Table, error) {
 	if !m.Quant.Valid() {
 		return nil, fmt.Errorf("manifest: unknown quant %q", m.Quant)
 	}
-	if m.Dims <= 0 || m.Dims > maxDims || m.VocabSize < 0 || m.ExtraWords < 0 || m.Buckets < 0 ||
+	if m.Dims <= 0 || m.Dims > MaxDims || m.VocabSize < 0 || m.ExtraWords < 0 || m.Buckets < 0 ||
 		m.VocabSize > maxRows || m.ExtraWords > maxRows || m.Buckets > maxRows ||
 		m.VocabSize+m.ExtraWords+m.Buckets == 0 || m.VocabSize+m.ExtraWords+m.Buckets > maxRows {
 		return nil, fmt.Errorf("manifest: bad sizes: dims %d, vocab_size %d, extra_words %d, buckets %d", m.Dims, m.VocabSize, m.ExtraWords, m.Buckets)
@@ -297,13 +297,13 @@ func decodeTable(r io.Reader, size int64) (*Table, error) {
 		return nil, errors.New("file is longer than its size (changed while reading?)")
 	}
 
-	if i := firstNonFinite(t.weights); i >= 0 {
+	if i := FirstNonFinite(t.weights); i >= 0 {
 		return nil, fmt.Errorf("weight of row %d is %v", i, t.weights[i])
 	}
 	t.compactWeights()
 	switch m.Quant {
 	case QuantF32:
-		if i := firstNonFinite(t.f32); i >= 0 {
+		if i := FirstNonFinite(t.f32); i >= 0 {
 			return nil, fmt.Errorf("row %d has a non-finite value %v", int64(i)/dims, t.f32[i])
 		}
 	case QuantF16:
@@ -439,9 +439,4 @@ func FileSHA256(path string) (string, error) {
 		return "", fmt.Errorf("%s: %w", path, err)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-func sha256Hex(b []byte) string {
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
 }

@@ -121,8 +121,8 @@ func newTable(m Manifest, vocabSize int, extraWords []string, dims int, flat, we
 		return nil, errors.New("models: NewTable: no rows")
 	case rows > maxRows:
 		return nil, fmt.Errorf("models: NewTable: %d rows, more than %d", rows, maxRows)
-	case dims <= 0 || dims > maxDims:
-		return nil, fmt.Errorf("models: NewTable: %d dimensions, want 1..%d", dims, maxDims)
+	case dims <= 0 || dims > MaxDims:
+		return nil, fmt.Errorf("models: NewTable: %d dimensions, want 1..%d", dims, MaxDims)
 	case len(flat) != rows*dims:
 		return nil, fmt.Errorf("models: NewTable: %d values for %d rows of %d dimensions", len(flat), rows, dims)
 	case len(weights) != rows:
@@ -131,10 +131,10 @@ func newTable(m Manifest, vocabSize int, extraWords []string, dims int, flat, we
 	if err := checkManifestAgrees(&m, dims, vocabSize, len(extraWords), QuantF32); err != nil {
 		return nil, fmt.Errorf("models: NewTable: %w", err)
 	}
-	if i := firstNonFinite(weights); i >= 0 {
+	if i := FirstNonFinite(weights); i >= 0 {
 		return nil, fmt.Errorf("models: NewTable: weight of row %d is %v", i, weights[i])
 	}
-	if i := firstNonFinite(flat); i >= 0 {
+	if i := FirstNonFinite(flat); i >= 0 {
 		return nil, fmt.Errorf("models: NewTable: row %d has a non-finite value %v", i/dims, flat[i])
 	}
 	t := &Table{Manifest: m, rows: rows, dims: dims, vocab: vocabSize, buckets: buckets, quant: QuantF32, weights: weights, f32: flat}
@@ -147,8 +147,9 @@ func newTable(m Manifest, vocabSize int, extraWords []string, dims int, flat, we
 }
 
 // Limits that keep a corrupt header from asking for absurd allocations.
+// MaxDims is the most dimensions a table may have.
 const (
-	maxDims = 1 << 16
+	MaxDims = 1 << 16
 	maxRows = 1 << 28
 )
 
@@ -176,7 +177,9 @@ func checkManifestAgrees(m *Manifest, dims, vocab, extra int, q Quant) error {
 	return nil
 }
 
-func firstNonFinite(v []float32) int {
+// FirstNonFinite returns the index of the first NaN or infinity in v, or
+// -1: a table holds finite values only.
+func FirstNonFinite(v []float32) int {
 	for i, x := range v {
 		if math.Float32bits(x)&0x7f800000 == 0x7f800000 {
 			return i
@@ -451,7 +454,7 @@ func (t *Table) SetVector(row int32, v []float32) {
 	if len(v) != t.dims {
 		panic(fmt.Sprintf("models: SetVector: %d values for %d dimensions", len(v), t.dims))
 	}
-	if i := firstNonFinite(v); i >= 0 {
+	if i := FirstNonFinite(v); i >= 0 {
 		panic(fmt.Sprintf("models: SetVector: value %d is %v", i, v[i]))
 	}
 	copy(t.f32[int(row)*t.dims:], v)
@@ -459,7 +462,7 @@ func (t *Table) SetVector(row int32, v []float32) {
 
 // SetWeight replaces row's weight. It panics if w is not finite.
 func (t *Table) SetWeight(row int32, w float32) {
-	if firstNonFinite([]float32{w}) >= 0 {
+	if FirstNonFinite([]float32{w}) >= 0 {
 		panic(fmt.Sprintf("models: SetWeight: %v", w))
 	}
 	t.weights = t.weightSlice()

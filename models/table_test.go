@@ -10,6 +10,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/triagegw/triage/internal/testenv"
 )
 
 var quants = []Quant{QuantF32, QuantF16, QuantI8}
@@ -270,6 +273,14 @@ func TestAccumulateMatchesVector(t *testing.T) {
 				t.Fatalf("%s: acc[%d] = %v, want %v", q, j, acc[j], want[j])
 			}
 		}
+	}
+}
+
+func TestAccumulateAllocs(t *testing.T) {
+	base := randomTable(t, 4, 100, 10, 23)
+	for _, q := range quants {
+		tb := base.Quantize(q)
+		acc := make([]float32, tb.Dims())
 		if n := testing.AllocsPerRun(100, func() { tb.Accumulate(acc, 7, 0.5) }); n != 0 {
 			t.Fatalf("%s: Accumulate allocates %v times", q, n)
 		}
@@ -300,17 +311,23 @@ func TestWord(t *testing.T) {
 			t.Errorf("Word(%q) = %d, want absent", w, row)
 		}
 	}
+	empty := randomTable(t, 5, 10, 0, 2)
+	if _, ok := empty.Word([]byte("x")); ok {
+		t.Fatal("word found in a table without extra words")
+	}
+}
+
+func TestWordAllocs(t *testing.T) {
 	big := randomTable(t, 5, 10, 5000, 2)
 	present, absent := []byte("w4321"), []byte("w99999")
+	if _, ok := big.Word(present); !ok {
+		t.Fatalf("Word(%s): absent", present)
+	}
 	if n := testing.AllocsPerRun(1000, func() {
 		big.Word(present)
 		big.Word(absent)
 	}); n != 0 {
 		t.Fatalf("Word allocates %v times", n)
-	}
-	empty := randomTable(t, 5, 10, 0, 2)
-	if _, ok := empty.Word([]byte("x")); ok {
-		t.Fatal("word found in a table without extra words")
 	}
 }
 
@@ -452,4 +469,26 @@ func withPayload(t *testing.T, img []byte, edit func([]byte)) []byte {
 	mlen := int(uint32(img[12]) | uint32(img[13])<<8 | uint32(img[14])<<16 | uint32(img[15])<<24)
 	edit(img[headerSize+mlen : len(img)-4])
 	return fixCRC(img)
+}
+
+// TestReadTableReal loads the table scripts/fetch-models.sh builds.
+func TestReadTableReal(t *testing.T) {
+	path := filepath.Join(testenv.Models(t, "tables/glove-100d-i8.tbl"), "tables", "glove-100d-i8.tbl")
+	start := time.Now()
+	tb, err := ReadTable(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("loaded %s in %v: %d rows, %d bytes resident", path, time.Since(start), tb.Rows(), tb.MemoryBytes())
+	if tb.Quant() != QuantI8 || tb.Dims() != 100 || tb.VocabSize() != 30522 || tb.Manifest.ExtraWords != 50000 {
+		t.Fatalf("manifest %+v", tb.Manifest)
+	}
+	// "the" is id 1996 in bert-base-uncased; GloVe's vector starts -0.038194.
+	if v := tb.Vector(1996, nil); math.Abs(float64(v[0])+0.038194) > 0.02 {
+		t.Errorf("row 1996 (the) starts %v", v[0])
+	}
+	row, ok := tb.Word([]byte("lawmakers"))
+	if !ok || tb.Weight(row) <= 0 {
+		t.Errorf("extra word lawmakers: %d %v", row, ok)
+	}
 }

@@ -1,4 +1,4 @@
-//go:build ort
+//go:build cgo && ort
 
 package onnx
 
@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/triagegw/triage/models"
+	"github.com/triagegw/triage/models/bert"
 )
 
 // The benchmarks run a BERT encoder of bge-small-en-v1.5's shape (12
@@ -136,7 +136,7 @@ func benchDir(b *testing.B) string {
 	if d := os.Getenv("TRIAGE_BENCH_BERT"); d != "" {
 		return d
 	}
-	return modelDir(b, models.BGESmall(), PoolCLS)
+	return modelDir(b, bert.BGESmall(), PoolCLS)
 }
 
 func vmRSS(b *testing.B) int64 {

@@ -1,11 +1,10 @@
-//go:build ort
+//go:build cgo && ort
 
 package onnx
 
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
@@ -13,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/triagegw/triage/internal/testenv"
 )
 
 // The USE-lite benchmarks run the converted Universal Sentence Encoder lite
@@ -31,14 +32,11 @@ var (
 	useModels = map[int]*Model{} // by intra-op threads
 )
 
-// useDir is the USE-lite model directory; the benchmark skips without it.
+// useDir is the USE-lite model directory; the benchmark skips without it
+// (see testenv.Models).
 func useDir(tb testing.TB) string {
 	tb.Helper()
-	dir := filepath.Join(modelsDir(), "use")
-	if _, err := os.Stat(filepath.Join(dir, ManifestFile)); err != nil {
-		tb.Skipf("no USE-lite model (scripts/fetch-use.sh builds it): %v", err)
-	}
-	return dir
+	return filepath.Join(testenv.Models(tb, "use/"+ManifestFile), "use")
 }
 
 // useModel is the USE-lite model with threads intra-op threads per Run

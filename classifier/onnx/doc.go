@@ -1,11 +1,14 @@
 // Package onnx is the classifier's tier 2: a transformer sentence encoder
 // run by ONNX Runtime, its pooled and L2-normalised output fed to a linear
-// head (classifier.Linear). It is the project's only cgo package and is
-// built only with the build tag `ort` (go build -tags ort, CGO_ENABLED=1).
-// Without the tag the package keeps the same API, and everything that would
-// touch the runtime (NewEncoder, Init, Open, Load, Embed, ...) returns an
-// error wrapping classifier.ErrUnavailable that says to rebuild with
-// -tags ort; CGO_ENABLED=0 go build ./... builds a gateway with tier 1 only.
+// head (classifier.Linear). It is the project's only cgo package: the
+// runtime is built in only with cgo and the build tag `ort` (go build
+// -tags ort, CGO_ENABLED=1; files ort.go and batch_ort.go). Without either
+// the package keeps the same API (stub.go; the types are declared once, in
+// files without a tag), and everything that would touch the runtime
+// (NewEncoder, Init, Open, Load, Embed, ...) returns an error wrapping
+// classifier.ErrUnavailable that says to rebuild with -tags ort and
+// CGO_ENABLED=1; CGO_ENABLED=0 go build ./..., with or without -tags ort,
+// builds a gateway with tier 1 only.
 //
 // # The runtime library
 //

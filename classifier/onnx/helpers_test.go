@@ -1,4 +1,4 @@
-//go:build ort
+//go:build cgo && ort
 
 package onnx
 
@@ -6,13 +6,14 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sync"
 	"testing"
 
 	"github.com/triagegw/triage/classifier"
 	"github.com/triagegw/triage/classifier/tokenize"
+	"github.com/triagegw/triage/internal/testenv"
 	"github.com/triagegw/triage/models"
+	"github.com/triagegw/triage/models/bert"
 )
 
 // tmpRoot holds the model directories the tests and benchmarks generate;
@@ -29,13 +30,7 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func modelsDir() string {
-	if d := os.Getenv("TRIAGE_MODELS"); d != "" {
-		return d
-	}
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "var", "models")
-}
+func modelsDir() string { return testenv.ModelsDir() }
 
 // requireORT loads the ONNX Runtime library, or skips the test when it is
 // not there (scripts/fetch-ort.sh fetches it) unless TRIAGE_REQUIRE_ORT=1,
@@ -56,12 +51,12 @@ func requireORT(t testing.TB) {
 
 // smallBERT is a two-layer encoder over the real bert-base-uncased
 // vocabulary: quick to build and run, fed by the real tokenizer.
-func smallBERT() models.BERTConfig {
-	return models.BERTConfig{Layers: 2, Hidden: 32, Heads: 4, Intermediate: 64, Vocab: 30522, MaxPos: 32, TypeVocab: 2, Seed: 3}
+func smallBERT() bert.Config {
+	return bert.Config{Layers: 2, Hidden: 32, Heads: 4, Intermediate: 64, Vocab: 30522, MaxPos: 32, TypeVocab: 2, Seed: 3}
 }
 
 type genKey struct {
-	cfg     models.BERTConfig
+	cfg     bert.Config
 	pooling string
 }
 
@@ -72,7 +67,7 @@ var (
 
 // modelDir writes (once per config and pooling) a model directory for c:
 // model.onnx, encoder.json and the bert-base-uncased tokenizer.
-func modelDir(t testing.TB, c models.BERTConfig, pooling string) string {
+func modelDir(t testing.TB, c bert.Config, pooling string) string {
 	t.Helper()
 	genMu.Lock()
 	defer genMu.Unlock()
@@ -95,7 +90,7 @@ func modelDir(t testing.TB, c models.BERTConfig, pooling string) string {
 	if err := os.WriteFile(filepath.Join(dir, "bert-base-uncased.json"), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := models.BuildBERT(c).WriteFile(filepath.Join(dir, DefaultModelFile)); err != nil {
+	if err := bert.Build(c).WriteFile(filepath.Join(dir, DefaultModelFile)); err != nil {
 		t.Fatal(err)
 	}
 	sum, err := models.FileSHA256(filepath.Join(dir, DefaultModelFile))

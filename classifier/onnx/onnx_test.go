@@ -1,4 +1,4 @@
-//go:build ort
+//go:build cgo && ort
 
 package onnx
 
@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/triagegw/triage/classifier"
+	"github.com/triagegw/triage/internal/testenv"
 	"github.com/triagegw/triage/models"
 	"github.com/triagegw/triage/models/onnxpb"
 )
@@ -471,10 +472,7 @@ func TestUSEInput(t *testing.T) {
 // empty text gets the zero vector.
 func TestUSEModel(t *testing.T) {
 	requireORT(t)
-	dir := filepath.Join(modelsDir(), "use")
-	if _, err := os.Stat(filepath.Join(dir, ManifestFile)); err != nil {
-		t.Skipf("no USE-lite model (scripts/fetch-use.sh builds it): %v", err)
-	}
+	dir := filepath.Join(testenv.Models(t, "use/"+ManifestFile), "use")
 	m, err := Open(dir, modelsDir(), Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-//go:build ort
+//go:build cgo && ort
 
 package onnx
 
@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	ort "github.com/yalue/onnxruntime_go"
@@ -83,17 +82,11 @@ func RuntimeVersion() string {
 	return ort.GetVersion()
 }
 
-// Encoder runs one ONNX encoder graph: token ids in, one unit-length
-// vector out. It is safe for concurrent use.
-type Encoder struct {
-	m        Manifest // with defaults
-	path     string
-	opts     Options
-	sess     *ort.DynamicAdvancedSession
-	sem      chan struct{}
-	loadTime time.Duration
-	closed   atomic.Bool
-	scratch  sync.Pool // *runScratch
+// session is an Encoder's part in the runtime.
+type session struct {
+	sess    *ort.DynamicAdvancedSession
+	sem     chan struct{} // a slot per Run in flight
+	scratch sync.Pool     // *runScratch
 }
 
 // runScratch holds one Run's buffers; the tensors wrap them.
@@ -141,28 +134,11 @@ func NewEncoder(modelPath string, m Manifest, opts Options, modelsDir string) (*
 	if err != nil {
 		return nil, fmt.Errorf("onnx: loading %s (inputs %q, output %q): %w", modelPath, m.Inputs, m.Output, err)
 	}
-	e := &Encoder{m: m, path: modelPath, opts: opts, sess: sess, sem: make(chan struct{}, opts.MaxConcurrent), loadTime: time.Since(start)}
+	e := &Encoder{m: m, path: modelPath, opts: opts, loadTime: time.Since(start),
+		session: session{sess: sess, sem: make(chan struct{}, opts.MaxConcurrent)}}
 	e.scratch.New = func() any { return &runScratch{} }
 	return e, nil
 }
-
-// Manifest is the encoder's manifest, optional fields filled in.
-func (e *Encoder) Manifest() Manifest { return e.m }
-
-// Path is the graph's file.
-func (e *Encoder) Path() string { return e.path }
-
-// Dims is the embedding's length.
-func (e *Encoder) Dims() int { return e.m.Dims }
-
-// MaxTokens is the longest input, special tokens included.
-func (e *Encoder) MaxTokens() int { return e.m.MaxTokens }
-
-// LoadTime is how long ONNX Runtime took to load and optimise the graph.
-func (e *Encoder) LoadTime() time.Duration { return e.loadTime }
-
-// Options are the options in effect, defaults filled in.
-func (e *Encoder) Options() Options { return e.opts }
 
 // Close waits for the Runs in flight and releases the session. Calls after
 // Close fail.

@@ -1,17 +1,18 @@
-//go:build !ort
+//go:build !cgo || !ort
 
 package onnx
 
-import (
-	"context"
-	"time"
-)
+import "context"
 
-// This file is the package without the `ort` build tag: the same API,
-// every call into the runtime failing with errNotBuilt (which wraps
-// classifier.ErrUnavailable and says to rebuild with -tags ort).
+// This file is the package without the runtime (built without cgo or
+// without the `ort` tag): the same API, every call into the runtime
+// failing with errNotBuilt (which wraps classifier.ErrUnavailable and says
+// to rebuild with -tags ort and CGO_ENABLED=1).
 
 const available = false
+
+// session is empty: this build makes no Encoder.
+type session struct{}
 
 // Init loads the ONNX Runtime library; this build has no runtime.
 func Init(path string) error { return errNotBuilt }
@@ -19,33 +20,10 @@ func Init(path string) error { return errNotBuilt }
 // RuntimeVersion is the loaded ONNX Runtime's version: "" in this build.
 func RuntimeVersion() string { return "" }
 
-// Encoder runs one ONNX encoder graph; this build cannot make one.
-type Encoder struct {
-	m Manifest
-}
-
 // NewEncoder loads an encoder graph; this build has no runtime.
 func NewEncoder(modelPath string, m Manifest, opts Options, modelsDir string) (*Encoder, error) {
 	return nil, errNotBuilt
 }
-
-// Manifest is the encoder's manifest.
-func (e *Encoder) Manifest() Manifest { return e.m }
-
-// Path is the graph's file.
-func (e *Encoder) Path() string { return "" }
-
-// Dims is the embedding's length.
-func (e *Encoder) Dims() int { return e.m.Dims }
-
-// MaxTokens is the longest input, special tokens included.
-func (e *Encoder) MaxTokens() int { return e.m.MaxTokens }
-
-// LoadTime is how long the runtime took to load the graph.
-func (e *Encoder) LoadTime() time.Duration { return 0 }
-
-// Options are the options in effect.
-func (e *Encoder) Options() Options { return Options{} }
 
 // Close releases the session.
 func (e *Encoder) Close() error { return nil }

@@ -1,4 +1,4 @@
-//go:build !ort
+//go:build !cgo || !ort
 
 package onnx
 

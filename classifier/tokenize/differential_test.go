@@ -13,16 +13,15 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/triagegw/triage/internal/testenv"
 )
 
 // TestDifferential compares WordPiece with Reference over every text of the
 // shared subjects datasets (train and dev), and checks Encode's max: the
 // ids of Encode(text, max) are the first max of Encode(text, 0).
 func TestDifferential(t *testing.T) {
-	dir := filepath.Join(sharedDir(t), "datasets", "subjects")
-	if _, err := os.Stat(dir); os.IsNotExist(err) {
-		t.Skipf("skipping: %s does not exist (set TRIAGE_SHARED)", dir)
-	}
+	dir := filepath.Join(testenv.Shared(t, "datasets/subjects/train.jsonl", "datasets/subjects/dev.jsonl"), "datasets", "subjects")
 	wp := loadWordPiece(t)
 	ref := loadReference(t)
 	var texts []string

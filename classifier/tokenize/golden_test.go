@@ -41,6 +41,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/triagegw/triage/internal/testenv"
 )
 
 var update = flag.Bool("update", false, "regenerate testdata/golden.jsonl with scripts/golden-tokenizer.mjs (needs node and the npm packages)")
@@ -77,7 +79,7 @@ func TestGolden(t *testing.T) {
 }
 
 func updateGolden(t *testing.T) {
-	script := filepath.Join(repoRoot(t), "scripts", "golden-tokenizer.mjs")
+	script := filepath.Join(testenv.Root(), "scripts", "golden-tokenizer.mjs")
 	run := func(args ...string) {
 		cmd := exec.Command("node", append([]string{script, "golden", "--tokenizer", tokenizerPath(t)}, args...)...)
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
@@ -86,7 +88,7 @@ func updateGolden(t *testing.T) {
 		}
 	}
 	run("--out", "testdata/golden.jsonl", "testdata/hard-cases.jsonl",
-		filepath.Join(sharedDir(t), "datasets", "subjects", "dev.jsonl")+":200")
+		filepath.Join(testenv.SharedDir(), "datasets", "subjects", "dev.jsonl")+":200")
 	frags := filepath.Join(t.TempDir(), "fragments.jsonl")
 	writeFragments(t, frags)
 	run("--max-chars", "100000", "--out", "testdata/golden-fragments.jsonl", frags)

@@ -4,22 +4,26 @@ import (
 	"bufio"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/triagegw/triage/internal/testenv"
 )
 
 // tokenizerPath returns the all-MiniLM-L6-v2 tokenizer.json from the Go
 // module cache (downloading the module if needed). It skips the test only
-// when the go command cannot provide the module, and fails it when the file
-// is not the expected one.
+// when the go command cannot provide the module (fails it with
+// TRIAGE_REQUIRE_MODELS=1, see testenv), and fails it when the file is not
+// the expected one.
 func tokenizerPath(t testing.TB) string {
 	t.Helper()
 	pathOnce.Do(func() { pathVal, pathErr = moduleFilePath() })
 	if pathErr != nil {
-		t.Skipf("skipping: the go command cannot provide %s@%s (offline, no module cache?): %v", modulePath, moduleVersion, pathErr)
+		testenv.Missing(t, fmt.Sprintf("the tokenizer of %s@%s (%v)", modulePath, moduleVersion, pathErr),
+			"run make setup with the network once, which puts it in the Go module cache")
 	}
 	if err := checkSHA256(pathVal, moduleSHA256); err != nil {
 		t.Fatal(err)
@@ -118,39 +122,6 @@ func readGoldenFile(t testing.TB, name string) []goldenRow {
 		t.Fatal(err)
 	}
 	return rows
-}
-
-// repoRoot is the directory of the module's go.mod.
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.Contains(string(data), "module github.com/triagegw/triage\n") {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("repository root (go.mod of github.com/triagegw/triage) not found")
-		}
-		dir = parent
-	}
-}
-
-// sharedDir is $TRIAGE_SHARED (relative to the repository root when
-// relative), by default ../shared beside the repository.
-func sharedDir(t testing.TB) string {
-	t.Helper()
-	dir := os.Getenv("TRIAGE_SHARED")
-	if dir == "" {
-		dir = filepath.Join("..", "shared")
-	}
-	if !filepath.IsAbs(dir) {
-		dir = filepath.Join(repoRoot(t), dir)
-	}
-	return dir
 }
 
 // tokens renders ids as tokens, for failure messages.

@@ -17,7 +17,7 @@
 //
 // The vocabulary is ${TRIAGE_MODELS:-var/models}/use/vocab.json (relative
 // to the repository root); the tests that need it skip without it, unless
-// TRIAGE_REQUIRE_USE=1.
+// TRIAGE_REQUIRE_USE=1 or TRIAGE_REQUIRE_MODELS=1.
 package tokenize
 
 import (
@@ -36,29 +36,18 @@ import (
 	"sync"
 	"testing"
 	"unicode/utf16"
+
+	"github.com/triagegw/triage/internal/testenv"
 )
 
 var updateUSE = flag.Bool("update-use", false, "regenerate testdata/use-golden*.jsonl with scripts/golden-use-ids.mjs (needs node and the npm packages)")
 
 // useVocabPath returns ${TRIAGE_MODELS:-var/models}/use/vocab.json, skipping
-// the test when it does not exist (failing it when TRIAGE_REQUIRE_USE=1).
+// the test when it does not exist (failing it when TRIAGE_REQUIRE_USE=1 or
+// TRIAGE_REQUIRE_MODELS=1).
 func useVocabPath(t testing.TB) string {
 	t.Helper()
-	dir := os.Getenv("TRIAGE_MODELS")
-	if dir == "" {
-		dir = filepath.Join("var", "models")
-	}
-	if !filepath.IsAbs(dir) {
-		dir = filepath.Join(repoRoot(t), dir)
-	}
-	path := filepath.Join(dir, "use", "vocab.json")
-	if _, err := os.Stat(path); err != nil {
-		if os.Getenv("TRIAGE_REQUIRE_USE") == "1" {
-			t.Fatalf("USE-lite vocabulary: %v (TRIAGE_REQUIRE_USE=1)", err)
-		}
-		t.Skipf("skipping: no USE-lite vocabulary at %s (see scripts/fetch-use.sh; set TRIAGE_MODELS)", path)
-	}
-	return path
+	return filepath.Join(testenv.Models(t, "use/vocab.json"), "use", "vocab.json")
 }
 
 var (
@@ -155,8 +144,8 @@ func checkUseVocab(t testing.TB, name string, meta useMeta, sha string) {
 func TestUnigramGolden(t *testing.T) {
 	if *updateUSE {
 		cmd := exec.Command("node", filepath.Join("scripts", "golden-use-ids.mjs"))
-		cmd.Dir = repoRoot(t)
-		cmd.Env = append(os.Environ(), "TRIAGE_SHARED="+sharedDir(t))
+		cmd.Dir = testenv.Root()
+		cmd.Env = append(os.Environ(), "TRIAGE_SHARED="+testenv.SharedDir())
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 		if err := cmd.Run(); err != nil {
 			t.Fatalf("%v: %v", cmd, err)
@@ -194,10 +183,7 @@ func TestUnigramGolden(t *testing.T) {
 // TestUnigramGoldenDev checks Unigram against the JavaScript's ids for the
 // sample of the shared dev set, found by the texts' hashes.
 func TestUnigramGoldenDev(t *testing.T) {
-	path := filepath.Join(sharedDir(t), "datasets", "subjects", "dev.jsonl")
-	if _, err := os.Stat(path); os.IsNotExist(err) {
-		t.Skipf("skipping: %s does not exist (set TRIAGE_SHARED)", path)
-	}
+	path := filepath.Join(testenv.Shared(t, "datasets/subjects/dev.jsonl"), "datasets", "subjects", "dev.jsonl")
 	u, sha := loadUnigram(t)
 	meta, rows := readUseGolden(t, "use-golden-dev.jsonl")
 	checkUseVocab(t, "use-golden-dev.jsonl", meta, sha)

@@ -25,46 +25,72 @@ func modelsDir() string {
 	return filepath.Join("var", "models")
 }
 
-func runClassify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// classifyFlags are the flags and arguments of "triage classify".
+type classifyFlags struct {
+	heads, models string
+	tier          int
+	text          string // the arguments, joined
+	stdin         bool   // "-": JSONL on stdin
+}
+
+func parseClassifyFlags(args []string, stderr io.Writer) (*classifyFlags, error) {
+	var f classifyFlags
 	fs := flag.NewFlagSet("triage classify", flag.ContinueOnError)
-	headsDir := fs.String("heads", "models/heads/subjects", "heads artifact directory")
-	tier := fs.Int("tier", 1, "tier to run: 1 or 2 (the heads' tier-2 head on the ONNX encoder)")
-	mdir := fs.String("models", modelsDir(), "directory of model files built by setup ($TRIAGE_MODELS)")
+	fs.StringVar(&f.heads, "heads", "models/heads/subjects", "heads artifact directory")
+	fs.IntVar(&f.tier, "tier", 1, "tier to run: 1 or 2 (the heads' tier-2 head on the ONNX encoder)")
+	fs.StringVar(&f.models, "models", modelsDir(), "directory of model files built by setup ($TRIAGE_MODELS)")
 	if err := parseWithArgs(fs, args, stderr, "usage: triage classify [--heads DIR] [--tier 1|2] TEXT...\n       triage classify [--heads DIR] -    (JSONL on stdin: {\"text\":...} or a JSON string per line; one result per line)"); err != nil {
-		return err
+		return nil, err
 	}
-	h, err := classifier.LoadHeads(*headsDir)
+	f.stdin = fs.NArg() == 1 && fs.Arg(0) == "-"
+	f.text = strings.Join(fs.Args(), " ")
+	return &f, nil
+}
+
+func runClassify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, err := parseClassifyFlags(args, stderr)
 	if err != nil {
 		return err
 	}
-	m, closeTier, err := loadTier(h, *mdir, *tier)
+	h, err := classifier.LoadHeads(f.heads)
+	if err != nil {
+		return err
+	}
+	m, closeTier, err := loadTier(h, f.models, f.tier)
 	if err != nil {
 		return err
 	}
 	defer closeTier()
 	enc := json.NewEncoder(stdout)
-	var r classifier.Result
-	if fs.NArg() == 1 && fs.Arg(0) == "-" {
-		sc := bufio.NewScanner(os.Stdin)
-		sc.Buffer(make([]byte, 1<<20), 64<<20)
-		for line := 1; sc.Scan(); line++ {
-			text, err := inputLine(sc.Bytes())
-			if err != nil {
-				return fmt.Errorf("stdin:%d: %w", line, err)
-			}
-			if err := m.Classify(ctx, text, &r); err != nil {
-				return fmt.Errorf("stdin:%d: %w", line, err)
-			}
-			if err := enc.Encode(r); err != nil {
-				return err
-			}
-		}
-		return sc.Err()
+	if f.stdin {
+		return classifyLines(ctx, m, os.Stdin, enc)
 	}
-	if err := m.Classify(ctx, strings.Join(fs.Args(), " "), &r); err != nil {
+	var r classifier.Result
+	if err := m.Classify(ctx, f.text, &r); err != nil {
 		return err
 	}
 	return enc.Encode(r)
+}
+
+// classifyLines classifies each JSONL input line of in and writes one
+// result per line.
+func classifyLines(ctx context.Context, m classifier.Classifier, in io.Reader, enc *json.Encoder) error {
+	var r classifier.Result
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for line := 1; sc.Scan(); line++ {
+		text, err := inputLine(sc.Bytes())
+		if err != nil {
+			return fmt.Errorf("stdin:%d: %w", line, err)
+		}
+		if err := m.Classify(ctx, text, &r); err != nil {
+			return fmt.Errorf("stdin:%d: %w", line, err)
+		}
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	}
+	return sc.Err()
 }
 
 // inputLine reads one JSONL input: an object with "text", or a JSON string.

@@ -10,6 +10,9 @@ import (
 
 	"github.com/triagegw/triage/classifier/onnx"
 	"github.com/triagegw/triage/models"
+	"github.com/triagegw/triage/models/distill"
+	"github.com/triagegw/triage/models/sif"
+	"github.com/triagegw/triage/models/vocab"
 )
 
 const distillUsage = `usage: triage distill --teacher DIR --out FILE.tbl [--tokenizer FILE] [--dims 256] [--norm 5] [--weights-from TABLE.tbl] [--extra-words-from TABLE.tbl [--top-extra N]] [--quant i8|f16|f32] [--threads N] [--limit N]
@@ -27,90 +30,91 @@ frequent words the vocabulary splits), each embedded as it is. The table
 can then be the base of "triage train --table FILE.tbl". The teacher needs
 a binary built with -tags ort.`
 
-// runDistill is "triage distill": a static table distilled from an ONNX
-// encoder (models.Distill) for the tier-1 tokenizer's vocabulary.
-func runDistill(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// distillFlags are the flags of "triage distill".
+type distillFlags struct {
+	teacher, out, models, tokenizer, weightsFrom, extraFrom, quant, name string
+	dims, topExtra, threads, limit                                       int
+	norm, sifA                                                           float64
+}
+
+func parseDistillFlags(args []string, stderr io.Writer) (*distillFlags, error) {
+	var f distillFlags
 	fs := flag.NewFlagSet("triage distill", flag.ContinueOnError)
-	teacher := fs.String("teacher", "", "the teacher: a tier-2 model directory (encoder.json and its graph) (required)")
-	out := fs.String("out", "", "table file to write (required)")
-	mdir := fs.String("models", modelsDir(), "directory of model files built by setup ($TRIAGE_MODELS): the ONNX runtime, tokenizers")
-	tokPath := fs.String("tokenizer", "", "the student's tokenizer.json, whose vocabulary the rows follow (default MODELS/tokenizer/bert-base-uncased.json)")
-	dims := fs.Int("dims", models.DefaultDistillDims, "dimensions kept by PCA (at most the teacher's)")
-	weightsFrom := fs.String("weights-from", "", "take the row weights from this table (same vocabulary) where it has them; Zipf-rank SIF weights for the other rows")
-	extraFrom := fs.String("extra-words-from", "", "give rows of their own to this table's extra words (whole words the vocabulary splits), embedded by the teacher")
-	topExtra := fs.Int("top-extra", 0, "with --extra-words-from: only its first N extra words (0: all)")
-	normFlag := fs.Float64("norm", 5, "scale the vectors to this mean row norm (the GloVe table's is 5.1, the scale tuned training is set for; 0: keep PCA's)")
-	sifA := fs.Float64("sif-a", models.SIFA, "the a of the SIF weights a/(a+p) given by Zipf rank")
-	quant := fs.String("quant", "i8", "storage of the vectors: i8, f16 or f32")
-	threads := fs.Int("threads", 0, "teacher runs in parallel (default: one per core)")
-	limit := fs.Int("limit", 0, "embed only the first N tokens, leaving the rest zero rows of weight 0 (for tests and trials; 0: all)")
-	name := fs.String("name", "", "table name in its manifest (default distill-TEACHER-DIMSd)")
+	fs.StringVar(&f.teacher, "teacher", "", "the teacher: a tier-2 model directory (encoder.json and its graph) (required)")
+	fs.StringVar(&f.out, "out", "", "table file to write (required)")
+	fs.StringVar(&f.models, "models", modelsDir(), "directory of model files built by setup ($TRIAGE_MODELS): the ONNX runtime, tokenizers")
+	fs.StringVar(&f.tokenizer, "tokenizer", "", "the student's tokenizer.json, whose vocabulary the rows follow (default MODELS/tokenizer/bert-base-uncased.json)")
+	fs.IntVar(&f.dims, "dims", distill.DefaultDims, "dimensions kept by PCA (at most the teacher's)")
+	fs.StringVar(&f.weightsFrom, "weights-from", "", "take the row weights from this table (same vocabulary) where it has them; Zipf-rank SIF weights for the other rows")
+	fs.StringVar(&f.extraFrom, "extra-words-from", "", "give rows of their own to this table's extra words (whole words the vocabulary splits), embedded by the teacher")
+	fs.IntVar(&f.topExtra, "top-extra", 0, "with --extra-words-from: only its first N extra words (0: all)")
+	fs.Float64Var(&f.norm, "norm", 5, "scale the vectors to this mean row norm (the GloVe table's is 5.1, the scale tuned training is set for; 0: keep PCA's)")
+	fs.Float64Var(&f.sifA, "sif-a", sif.A, "the a of the SIF weights a/(a+p) given by Zipf rank")
+	fs.StringVar(&f.quant, "quant", "i8", "storage of the vectors: i8, f16 or f32")
+	fs.IntVar(&f.threads, "threads", 0, "teacher runs in parallel (default: one per core)")
+	fs.IntVar(&f.limit, "limit", 0, "embed only the first N tokens, leaving the rest zero rows of weight 0 (for tests and trials; 0: all)")
+	fs.StringVar(&f.name, "name", "", "table name in its manifest (default distill-TEACHER-DIMSd)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, distillUsage)
 		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args, stderr); err != nil {
-		return err
+		return nil, err
 	}
-	for _, f := range []struct{ name, v string }{{"teacher", *teacher}, {"out", *out}} {
-		if f.v == "" {
-			fmt.Fprintf(stderr, "--%s is required\n", f.name)
+	for _, fl := range []struct{ name, v string }{{"teacher", f.teacher}, {"out", f.out}} {
+		if fl.v == "" {
+			fmt.Fprintf(stderr, "--%s is required\n", fl.name)
 			fs.Usage()
-			return errUsage
+			return nil, errUsage
 		}
 	}
 	switch {
-	case !models.Quant(*quant).Valid():
-		fmt.Fprintf(stderr, "--quant %q: want i8, f16 or f32\n", *quant)
-		return errUsage
-	case *dims < 1:
-		fmt.Fprintf(stderr, "--dims %d: want at least 1\n", *dims)
-		return errUsage
-	case *normFlag < 0:
-		fmt.Fprintf(stderr, "--norm %v: want 0 or more\n", *normFlag)
-		return errUsage
-	case *sifA <= 0:
-		fmt.Fprintf(stderr, "--sif-a %v: want a positive number\n", *sifA)
-		return errUsage
-	case *limit < 0 || *threads < 0 || *topExtra < 0:
+	case !models.Quant(f.quant).Valid():
+		fmt.Fprintf(stderr, "--quant %q: want i8, f16 or f32\n", f.quant)
+		return nil, errUsage
+	case f.dims < 1:
+		fmt.Fprintf(stderr, "--dims %d: want at least 1\n", f.dims)
+		return nil, errUsage
+	case f.norm < 0:
+		fmt.Fprintf(stderr, "--norm %v: want 0 or more\n", f.norm)
+		return nil, errUsage
+	case f.sifA <= 0:
+		fmt.Fprintf(stderr, "--sif-a %v: want a positive number\n", f.sifA)
+		return nil, errUsage
+	case f.limit < 0 || f.threads < 0 || f.topExtra < 0:
 		fmt.Fprintln(stderr, "--limit, --threads and --top-extra must be >= 0")
-		return errUsage
+		return nil, errUsage
 	}
-	if *tokPath == "" {
-		*tokPath = filepath.Join(*mdir, "tokenizer", "bert-base-uncased.json")
+	if f.tokenizer == "" {
+		f.tokenizer = filepath.Join(f.models, "tokenizer", "bert-base-uncased.json")
 	}
-	logf := func(format string, a ...any) { fmt.Fprintf(stderr, "distill: "+format+"\n", a...) }
-	start := time.Now()
-	vocab, tokSHA, err := models.ReadTokenizerVocab(*tokPath)
+	return &f, nil
+}
+
+// runDistill is "triage distill": a static table distilled from an ONNX
+// encoder (distill.Table) for the tier-1 tokenizer's vocabulary.
+func runDistill(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, err := parseDistillFlags(args, stderr)
 	if err != nil {
 		return err
 	}
-	opts := models.DistillOptions{Dims: *dims, Norm: *normFlag, SIFA: *sifA, Limit: *limit, Workers: *threads}
-	if *extraFrom != "" {
-		src, err := models.ReadTable(*extraFrom)
-		if err != nil {
-			return err
-		}
-		opts.ExtraWords = src.ExtraWords()
-		if *topExtra > 0 && *topExtra < len(opts.ExtraWords) {
-			opts.ExtraWords = opts.ExtraWords[:*topExtra]
-		}
-		logf("%d extra words from %s", len(opts.ExtraWords), *extraFrom)
-	}
-	var weightNote string
-	if *weightsFrom != "" {
-		if opts.Weights, weightNote, err = distillWeightsFrom(*weightsFrom, vocab, opts.ExtraWords, tokSHA, *sifA, logf); err != nil {
-			return err
-		}
-	}
-
-	m, err := onnx.Open(*teacher, *mdir, onnx.Options{Threads: 1, MaxConcurrent: *threads})
+	logf := func(format string, a ...any) { fmt.Fprintf(stderr, "distill: "+format+"\n", a...) }
+	start := time.Now()
+	tokens, tokSHA, err := vocab.ReadFile(f.tokenizer)
 	if err != nil {
-		return fmt.Errorf("teacher %s: %w", *teacher, err)
+		return err
+	}
+	opts, weightNote, err := f.options(tokens, tokSHA, logf)
+	if err != nil {
+		return err
+	}
+	m, err := onnx.Open(f.teacher, f.models, onnx.Options{Threads: 1, MaxConcurrent: f.threads})
+	if err != nil {
+		return fmt.Errorf("teacher %s: %w", f.teacher, err)
 	}
 	defer m.Close()
 	tm := m.Encoder().Manifest()
-	logf("teacher %s (%d dims), student vocabulary %s (%d tokens, %d extra words)", tm.Name, m.Dims(), *tokPath, len(vocab), len(opts.ExtraWords))
+	logf("teacher %s (%d dims), student vocabulary %s (%d tokens, %d extra words)", tm.Name, m.Dims(), f.tokenizer, len(tokens), len(opts.ExtraWords))
 	last := time.Now()
 	opts.Progress = func(done, total int) {
 		if done == total || time.Since(last) >= 5*time.Second {
@@ -119,63 +123,77 @@ func runDistill(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 	}
 	embed := func(ctx context.Context, text string) ([]float32, error) { return m.Features(ctx, text, nil) }
-	t, err := models.Distill(ctx, vocab, embed, opts)
+	t, err := distill.Table(ctx, tokens, embed, opts)
 	if err != nil {
 		return err
 	}
-
-	if *name == "" {
-		*name = fmt.Sprintf("distill-%s-%dd", tm.Name, t.Dims())
+	name := f.name
+	if name == "" {
+		name = fmt.Sprintf("distill-%s-%dd", tm.Name, t.Dims())
 	}
 	sum := tm.ModelSHA256
 	if sum == "" {
-		if sum, err = models.FileSHA256(filepath.Join(*teacher, "model.onnx")); err != nil {
+		if sum, err = models.FileSHA256(filepath.Join(f.teacher, "model.onnx")); err != nil {
 			sum = "unknown"
 		}
 	}
-	t.Manifest.Name, t.Manifest.Version = *name, "1"
+	t.Manifest.Name, t.Manifest.Version = name, "1"
 	t.Manifest.Source = fmt.Sprintf("distilled from the encoder %s (%s; graph sha256 %s) in %s, student tokenizer %s",
-		tm.Name, tm.Source, sum, filepath.Base(filepath.Clean(*teacher)), filepath.Base(*tokPath))
+		tm.Name, tm.Source, sum, filepath.Base(filepath.Clean(f.teacher)), filepath.Base(f.tokenizer))
 	t.Manifest.Created = time.Now().UTC().Format(time.RFC3339)
 	if weightNote != "" {
 		t.Manifest.Weighting = weightNote
 	}
-	if *extraFrom != "" {
-		t.Manifest.Notes += fmt.Sprintf("; the extra words are the first %d of %s", len(opts.ExtraWords), filepath.Base(*extraFrom))
+	if f.extraFrom != "" {
+		t.Manifest.Notes += fmt.Sprintf("; the extra words are the first %d of %s", len(opts.ExtraWords), filepath.Base(f.extraFrom))
 	}
-	f := importFlags{tokenizer: *tokPath, quant: *quant, out: *out}
-	return f.write(t, tokSHA, start, stdout)
+	w := importFlags{tokenizer: f.tokenizer, quant: f.quant, out: f.out}
+	return w.write(t, tokSHA, start, stdout)
+}
+
+// options are the distillation's options (but Progress) for the student
+// vocabulary tokens, with the extra words and row weights the flags take
+// from other tables, and what the manifest says of those weights.
+func (f *distillFlags) options(tokens []string, tokSHA string, logf func(string, ...any)) (distill.Options, string, error) {
+	opts := distill.Options{Dims: f.dims, Norm: f.norm, SIFA: f.sifA, Limit: f.limit, Workers: f.threads}
+	if f.extraFrom != "" {
+		src, err := models.ReadTable(f.extraFrom)
+		if err != nil {
+			return opts, "", err
+		}
+		opts.ExtraWords = src.ExtraWords()
+		if f.topExtra > 0 && f.topExtra < len(opts.ExtraWords) {
+			opts.ExtraWords = opts.ExtraWords[:f.topExtra]
+		}
+		logf("%d extra words from %s", len(opts.ExtraWords), f.extraFrom)
+	}
+	if f.weightsFrom == "" {
+		return opts, "", nil
+	}
+	var note string
+	var err error
+	opts.Weights, note, err = distillWeightsFrom(f.weightsFrom, tokens, opts.ExtraWords, tokSHA, f.sifA, logf)
+	return opts, note, err
 }
 
 // distillWeightsFrom returns the row weights of the table at path for the
 // vocabulary rows and extra words it weighs (weight > 0) and the Zipf-rank
-// SIF weights for the others, with a description for the manifest.
-func distillWeightsFrom(path string, vocab, extra []string, tokSHA string, a float64, logf func(string, ...any)) ([]float32, string, error) {
+// SIF weights for the others (distill.WeightsFrom), with a description for
+// the manifest.
+func distillWeightsFrom(path string, tokens, extra []string, tokSHA string, a float64, logf func(string, ...any)) ([]float32, string, error) {
 	src, err := models.ReadTable(path)
 	if err != nil {
 		return nil, "", err
 	}
-	if src.VocabSize() != len(vocab) {
-		return nil, "", fmt.Errorf("--weights-from %s: its rows follow a vocabulary of %d tokens, the tokenizer has %d", path, src.VocabSize(), len(vocab))
+	if src.VocabSize() != len(tokens) {
+		return nil, "", fmt.Errorf("--weights-from %s: its rows follow a vocabulary of %d tokens, the tokenizer has %d", path, src.VocabSize(), len(tokens))
 	}
 	if s := src.Manifest.TokenizerSHA256; s != "" && s != tokSHA {
 		logf("warning: %s was built for a tokenizer with sha256 %s, not this one (%s); its rows are taken as the same ids", path, s, tokSHA)
 	}
-	w := models.DistillRankWeights(vocab, extra, a)
-	from := 0
-	take := func(i int, row int32) {
-		if tw := src.Weight(row); tw > 0 && w[i] > 0 {
-			w[i] = tw
-			from++
-		}
-	}
-	for i := range vocab {
-		take(i, int32(i))
-	}
-	for i, x := range extra {
-		if row, ok := src.Word([]byte(x)); ok {
-			take(len(vocab)+i, row)
-		}
+	w, from, err := distill.WeightsFrom(src, tokens, extra, a)
+	if err != nil {
+		return nil, "", err
 	}
 	note := fmt.Sprintf("the row weights of %s (%s) for the %d rows it weighs; for the other rows with a vector, sif a/(a+p(r)), a=%g, zipf p(r)=1/(r*ln(1.78*N)) by rank r in row order (vocabulary ids, then extra words) among the N rows with a surface form; special rows 0",
 		filepath.Base(path), src.Manifest.Name, from, a)

@@ -6,30 +6,24 @@ import (
 	"bytes"
 	"context"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/triagegw/triage/classifier/onnx"
+	"github.com/triagegw/triage/internal/testenv"
 	"github.com/triagegw/triage/models"
+	"github.com/triagegw/triage/models/distill"
+	"github.com/triagegw/triage/models/sif"
+	"github.com/triagegw/triage/models/vocab"
 )
 
 // useModels returns the models directory when it holds Universal Sentence
 // Encoder lite, the ONNX runtime and the tier-1 tokenizer; otherwise the
-// test is skipped (failed with TRIAGE_REQUIRE_USE=1).
+// test is skipped (or failed, see testenv.Models).
 func useModels(t *testing.T) string {
 	t.Helper()
-	dir := filepath.Join(repoRoot(), "var", "models")
-	for _, f := range []string{"use/model.onnx", "ort/libonnxruntime.so.1", "tokenizer/bert-base-uncased.json"} {
-		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
-			if os.Getenv("TRIAGE_REQUIRE_USE") == "1" {
-				t.Fatalf("%s missing (scripts/setup.sh fetches it): %v", f, err)
-			}
-			t.Skipf("%s missing (scripts/setup.sh fetches it): %v", f, err)
-		}
-	}
-	return dir
+	return testenv.Models(t, "use/model.onnx", "ort/libonnxruntime.so.1", "tokenizer/bert-base-uncased.json")
 }
 
 // TestDistillCommand distills the first 200 tokens of bert-base-uncased
@@ -47,7 +41,7 @@ func TestDistillCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	vocab, sum, err := models.ReadTokenizerVocab(filepath.Join(mdir, "tokenizer", "bert-base-uncased.json"))
+	vocab, sum, err := vocab.ReadFile(filepath.Join(mdir, "tokenizer", "bert-base-uncased.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +70,7 @@ func TestDistillCommand(t *testing.T) {
 }
 
 // TestDistillUSENeighbours distills a small vocabulary from USE lite with
-// models.Distill and checks that the static vectors keep the teacher's
+// distill.Table and checks that the static vectors keep the teacher's
 // sense of similarity.
 func TestDistillUSENeighbours(t *testing.T) {
 	mdir := useModels(t)
@@ -88,7 +82,7 @@ func TestDistillUSENeighbours(t *testing.T) {
 	vocab := []string{"[PAD]", "[UNK]", "cat", "dog", "kitten", "puppy", "algebra", "equation", "calculus",
 		"court", "lawyer", "judge", "protein", "enzyme", "cell", "guitar", "piano", "violin", "##s"}
 	embed := func(ctx context.Context, s string) ([]float32, error) { return m.Features(ctx, s, nil) }
-	tab, err := models.Distill(context.Background(), vocab, embed, models.DistillOptions{Dims: 12})
+	tab, err := distill.Table(context.Background(), vocab, embed, distill.Options{Dims: 12})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,11 +150,11 @@ func TestDistillWeightsFrom(t *testing.T) {
 	if _, err := src.WriteFile(path); err != nil {
 		t.Fatal(err)
 	}
-	w, note, err := distillWeightsFrom(path, vocab, extra, "", models.SIFA, t.Logf)
+	w, note, err := distillWeightsFrom(path, vocab, extra, "", sif.A, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	zipf := models.DistillRankWeights(vocab, extra, models.SIFA)
+	zipf := distill.RankWeights(vocab, extra, sif.A)
 	want := []float32{0, 0.25, 0.5, zipf[3], zipf[4], 0.875, zipf[6]}
 	for i := range want {
 		if w[i] != want[i] {
@@ -170,7 +164,7 @@ func TestDistillWeightsFrom(t *testing.T) {
 	if !strings.Contains(note, "for the 3 rows it weighs") {
 		t.Errorf("note %q", note)
 	}
-	if _, _, err := distillWeightsFrom(path, vocab[:4], nil, "", models.SIFA, t.Logf); err == nil {
+	if _, _, err := distillWeightsFrom(path, vocab[:4], nil, "", sif.A, t.Logf); err == nil {
 		t.Error("a table of another vocabulary size: no error")
 	}
 }

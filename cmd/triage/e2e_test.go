@@ -741,7 +741,23 @@ func TestSIGTERMDrainsStreams(t *testing.T) {
 		sigAt := time.Now()
 		gw.signal(t, syscall.SIGTERM)
 
-		time.Sleep(200 * time.Millisecond)
+		// The gateway stops being ready, logs "shutting down", then closes
+		// its listener: wait for the line, then for the listener to close
+		// while the stream is still in flight.
+		eventually(t, 10*time.Second, "the draining gateway refuses new connections", func() (bool, string) {
+			if gw.exited() {
+				t.Fatal("the gateway exited before it was seen refusing new connections")
+			}
+			if !strings.Contains(gw.stderr.String(), "shutting down") {
+				return false, "no shutting down line yet"
+			}
+			conn, err := net.DialTimeout("tcp", gw.addr, time.Second)
+			if err == nil {
+				conn.Close()
+				return false, "the listener is still open"
+			}
+			return errors.Is(err, syscall.ECONNREFUSED), err.Error()
+		})
 		checkNotAccepting(t, gw)
 
 		content, done, err := s.rest()

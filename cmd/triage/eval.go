@@ -25,41 +25,96 @@ import (
 // errGate is a gating failure: the figures are printed, the exit status is 1.
 var errGate = errors.New("evaluation below the required figures")
 
-func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// evalFlags are the flags of "triage eval".
+type evalFlags struct {
+	heads, rules, config, data, tier, labelMap, textCol, labelCol, by, train, html, models string
+	asJSON                                                                                 bool
+	minAcc, minMacroP, minCov, maxEsc, defFloor                                            float64
+}
+
+func parseEvalFlags(args []string, stderr io.Writer) (*evalFlags, error) {
+	var f evalFlags
 	fs := flag.NewFlagSet("triage eval", flag.ContinueOnError)
-	headsDir := fs.String("heads", "", "heads artifact to evaluate one tier of (tier mode)")
-	rulesPath := fs.String("rules", "", "rules file to evaluate the whole decision of (cascade mode); its pools come from --config")
-	cfgPath := fs.String("config", "triage.yaml", "gateway config, for --rules (pools)")
-	data := fs.String("data", "", "labelled dataset, .jsonl or .csv (required)")
-	tier := fs.String("tier", "", "with --heads: 1 (default) or 2; with --rules: cascade")
-	labelMap := fs.String("label-map", "", "JSON/YAML mapping of dataset labels to the heads' classes (\"\" drops a label)")
-	textCol := fs.String("text-col", "", "column holding the text (default text)")
-	labelCol := fs.String("label-col", "", "column holding the label (default label)")
-	by := fs.String("by", "", "repeat the report per value of this column (realism, source, ...)")
-	train := fs.String("train", "", "training data to check for leakage (evaluation texts found in it, exactly or normalised)")
-	asJSON := fs.Bool("json", false, "print the report as JSON")
-	htmlOut := fs.String("html", "", "also write a self-contained HTML report to this file")
-	minAcc := fs.Float64("min-accuracy", -1, "fail (exit 1) below this accuracy")
-	minMacroP := fs.Float64("min-macro-precision", -1, "fail below this macro precision")
-	minCov := fs.Float64("min-coverage", -1, "fail below this coverage")
-	maxEsc := fs.Float64("max-escalation", -1, "fail above this escalation rate")
-	mdir := fs.String("models", modelsDir(), "directory of model files built by setup ($TRIAGE_MODELS)")
-	defFloor := fs.Float64("default-floor", 0.5, "--tier cascade: the tier-1 floor of classes the heads have none for (as a rules file's floors: default)")
+	fs.StringVar(&f.heads, "heads", "", "heads artifact to evaluate one tier of (tier mode)")
+	fs.StringVar(&f.rules, "rules", "", "rules file to evaluate the whole decision of (cascade mode); its pools come from --config")
+	fs.StringVar(&f.config, "config", "triage.yaml", "gateway config, for --rules (pools)")
+	fs.StringVar(&f.data, "data", "", "labelled dataset, .jsonl or .csv (required)")
+	fs.StringVar(&f.tier, "tier", "", "with --heads: 1 (default) or 2; with --rules: cascade")
+	fs.StringVar(&f.labelMap, "label-map", "", "JSON/YAML mapping of dataset labels to the heads' classes (\"\" drops a label)")
+	fs.StringVar(&f.textCol, "text-col", "", "column holding the text (default text)")
+	fs.StringVar(&f.labelCol, "label-col", "", "column holding the label (default label)")
+	fs.StringVar(&f.by, "by", "", "repeat the report per value of this column (realism, source, ...)")
+	fs.StringVar(&f.train, "train", "", "training data to check for leakage (evaluation texts found in it, exactly or normalised)")
+	fs.BoolVar(&f.asJSON, "json", false, "print the report as JSON")
+	fs.StringVar(&f.html, "html", "", "also write a self-contained HTML report to this file")
+	fs.Float64Var(&f.minAcc, "min-accuracy", -1, "fail (exit 1) below this accuracy")
+	fs.Float64Var(&f.minMacroP, "min-macro-precision", -1, "fail below this macro precision")
+	fs.Float64Var(&f.minCov, "min-coverage", -1, "fail below this coverage")
+	fs.Float64Var(&f.maxEsc, "max-escalation", -1, "fail above this escalation rate")
+	fs.StringVar(&f.models, "models", modelsDir(), "directory of model files built by setup ($TRIAGE_MODELS)")
+	fs.Float64Var(&f.defFloor, "default-floor", 0.5, "--tier cascade: the tier-1 floor of classes the heads have none for (as a rules file's floors: default)")
 	if err := parseFlags(fs, args, stderr); err != nil {
-		return err
+		return nil, err
 	}
-	if *data == "" || (*headsDir == "") == (*rulesPath == "") {
+	if f.data == "" || (f.heads == "") == (f.rules == "") {
 		fmt.Fprintln(stderr, "triage eval: --data and exactly one of --heads or --rules are required")
-		return errUsage
+		return nil, errUsage
 	}
-	set, err := readDataset(*data, datasets.Columns{Text: *textCol, Label: *labelCol}, *labelMap, stderr)
+	return &f, nil
+}
+
+func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, err := parseEvalFlags(args, stderr)
 	if err != nil {
 		return err
 	}
-	if *train != "" {
-		tr, err := datasets.Read(*train, datasets.Columns{Text: *textCol, Label: *labelCol})
-		if err != nil {
+	set, items, err := readEvalItems(f, stderr)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	opts := evaluation.Options{Progress: progressBar(stderr)}
+	var report *evaluation.Report
+	if f.heads != "" {
+		report, err = evalHeads(ctx, f, items, opts)
+	} else {
+		report, err = evalRules(ctx, f, items, opts)
+	}
+	if err != nil {
+		return err
+	}
+	report.Data, report.DataSHA256 = filepath.Base(f.data), set.SHA256
+	fmt.Fprintf(stderr, "eval: %d items in %s\n", len(items), time.Since(start).Round(time.Millisecond))
+	if f.html != "" {
+		if err := atomicfile.Write(f.html, func(w io.Writer) error { return evaluation.WriteHTML(w, report) }); err != nil {
+			return fmt.Errorf("--html: %w", err)
+		}
+		fmt.Fprintf(stderr, "eval: wrote %s\n", f.html)
+	}
+	if f.asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(report); err != nil {
 			return err
+		}
+	} else {
+		printEval(stdout, report)
+	}
+	return evalGates(f, report, stderr)
+}
+
+// readEvalItems reads the labelled set (warning on stderr about texts the
+// training data holds too) and turns its rows into items.
+func readEvalItems(f *evalFlags, stderr io.Writer) (*datasets.Set, []evaluation.Item, error) {
+	cols := datasets.Columns{Text: f.textCol, Label: f.labelCol}
+	set, err := readDataset(f.data, cols, f.labelMap, stderr)
+	if err != nil {
+		return nil, nil, err
+	}
+	if f.train != "" {
+		tr, err := datasets.Read(f.train, cols)
+		if err != nil {
+			return nil, nil, err
 		}
 		if leaks := datasets.Leakage(tr, set); len(leaks) > 0 {
 			exact := 0
@@ -69,137 +124,118 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 				}
 			}
 			fmt.Fprintf(stderr, "eval: warning: %d of %d evaluation texts appear in %s (%d exactly, %d after normalisation), e.g. %q\n",
-				len(leaks), len(set.Rows), *train, exact, len(leaks)-exact, truncateText(leaks[0].Text, 80))
+				len(leaks), len(set.Rows), f.train, exact, len(leaks)-exact, truncateText(leaks[0].Text, 80))
 		}
 	}
 	items := make([]evaluation.Item, 0, len(set.Rows))
 	for _, r := range set.Rows {
 		if r.Label == "" {
-			return fmt.Errorf("%s: a row without a label (%q): eval needs labels", *data, truncateText(r.Text, 60))
+			return nil, nil, fmt.Errorf("%s: a row without a label (%q): eval needs labels", f.data, truncateText(r.Text, 60))
 		}
 		items = append(items, evaluation.Item{Text: r.Text, Label: r.Label, Cols: r.Cols})
 	}
-	opts := evaluation.Options{Progress: progressBar(stderr)}
-	var report *evaluation.Report
-	start := time.Now()
-	if *headsDir != "" {
-		if *tier == "" {
-			*tier = "1"
-		}
-		h, err := classifier.LoadHeads(*headsDir)
-		if err != nil {
-			return err
-		}
-		floors := func(tier int) map[string]float32 {
-			m := map[string]float32{}
-			for c, f := range h.Floors {
-				v := f.Tier1
-				if tier == 2 {
-					v = f.Tier2
-				}
-				if v != nil {
-					m[c] = *v
-				}
-			}
-			return m
-		}
-		run := func(tier int) ([]evaluation.Outcome, error) {
-			clf, closeTier, err := loadTier(h, *mdir, tier)
-			if err != nil {
-				return nil, err
-			}
-			defer closeTier()
-			o := opts
-			o.Floors = floors(tier)
-			return evaluation.Tier(ctx, clf, tier, items, o)
-		}
-		var out []evaluation.Outcome
-		var compare *evaluation.TierComparison
-		switch *tier {
-		case "1", "2":
-			n := int((*tier)[0] - '0')
-			if out, err = run(n); err != nil {
-				return err
-			}
-		case "cascade":
-			t1, err := run(1)
-			if err != nil {
-				return err
-			}
-			t2, err := run(2)
-			if err != nil {
-				return err
-			}
-			out = evaluation.Cascade(t1, t2, floors(1), float32(*defFloor))
-			compare = evaluation.CompareTiers(t1, t2)
-		default:
-			return fmt.Errorf("--tier %q: want 1, 2 or cascade", *tier)
-		}
-		report = evaluation.Summarize("tier", h.Classes, items, out, *by)
-		report.Compare = compare
-		report.Spec = "tier " + *tier + " of " + *headsDir
-	} else {
-		if *tier != "" && *tier != "cascade" {
-			return fmt.Errorf("--tier %s with --rules: the rules decide with the cascade", *tier)
-		}
-		cfg, err := config.Load(*cfgPath)
-		if err != nil {
-			return err
-		}
-		cfg.Rules, cfg.Path = *rulesPath, ""
-		rt, err := loadRouting(cfg, &tierCache{})
-		if err != nil {
-			return err
-		}
-		out, err := evaluation.Rules(ctx, rt.set, items, opts)
-		if err != nil {
-			return err
-		}
-		report = evaluation.Summarize("rules", rt.set.RoutedClasses(), items, out, *by)
-		report.Spec = "rules " + *rulesPath + " (version " + rt.set.Version() + ")"
+	return set, items, nil
+}
+
+// evalHeads evaluates tier 1, tier 2 or their cascade of the heads in
+// --heads.
+func evalHeads(ctx context.Context, f *evalFlags, items []evaluation.Item, opts evaluation.Options) (*evaluation.Report, error) {
+	if f.tier == "" {
+		f.tier = "1"
 	}
-	report.Data, report.DataSHA256 = filepath.Base(*data), set.SHA256
-	fmt.Fprintf(stderr, "eval: %d items in %s\n", len(items), time.Since(start).Round(time.Millisecond))
-	if *htmlOut != "" {
-		if err := atomicfile.Write(*htmlOut, func(w io.Writer) error { return evaluation.WriteHTML(w, report) }); err != nil {
-			return fmt.Errorf("--html: %w", err)
-		}
-		fmt.Fprintf(stderr, "eval: wrote %s\n", *htmlOut)
+	h, err := classifier.LoadHeads(f.heads)
+	if err != nil {
+		return nil, err
 	}
-	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(report); err != nil {
-			return err
+	run := func(tier int) ([]evaluation.Outcome, error) {
+		clf, closeTier, err := loadTier(h, f.models, tier)
+		if err != nil {
+			return nil, err
 		}
-	} else {
-		printEval(stdout, report)
+		defer closeTier()
+		o := opts
+		o.Floors = h.TierFloors(tier)
+		return evaluation.Tier(ctx, clf, tier, items, o)
 	}
+	var out []evaluation.Outcome
+	var compare *evaluation.TierComparison
+	switch f.tier {
+	case "1", "2":
+		if out, err = run(int(f.tier[0] - '0')); err != nil {
+			return nil, err
+		}
+	case "cascade":
+		t1, err := run(1)
+		if err != nil {
+			return nil, err
+		}
+		t2, err := run(2)
+		if err != nil {
+			return nil, err
+		}
+		out = evaluation.Cascade(t1, t2, h.TierFloors(1), float32(f.defFloor))
+		compare = evaluation.CompareTiers(t1, t2)
+	default:
+		return nil, fmt.Errorf("--tier %q: want 1, 2 or cascade", f.tier)
+	}
+	report := evaluation.Summarize("tier", h.Classes, items, out, f.by)
+	report.Compare = compare
+	report.Spec = "tier " + f.tier + " of " + f.heads
+	return report, nil
+}
+
+// evalRules evaluates the whole decision of the rules in --rules, with the
+// pools of --config.
+func evalRules(ctx context.Context, f *evalFlags, items []evaluation.Item, opts evaluation.Options) (*evaluation.Report, error) {
+	if f.tier != "" && f.tier != "cascade" {
+		return nil, fmt.Errorf("--tier %s with --rules: the rules decide with the cascade", f.tier)
+	}
+	cfg, err := config.Load(f.config)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Rules, cfg.Path = f.rules, ""
+	rt, err := loadRouting(cfg, &tierCache{})
+	if err != nil {
+		return nil, err
+	}
+	out, err := evaluation.Rules(ctx, rt.set, items, opts)
+	if err != nil {
+		return nil, err
+	}
+	report := evaluation.Summarize("rules", rt.set.RoutedClasses(), items, out, f.by)
+	report.Spec = "rules " + f.rules + " (version " + rt.set.Version() + ")"
+	return report, nil
+}
+
+// evalGates checks the report against the bars set by flags: a failure is
+// errGate, with the figures on stderr.
+func evalGates(f *evalFlags, r *evaluation.Report, stderr io.Writer) error {
 	var failed []string
 	gate := func(ok bool, format string, a ...any) {
 		if !ok {
 			failed = append(failed, fmt.Sprintf(format, a...))
 		}
 	}
-	if *minAcc >= 0 {
-		gate(report.Accuracy >= *minAcc, "accuracy %.4f < %.4f", report.Accuracy, *minAcc)
+	if f.minAcc >= 0 {
+		gate(r.Accuracy >= f.minAcc, "accuracy %.4f < %.4f", r.Accuracy, f.minAcc)
 	}
-	if *minMacroP >= 0 {
-		gate(report.MacroPrecision >= *minMacroP, "macro precision %.4f < %.4f", report.MacroPrecision, *minMacroP)
+	if f.minMacroP >= 0 {
+		gate(r.MacroPrecision >= f.minMacroP, "macro precision %.4f < %.4f", r.MacroPrecision, f.minMacroP)
 	}
-	if *minCov >= 0 {
-		gate(report.Coverage >= *minCov, "coverage %.4f < %.4f", report.Coverage, *minCov)
+	if f.minCov >= 0 {
+		gate(r.Coverage >= f.minCov, "coverage %.4f < %.4f", r.Coverage, f.minCov)
 	}
-	if *maxEsc >= 0 {
-		gate(report.EscalationRate <= *maxEsc, "escalation rate %.4f > %.4f", report.EscalationRate, *maxEsc)
+	if f.maxEsc >= 0 {
+		gate(r.EscalationRate <= f.maxEsc, "escalation rate %.4f > %.4f", r.EscalationRate, f.maxEsc)
 	}
-	if len(failed) > 0 {
-		for _, f := range failed {
-			fmt.Fprintln(stderr, "eval: FAIL "+f)
-		}
-		return errGate
+	if len(failed) == 0 {
+		return nil
 	}
-	return nil
+	for _, msg := range failed {
+		fmt.Fprintln(stderr, "eval: FAIL "+msg)
+	}
+	return errGate
 }
 
 func truncateText(s string, n int) string {

@@ -12,30 +12,21 @@ import (
 
 	"github.com/triagegw/triage/classifier"
 	"github.com/triagegw/triage/classifier/onnx"
+	"github.com/triagegw/triage/internal/testenv"
 )
 
 // defaultHeadsOrSkip returns the default heads' directory and models
-// directory, or skips when setup has not built the table.
+// directory, or skips when setup has not built the table (see
+// testenv.Models).
 func defaultHeadsOrSkip(t *testing.T) (heads, models string) {
 	t.Helper()
-	root := repoRoot()
-	models = filepath.Join(root, "var", "models")
-	if _, err := os.Stat(filepath.Join(models, "tables", "subjects-tier1.tbl")); err != nil {
-		t.Skipf("default heads' table not built (scripts/setup.sh builds it): %v", err)
-	}
-	return filepath.Join(root, "models", "heads", "subjects"), models
+	models = testenv.Models(t, "tables/subjects-tier1.tbl")
+	return filepath.Join(repoRoot(), "models", "heads", "subjects"), models
 }
 
 func devSet(t *testing.T) string {
 	t.Helper()
-	p := filepath.Join(repoRoot(), "..", "shared", "datasets", "subjects", "dev.jsonl")
-	if d := os.Getenv("TRIAGE_SHARED"); d != "" {
-		p = filepath.Join(d, "datasets", "subjects", "dev.jsonl")
-	}
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("no shared dev set: %v", err)
-	}
-	return p
+	return filepath.Join(testenv.Shared(t, "datasets/subjects/dev.jsonl"), "datasets", "subjects", "dev.jsonl")
 }
 
 func TestEvalCLI(t *testing.T) {

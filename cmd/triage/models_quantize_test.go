@@ -8,13 +8,14 @@ import (
 
 	"github.com/triagegw/triage/classifier/onnx"
 	"github.com/triagegw/triage/models"
+	"github.com/triagegw/triage/models/bert"
 	"github.com/triagegw/triage/models/onnxpb"
 )
 
 func TestModelsQuantize(t *testing.T) {
 	in, out := t.TempDir(), filepath.Join(t.TempDir(), "int8")
-	cfg := models.BERTConfig{Layers: 1, Hidden: 64, Heads: 2, Intermediate: 256, Vocab: 300, MaxPos: 32, TypeVocab: 2, Seed: 3}
-	if err := models.BuildBERT(cfg).WriteFile(filepath.Join(in, "model.onnx")); err != nil {
+	cfg := bert.Config{Layers: 1, Hidden: 64, Heads: 2, Intermediate: 256, Vocab: 300, MaxPos: 32, TypeVocab: 2, Seed: 3}
+	if err := bert.Build(cfg).WriteFile(filepath.Join(in, "model.onnx")); err != nil {
 		t.Fatal(err)
 	}
 	sum, _ := models.FileSHA256(filepath.Join(in, "model.onnx"))

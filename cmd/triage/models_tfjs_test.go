@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/triagegw/triage/internal/testenv"
 	"github.com/triagegw/triage/models"
 )
 
@@ -17,18 +18,9 @@ import (
 // what the runtime needs. (models/tfjs tests that two conversions give the
 // same bytes.)
 func TestModelsImportTFJS(t *testing.T) {
-	root := os.Getenv("TRIAGE_MODELS")
-	if root == "" {
-		root = filepath.Join("..", "..", "var", "models")
-	}
+	root := testenv.Models(t, "use/tfjs/model.json")
 	dir := filepath.Join(root, "use", "tfjs")
 	vocab := filepath.Join(root, "use", "vocab.json")
-	if _, err := os.Stat(filepath.Join(dir, "model.json")); err != nil {
-		if os.Getenv("TRIAGE_REQUIRE_USE") == "1" {
-			t.Fatalf("TRIAGE_REQUIRE_USE=1 but %s/model.json is missing: run scripts/fetch-use.sh", dir)
-		}
-		t.Skipf("no %s/model.json (run scripts/fetch-use.sh)", dir)
-	}
 	out := t.TempDir()
 	var stdout, stderr bytes.Buffer
 	if err := runModelsImportTFJS(context.Background(), []string{"--dir", dir, "--vocab", vocab, "--out", out}, &stdout, &stderr); err != nil {

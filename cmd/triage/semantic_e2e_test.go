@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/triagegw/triage/classifier"
+	"github.com/triagegw/triage/internal/testenv"
 )
 
 func repoRoot() string {
@@ -61,10 +62,7 @@ func ask(t *testing.T, c *http.Client, base, model, text string) reply {
 // rejected whole.
 func TestSemanticRoutingEndToEnd(t *testing.T) {
 	root := repoRoot()
-	models := filepath.Join(root, "var", "models")
-	if _, err := os.Stat(filepath.Join(models, "tables", "subjects-tier1.tbl")); err != nil {
-		t.Skipf("default heads' table not built (scripts/setup.sh builds it): %v", err)
-	}
+	models := testenv.Models(t, "tables/subjects-tier1.tbl") // the default heads' table, built by setup
 	t.Parallel()
 	gen := startSim(t, "m-gen", "gen")
 	code := startSim(t, "m-code", "code")
@@ -131,9 +129,7 @@ func TestSemanticRoutingEndToEnd(t *testing.T) {
 // load, rules and heads included.
 func TestShippedConfigsCheck(t *testing.T) {
 	root := repoRoot()
-	if _, err := os.Stat(filepath.Join(root, "var", "models", "tables", "subjects-tier1.tbl")); err != nil {
-		t.Skipf("default heads' table not built (scripts/setup.sh builds it): %v", err)
-	}
+	models := testenv.Models(t, "tables/subjects-tier1.tbl") // the default heads' table, built by setup
 	configs, _ := filepath.Glob(filepath.Join(root, "examples", "*", "triage.yaml"))
 	configs = append(configs, filepath.Join(root, "triage.yaml"))
 	if len(configs) < 3 {
@@ -141,7 +137,7 @@ func TestShippedConfigsCheck(t *testing.T) {
 	}
 	for _, c := range configs {
 		t.Run(filepath.Base(filepath.Dir(c)), func(t *testing.T) {
-			t.Setenv("TRIAGE_MODELS", filepath.Join(root, "var", "models"))
+			t.Setenv("TRIAGE_MODELS", models)
 			var out, errb bytes.Buffer
 			if err := runServe(context.Background(), []string{"--config", c, "--check"}, &out, &errb); err != nil {
 				t.Fatalf("%s: %v\n%s", c, err, errb.String())
@@ -155,10 +151,8 @@ func TestShippedConfigsCheck(t *testing.T) {
 
 func TestRouteAndRulesCheckCLI(t *testing.T) {
 	root := repoRoot()
-	if _, err := os.Stat(filepath.Join(root, "var", "models", "tables", "subjects-tier1.tbl")); err != nil {
-		t.Skipf("default heads' table not built (scripts/setup.sh builds it): %v", err)
-	}
-	t.Setenv("TRIAGE_MODELS", filepath.Join(root, "var", "models"))
+	models := testenv.Models(t, "tables/subjects-tier1.tbl") // the default heads' table, built by setup
+	t.Setenv("TRIAGE_MODELS", models)
 	cfg := filepath.Join(root, "triage.yaml")
 	var out, errb bytes.Buffer
 	if err := runRoute(context.Background(), []string{"--config", cfg, "Why does my Python list comprehension raise a TypeError?"}, &out, &errb); err != nil {
@@ -226,10 +220,7 @@ func TestRouteAndRulesCheckCLI(t *testing.T) {
 // reads the log back: where the candidate would have routed elsewhere.
 func TestShadowEndToEnd(t *testing.T) {
 	root := repoRoot()
-	models := filepath.Join(root, "var", "models")
-	if _, err := os.Stat(filepath.Join(models, "tables", "subjects-tier1.tbl")); err != nil {
-		t.Skipf("default heads' table not built (scripts/setup.sh builds it): %v", err)
-	}
+	models := testenv.Models(t, "tables/subjects-tier1.tbl") // the default heads' table, built by setup
 	t.Parallel()
 	gen := startSim(t, "m-gen", "gen")
 	code := startSim(t, "m-code", "code")

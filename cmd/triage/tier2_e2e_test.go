@@ -3,13 +3,13 @@
 package main
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/triagegw/triage/classifier"
+	"github.com/triagegw/triage/internal/testenv"
 )
 
 // TestTier2EndToEnd runs the gateway built with the ONNX runtime, the
@@ -19,15 +19,7 @@ import (
 // it.
 func TestTier2EndToEnd(t *testing.T) {
 	root := repoRoot()
-	models := filepath.Join(root, "var", "models")
-	for _, f := range []string{"tables/subjects-tier1.tbl", "use/model.onnx", "ort/libonnxruntime.so.1"} {
-		if _, err := os.Stat(filepath.Join(models, f)); err != nil {
-			if os.Getenv("TRIAGE_REQUIRE_USE") == "1" || os.Getenv("TRIAGE_REQUIRE_ORT") == "1" {
-				t.Fatalf("%s missing (scripts/setup.sh fetches it): %v", f, err)
-			}
-			t.Skipf("%s missing (scripts/setup.sh fetches it): %v", f, err)
-		}
-	}
+	models := testenv.Models(t, "tables/subjects-tier1.tbl", "use/model.onnx", "ort/libonnxruntime.so.1")
 	t.Parallel()
 	gen := startSim(t, "m-gen", "gen")
 	code := startSim(t, "m-code", "code")

@@ -5,373 +5,216 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"hash/fnv"
 	"io"
-	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/triagegw/triage/classifier"
+	"github.com/triagegw/triage/classifier/onnx"
 	"github.com/triagegw/triage/classifier/static"
-	"github.com/triagegw/triage/classifier/tokenize"
-	"github.com/triagegw/triage/datasets"
 	"github.com/triagegw/triage/models"
+	"github.com/triagegw/triage/training"
 )
 
-func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// DefaultTier2Model is the tier-2 model directory setup builds, under the
+// models directory: Universal Sentence Encoder lite, converted to ONNX.
+const DefaultTier2Model = "use"
+
+// trainFlags are the flags of "triage train".
+type trainFlags struct {
+	data, out, evalData, models, name string
+	tier                              int
+	seed                              uint64
+	balance                           bool
+	holdout                           float64
+	// tier 1
+	method, table, tokenizer, quant            string
+	epochs, bigrams, ensemble, minCount, maxTk int
+	lr, dropout                                float64
+	prune, sif, fold                           bool
+	// tier 2
+	encoder, head               string
+	threads, hidden, headEpochs int
+	headDropout, headLR, headL2 float64
+}
+
+func parseTrainFlags(args []string, stderr io.Writer) (*trainFlags, error) {
+	var f trainFlags
 	fs := flag.NewFlagSet("triage train", flag.ContinueOnError)
-	data := fs.String("data", "", "labelled JSONL ({\"text\",\"label\"}) to train on (required)")
-	out := fs.String("out", "", "heads artifact directory to write (required)")
-	tier := fs.Int("tier", 1, "tier to train: 1 (static table and head) or 2 (a head on the tier-2 encoder's embeddings, added to --out)")
-	encoderDir := fs.String("encoder", "", "tier 2: the encoder's model directory (default MODELS/use)")
-	threads := fs.Int("threads", 0, "tier 2: encoder runs in parallel (default: one per core)")
-	t2head := fs.String("head", "mlp", "tier 2: the head on the embeddings: mlp (one hidden layer) or softmax (regression)")
-	t2hidden := fs.Int("hidden", 256, "tier 2, mlp: hidden units")
-	t2dropout := fs.Float64("head-dropout", 0, "tier 2, mlp: dropout on the hidden layer (default 0.1; negative: none)")
-	t2epochs := fs.Int("head-epochs", 0, "tier 2: passes over the embeddings (default mlp 20, softmax 60)")
-	t2lr := fs.Float64("head-lr", 0, "tier 2: the initial learning rate (default mlp 1e-3 (Adam), softmax 0.5)")
-	t2l2 := fs.Float64("head-l2", 0, "tier 2: weight decay (default mlp 1e-4, softmax 1e-5)")
-	method := fs.String("method", "tuned", "tuned: token vectors and head trained together (fastText-style); softmax: softmax regression on the frozen table; centroid: nearest centroid")
-	evalData := fs.String("eval", "", "labelled JSONL to report on (accuracy, macro F1, calibration, by realism)")
-	mdir := fs.String("models", modelsDir(), "directory of model files built by setup ($TRIAGE_MODELS)")
-	tablePath := fs.String("table", "", "base table (default: MODELS/tables/glove-100d-i8.tbl)")
-	tokPath := fs.String("tokenizer", "", "tokenizer.json (default: MODELS/tokenizer/bert-base-uncased.json)")
-	name := fs.String("name", "", "artifact name (default: the output directory's name)")
-	epochs := fs.Int("epochs", 25, "tuned: passes over the data")
-	lr := fs.Float64("lr", 0.2, "tuned: initial learning rate, decayed linearly to 0")
-	bigrams := fs.Int("bigrams", 500000, "tuned: hashed token-bigram buckets (0: unigrams only)")
-	dropout := fs.Float64("dropout", 0.2, "tuned: token dropout per step")
-	prune := fs.Bool("prune", true, "tuned: drop the base table's extra words no training text uses")
-	sif := fs.Bool("sif", false, "tuned: weight the mean by SIF row weights")
-	ensemble := fs.Int("ensemble", 3, "tuned: train this many models (seeds seed, seed+1, ...) and average their logits")
-	fold := fs.Bool("fold", false, "tuned: store each row's class contributions instead of its vectors (smaller; implied by --ensemble > 1)")
-	minCount := fs.Int("min-count", 0, "tuned: give a word split into pieces a row of its own when it appears this often (0: never)")
-	balance := fs.Bool("balance", false, "weight examples by inverse class frequency")
-	quant := fs.String("quant", "i8", "tuned: storage of the trained table: i8, f16 or f32")
-	seed := fs.Uint64("seed", 1, "random seed (training is deterministic for a seed)")
-	maxTokens := fs.Int("max-tokens", static.DefaultMaxTokens, "tokens a text contributes at most")
-	holdout := fs.Float64("holdout", 0.1, "share of --data held out to fit the temperature (calibration)")
+	fs.StringVar(&f.data, "data", "", "labelled JSONL ({\"text\",\"label\"}) to train on (required)")
+	fs.StringVar(&f.out, "out", "", "heads artifact directory to write (required)")
+	fs.IntVar(&f.tier, "tier", 1, "tier to train: 1 (static table and head) or 2 (a head on the tier-2 encoder's embeddings, added to --out)")
+	fs.StringVar(&f.encoder, "encoder", "", "tier 2: the encoder's model directory (default MODELS/use)")
+	fs.IntVar(&f.threads, "threads", 0, "tier 2: encoder runs in parallel (default: one per core)")
+	fs.StringVar(&f.head, "head", "mlp", "tier 2: the head on the embeddings: mlp (one hidden layer) or softmax (regression)")
+	fs.IntVar(&f.hidden, "hidden", 256, "tier 2, mlp: hidden units")
+	fs.Float64Var(&f.headDropout, "head-dropout", 0, "tier 2, mlp: dropout on the hidden layer (default 0.1; negative: none)")
+	fs.IntVar(&f.headEpochs, "head-epochs", 0, "tier 2: passes over the embeddings (default mlp 20, softmax 60)")
+	fs.Float64Var(&f.headLR, "head-lr", 0, "tier 2: the initial learning rate (default mlp 1e-3 (Adam), softmax 0.5)")
+	fs.Float64Var(&f.headL2, "head-l2", 0, "tier 2: weight decay (default mlp 1e-4, softmax 1e-5)")
+	fs.StringVar(&f.method, "method", "tuned", "tuned: token vectors and head trained together (fastText-style); softmax: softmax regression on the frozen table; centroid: nearest centroid")
+	fs.StringVar(&f.evalData, "eval", "", "labelled JSONL to report on (accuracy, macro F1, calibration, by realism)")
+	fs.StringVar(&f.models, "models", modelsDir(), "directory of model files built by setup ($TRIAGE_MODELS)")
+	fs.StringVar(&f.table, "table", "", "base table (default: MODELS/tables/glove-100d-i8.tbl)")
+	fs.StringVar(&f.tokenizer, "tokenizer", "", "tokenizer.json (default: MODELS/tokenizer/bert-base-uncased.json)")
+	fs.StringVar(&f.name, "name", "", "artifact name (default: the output directory's name)")
+	fs.IntVar(&f.epochs, "epochs", 25, "tuned: passes over the data")
+	fs.Float64Var(&f.lr, "lr", 0.2, "tuned: initial learning rate, decayed linearly to 0")
+	fs.IntVar(&f.bigrams, "bigrams", 500000, "tuned: hashed token-bigram buckets (0: unigrams only)")
+	fs.Float64Var(&f.dropout, "dropout", 0.2, "tuned: token dropout per step")
+	fs.BoolVar(&f.prune, "prune", true, "tuned: drop the base table's extra words no training text uses")
+	fs.BoolVar(&f.sif, "sif", false, "tuned: weight the mean by SIF row weights")
+	fs.IntVar(&f.ensemble, "ensemble", 3, "tuned: train this many models (seeds seed, seed+1, ...) and average their logits")
+	fs.BoolVar(&f.fold, "fold", false, "tuned: store each row's class contributions instead of its vectors (smaller; implied by --ensemble > 1)")
+	fs.IntVar(&f.minCount, "min-count", 0, "tuned: give a word split into pieces a row of its own when it appears this often (0: never)")
+	fs.BoolVar(&f.balance, "balance", false, "weight examples by inverse class frequency")
+	fs.StringVar(&f.quant, "quant", "i8", "tuned: storage of the trained table: i8, f16 or f32")
+	fs.Uint64Var(&f.seed, "seed", 1, "random seed (training is deterministic for a seed)")
+	fs.IntVar(&f.maxTk, "max-tokens", static.DefaultMaxTokens, "tokens a text contributes at most")
+	fs.Float64Var(&f.holdout, "holdout", 0.1, "share of --data held out to fit the temperature (calibration)")
 	if err := parseFlags(fs, args, stderr); err != nil {
+		return nil, err
+	}
+	if f.data == "" || f.out == "" {
+		fmt.Fprintln(stderr, "triage train: --data and --out are required")
+		return nil, errUsage
+	}
+	return &f, nil
+}
+
+func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, err := parseTrainFlags(args, stderr)
+	if err != nil {
 		return err
 	}
-	if *data == "" || *out == "" {
-		fmt.Fprintln(stderr, "triage train: --data and --out are required")
-		return errUsage
-	}
-	switch *tier {
+	switch f.tier {
 	case 1:
+		err = trainTier1(ctx, f, stdout, stderr)
 	case 2:
-		return runTrainTier2(ctx, tier2Train{data: *data, out: *out, encoder: *encoderDir, eval: *evalData, models: *mdir,
-			name: *name, seed: *seed, balance: *balance, holdout: *holdout, threads: *threads,
-			epochs: *t2epochs, lr: *t2lr, l2: *t2l2, head: *t2head, hidden: *t2hidden, dropout: *t2dropout}, stdout, stderr)
+		err = trainTier2(ctx, f, stdout, stderr)
 	default:
-		return fmt.Errorf("--tier %d: want 1 or 2", *tier)
+		return fmt.Errorf("--tier %d: want 1 or 2", f.tier)
 	}
-	switch *method {
+	if errors.Is(err, training.ErrEmptyHoldout) {
+		return fmt.Errorf("--holdout %v %w", f.holdout, training.ErrEmptyHoldout)
+	}
+	return err
+}
+
+// tier1Options checks the tier-1 flags and turns them into options.
+func (f *trainFlags) tier1Options(stderr io.Writer) (training.Tier1Options, error) {
+	switch f.method {
 	case "tuned", "softmax", "centroid":
 	default:
-		fmt.Fprintf(stderr, "triage train: --method %q: want tuned, softmax or centroid\n", *method)
-		return errUsage
+		fmt.Fprintf(stderr, "triage train: --method %q: want tuned, softmax or centroid\n", f.method)
+		return training.Tier1Options{}, errUsage
 	}
-	if !models.Quant(*quant).Valid() {
-		fmt.Fprintf(stderr, "triage train: --quant %q: want i8, f16 or f32\n", *quant)
-		return errUsage
+	if !models.Quant(f.quant).Valid() {
+		fmt.Fprintf(stderr, "triage train: --quant %q: want i8, f16 or f32\n", f.quant)
+		return training.Tier1Options{}, errUsage
 	}
-	if *tablePath == "" {
-		*tablePath = filepath.Join(*mdir, "tables", "glove-100d-i8.tbl")
+	if f.method == "tuned" && f.ensemble < 1 {
+		return training.Tier1Options{}, fmt.Errorf("--ensemble %d: want at least 1", f.ensemble)
 	}
-	if *tokPath == "" {
-		*tokPath = filepath.Join(*mdir, "tokenizer", "bert-base-uncased.json")
+	o := training.Tier1Options{Data: f.data, Out: f.out, Name: f.name, Eval: f.evalData, Table: f.table, Tokenizer: f.tokenizer,
+		Method: f.method, Epochs: f.epochs, LearningRate: f.lr, Bigrams: f.bigrams, Dropout: f.dropout, Prune: f.prune, SIF: f.sif,
+		Ensemble: f.ensemble, Fold: f.fold, MinCount: f.minCount, Quant: models.Quant(f.quant),
+		Balance: f.balance, Seed: f.seed, MaxTokens: f.maxTk, Holdout: f.holdout, Tool: "triage " + versionString(), Log: stderr}
+	if o.Table == "" {
+		o.Table = filepath.Join(f.models, "tables", "glove-100d-i8.tbl")
 	}
-	if *name == "" {
-		*name = filepath.Base(filepath.Clean(*out))
+	if o.Tokenizer == "" {
+		o.Tokenizer = filepath.Join(f.models, "tokenizer", "bert-base-uncased.json")
 	}
-	logf := func(format string, a ...any) { fmt.Fprintf(stderr, format+"\n", a...) }
+	var err error
+	o.At, err = buildTime()
+	return o, err
+}
+
+// trainTier1 is "triage train --tier 1".
+func trainTier1(ctx context.Context, f *trainFlags, stdout, stderr io.Writer) error {
+	o, err := f.tier1Options(stderr)
+	if err != nil {
+		return err
+	}
+	res, err := training.Tier1(ctx, o)
+	if err != nil {
+		return err
+	}
+	printTrained(stdout, stderr, res, "train: wrote "+f.out)
+	return nil
+}
+
+// trainTier2 is "triage train --tier 2": a head on the tier-2 encoder's
+// embeddings, put with the encoder's identity in the heads artifact at
+// --out (created when absent; its tier 1 and floors are kept when present,
+// and its classes must match the data's).
+func trainTier2(ctx context.Context, f *trainFlags, stdout, stderr io.Writer) error {
+	if f.head != "mlp" && f.head != "softmax" {
+		return fmt.Errorf("--head %q: want mlp or softmax", f.head)
+	}
+	encoderDir := f.encoder
+	if encoderDir == "" {
+		encoderDir = filepath.Join(f.models, DefaultTier2Model)
+	}
+	threads := f.threads
+	if threads <= 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
 	at, err := buildTime()
 	if err != nil {
 		return err
 	}
-
-	set, err := datasets.ReadJSONL(*data)
+	var opened *onnx.Model
+	defer func() {
+		if opened != nil {
+			opened.Close()
+		}
+	}()
+	open := func() (*training.Encoder, error) {
+		m, enc, err := openTier2Encoder(encoderDir, f.models, threads)
+		opened = m
+		return enc, err
+	}
+	res, err := training.Tier2(ctx, training.Tier2Options{Data: f.data, Eval: f.evalData, Out: f.out, Name: f.name, Open: open,
+		CacheDir: filepath.Join(f.models, "cache", "embeddings"), Workers: threads,
+		Head: f.head, Hidden: f.hidden, Epochs: f.headEpochs, LearningRate: f.headLR, WeightDecay: f.headL2, Dropout: f.headDropout,
+		Balance: f.balance, Seed: f.seed, Holdout: f.holdout,
+		At: at, Tool: "triage " + versionString(), Log: stderr, Progress: progressBar(stderr)})
 	if err != nil {
 		return err
 	}
-	var unlabelled int
-	for _, r := range set.Rows {
-		if r.Label == "" {
-			unlabelled++
-		}
-	}
-	if unlabelled > 0 {
-		return fmt.Errorf("%s: %d rows have no label", *data, unlabelled)
-	}
-	classes := classifier.SortedClasses(set.Labels())
-	if len(classes) < 2 {
-		return fmt.Errorf("%s: %d classes, need at least 2", *data, len(classes))
-	}
-	index := classifier.ClassIndex(classes)
-	tok, err := tokenize.LoadWordPiece(*tokPath)
-	if err != nil {
-		return err
-	}
-	base, err := models.ReadTable(*tablePath)
-	if err != nil {
-		return err
-	}
-	tokSum, err := models.FileSHA256(*tokPath)
-	if err != nil {
-		return err
-	}
-
-	// A deterministic hold-out, by a hash of the text, fits the temperature.
-	var fitText, calText []string
-	var fitY, calY []int
-	for _, r := range set.Rows {
-		h := fnv.New32a()
-		h.Write([]byte(r.Text))
-		if float64(h.Sum32()%10000)/10000 < *holdout {
-			calText, calY = append(calText, r.Text), append(calY, index[r.Label])
-		} else {
-			fitText, fitY = append(fitText, r.Text), append(fitY, index[r.Label])
-		}
-	}
-	if len(calText) == 0 {
-		return fmt.Errorf("--holdout %v left no rows to calibrate on", *holdout)
-	}
-	logf("train: %d rows, %d classes; %d to fit, %d held out for calibration", len(set.Rows), len(classes), len(fitText), len(calText))
-
-	tier1 := &classifier.Tier{Training: classifier.Training{
-		Data: filepath.Base(*data), DataSHA256: set.SHA256, Rows: len(fitText), Method: *method, Seed: *seed,
-		At: at.Format(time.RFC3339), Tool: "triage " + versionString(),
-		Params: map[string]any{"holdout": *holdout, "max_tokens": *maxTokens, "balance": *balance},
-	}}
-	start := time.Now()
-	var model *static.Model
-	switch *method {
-	case "tuned":
-		if *ensemble < 1 {
-			return fmt.Errorf("--ensemble %d: want at least 1", *ensemble)
-		}
-		for k, v := range map[string]any{"epochs": *epochs, "lr": *lr, "bigrams": *bigrams, "dropout": *dropout,
-			"min_count": *minCount, "prune": *prune, "sif": *sif, "ensemble": *ensemble, "base_table": base.Manifest.Name} {
-			tier1.Training.Params[k] = v
-		}
-		var members []*static.Model
-		var tuned *models.Table
-		var enc classifier.Encoder
-		for i := range *ensemble {
-			var head *classifier.Linear
-			var err error
-			tuned, head, enc, err = static.Tune(tok, base, fitText, fitY, classes, static.TuneOptions{
-				Epochs: *epochs, LearningRate: float32(*lr), Balance: *balance, Dropout: float32(*dropout),
-				Seed: *seed + uint64(i), MaxTokens: *maxTokens, Bigrams: *bigrams, MinCount: *minCount, SIF: *sif, Prune: *prune,
-				Progress: func(e int, loss float64) {
-					logf("train: model %d/%d epoch %d/%d loss %.4f (%s)", i+1, *ensemble, e, *epochs, loss, time.Since(start).Round(time.Second))
-				},
-			})
-			if err != nil {
-				return err
-			}
-			if *ensemble == 1 && !*fold {
-				tuned = tuned.Quantize(models.Quant(*quant))
-				if model, err = static.New(tok, tuned, head, enc); err != nil {
-					return err
-				}
-				break
-			}
-			m, err := static.New(tok, tuned, head, enc) // f32 vectors: folds
-			if err != nil {
-				return err
-			}
-			members = append(members, m)
-		}
-		if members != nil {
-			tuned = foldTable(tuned, members, classes)
-			tuned = tuned.Quantize(models.Quant(*quant))
-			enc.Weighting += ", folded"
-			id := identityHead(classes, members)
-			var err error
-			if model, err = static.New(tok, tuned, id, enc); err != nil {
-				return err
-			}
-		}
-		tuned.Manifest.Name = *name + "-tier1"
-		tuned.Manifest.Created = at.Format(time.RFC3339)
-		if err := os.MkdirAll(*out, 0o755); err != nil {
-			return err
-		}
-		tableFile := *name + "-tier1.tbl"
-		sum, err := tuned.WriteFile(filepath.Join(*out, tableFile))
-		if err != nil {
-			return err
-		}
-		enc.Table, enc.TableSHA256 = tableFile, sum
-		enc.Tokenizer, enc.TokenizerSHA256 = filepath.Base(*tokPath), tokSum
-		tier1.Encoder = enc
-	default:
-		sum, err := models.FileSHA256(*tablePath)
-		if err != nil {
-			return err
-		}
-		enc := classifier.Encoder{Kind: "static", Table: filepath.Base(*tablePath), TableSHA256: sum,
-			Tokenizer: filepath.Base(*tokPath), TokenizerSHA256: tokSum, MaxTokens: *maxTokens, Weighting: "table", Normalize: "l2"}
-		tier1.Encoder = enc
-		// Features from the frozen table; the head is fitted on them.
-		probe, err := static.New(tok, base, placeholderHead(classes, base.Dims()), enc)
-		if err != nil {
-			return err
-		}
-		x := make([][]float32, len(fitText))
-		for i, t := range fitText {
-			x[i] = make([]float32, base.Dims())
-			probe.Features(t, x[i])
-		}
-		var head *classifier.Linear
-		if *method == "softmax" {
-			head = classifier.TrainSoftmax(x, fitY, classes, classifier.SoftmaxOptions{Balance: *balance, Seed: *seed})
-		} else {
-			head = classifier.TrainCentroid(x, fitY, classes)
-		}
-		if model, err = static.New(tok, base, head, enc); err != nil {
-			return err
-		}
-	}
-	logf("train: fitted in %s", time.Since(start).Round(time.Millisecond))
-
-	// Temperature on the hold-out.
-	head := model.Head()
-	logits := make([][]float32, len(calText))
-	for i, t := range calText {
-		logits[i] = make([]float32, len(classes))
-		model.Logits(t, logits[i])
-	}
-	head.Temperature = classifier.FitTemperature(logits, calY)
-	logf("train: temperature %.3f (fitted on %d held-out rows)", head.Temperature, len(calText))
-	tier1.Head = *head
-
-	h := &classifier.Heads{Name: *name, Version: at.Format("2006-01-02T150405Z"), Classes: classes, Tier1: tier1, Floors: map[string]classifier.Floors{}}
-	if *evalData != "" {
-		ev, err := datasets.ReadJSONL(*evalData)
-		if err != nil {
-			return err
-		}
-		reports := evaluate(model.Probs, ev, classes)
-		tier1.Eval = map[string]classifier.Report{}
-		for k, r := range reports {
-			tier1.Eval[filepath.Base(*evalData)+k] = r
-		}
-		printReports(stdout, filepath.Base(*evalData), reports)
-	}
-	if err := h.Save(*out); err != nil {
-		return err
-	}
-	logf("train: wrote %s", *out)
+	printTrained(stdout, stderr, res, "train: wrote tier 2 to "+f.out)
 	return nil
 }
 
-// foldTable averages the members' folded heads into a table whose rows are
-// class contributions (dims = classes): the ensemble's mean logits are then
-// the mean of a text's rows, exactly what one member computes, at one
-// member's cost. Row weights carry over (the members share them).
-func foldTable(layout *models.Table, members []*static.Model, classes []string) *models.Table {
-	k := len(classes)
-	rows := layout.Rows()
-	vecs := make([][]float32, rows)
-	weights := make([]float32, rows)
-	for r := range rows {
-		weights[r] = layout.Weight(int32(r))
-		v := make([]float32, k)
-		for _, m := range members {
-			c, _ := m.Fold()
-			for j := range v {
-				v[j] += c[r*k+j]
-			}
-		}
-		inv := 1 / float32(len(members))
-		if weights[r] > 0 {
-			inv /= weights[r] // the fold holds weight x contribution; the table applies the weight
-		}
-		for j := range v {
-			v[j] *= inv
-		}
-		vecs[r] = v
-	}
-	m := layout.Manifest
-	m.Dims, m.VocabSize, m.ExtraWords, m.Quant = 0, 0, 0, ""
-	m.Method = "tuned-folded"
-	m.Notes = fmt.Sprintf("rows are the class contributions (logits) of %d tuned model(s), averaged; classes %v", len(members), classes)
-	t, err := models.NewTable(m, layout.VocabSize(), layout.ExtraWords(), vecs, weights)
+// openTier2Encoder opens the tier-2 model in dir for training, with what
+// the heads record of it.
+func openTier2Encoder(dir, modelsDir string, threads int) (*onnx.Model, *training.Encoder, error) {
+	m, err := onnx.Open(dir, modelsDir, onnx.Options{Threads: 1, MaxConcurrent: threads})
 	if err != nil {
-		panic(err) // same layout as a table that built: cannot fail
+		return nil, nil, err
 	}
-	return t
+	man := m.Encoder().Manifest()
+	sum, err := models.FileSHA256(filepath.Join(dir, man.Model))
+	if err != nil {
+		return m, nil, err
+	}
+	return m, &training.Encoder{Embedder: m, Name: man.Name, Source: man.Source,
+		Info: classifier.Encoder{Kind: "onnx", Model: filepath.Base(filepath.Clean(dir)), ModelSHA256: sum,
+			Tokenizer: man.Tokenizer, TokenizerSHA256: man.TokenizerSHA256, MaxTokens: man.MaxTokens}}, nil
 }
 
-// identityHead passes folded contributions through, with the members' mean
-// bias.
-func identityHead(classes []string, members []*static.Model) *classifier.Linear {
-	k := len(classes)
-	h := &classifier.Linear{Kind: "softmax", Classes: classes, Dims: k, W: make([]float32, k*k), B: make([]float32, k), Temperature: 1}
-	for c := range k {
-		h.W[c*k+c] = 1
+// printTrained prints a training's reports on its evaluation set, if any,
+// and then says where it wrote.
+func printTrained(stdout, stderr io.Writer, res *training.Result, wrote string) {
+	if res.EvalName != "" {
+		printReports(stdout, res.EvalName, res.Reports)
 	}
-	for _, m := range members {
-		_, b := m.Fold()
-		for c := range k {
-			h.B[c] += b[c] / float32(len(members))
-		}
-	}
-	return h
-}
-
-// placeholderHead lets a Model compute features before its head exists.
-func placeholderHead(classes []string, dims int) *classifier.Linear {
-	return &classifier.Linear{Kind: "softmax", Classes: classes, Dims: dims, W: make([]float32, len(classes)*dims), B: make([]float32, len(classes))}
-}
-
-// evaluate reports on a labelled set: overall (key "") and per realism
-// (key "/realism=X"). Rows whose label the head does not know count as
-// errors.
-func evaluate(probs func(text string, out []float32), set *datasets.Set, classes []string) map[string]classifier.Report {
-	index := classifier.ClassIndex(classes)
-	type slice struct {
-		probs [][]float32
-		y     []int
-	}
-	slices := map[string]*slice{}
-	add := func(k string, p []float32, y int) {
-		s := slices[k]
-		if s == nil {
-			s = &slice{}
-			slices[k] = s
-		}
-		s.probs, s.y = append(s.probs, p), append(s.y, y)
-	}
-	var unknown error
-	for _, r := range set.Rows {
-		y, ok := index[r.Label]
-		if !ok {
-			unknown = errors.Join(unknown, fmt.Errorf("label %q", r.Label))
-			y = -1
-		}
-		p := make([]float32, len(classes))
-		probs(r.Text, p)
-		if y < 0 {
-			continue
-		}
-		add("", p, y)
-		if r.Realism != "" {
-			add("/realism="+r.Realism, p, y)
-		}
-	}
-	out := map[string]classifier.Report{}
-	for k, s := range slices {
-		out[k] = classifier.Evaluate(classes, s.probs, s.y)
-	}
-	return out
+	fmt.Fprintln(stderr, wrote)
 }
 
 func printReports(w io.Writer, name string, reports map[string]classifier.Report) {

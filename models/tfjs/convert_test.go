@@ -14,25 +14,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/triagegw/triage/internal/testenv"
 	"github.com/triagegw/triage/models/onnxpb"
 )
 
-// useDir is the TF.js model scripts/fetch-use.sh extracts, or "" (the test
-// skips) when it is absent and TRIAGE_REQUIRE_USE is not 1.
+// useDir is the TF.js model scripts/fetch-use.sh extracts; without it the
+// test is skipped (or failed, see testenv.Models).
 func useDir(t testing.TB) string {
 	t.Helper()
-	root := os.Getenv("TRIAGE_MODELS")
-	if root == "" {
-		root = filepath.Join("..", "..", "var", "models")
-	}
-	dir := filepath.Join(root, "use", "tfjs")
-	if _, err := os.Stat(filepath.Join(dir, "model.json")); err != nil {
-		if os.Getenv("TRIAGE_REQUIRE_USE") == "1" {
-			t.Fatalf("TRIAGE_REQUIRE_USE=1 but %s/model.json is missing: run scripts/fetch-use.sh", dir)
-		}
-		t.Skipf("no %s/model.json (run scripts/fetch-use.sh)", dir)
-	}
-	return dir
+	return filepath.Join(testenv.Models(t, "use/tfjs/model.json"), "use", "tfjs")
 }
 
 // useModel is Universal Sentence Encoder lite, loaded and converted once

@@ -1,6 +1,6 @@
 //go:build ort
 
-package models_test
+package bert_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 
 	"github.com/triagegw/triage/classifier"
 	"github.com/triagegw/triage/classifier/onnx"
-	"github.com/triagegw/triage/models"
+	"github.com/triagegw/triage/models/bert"
 )
 
 // requireORT loads the ONNX Runtime library, or skips the test when it is
@@ -26,7 +26,7 @@ func requireORT(t testing.TB) {
 	md := os.Getenv("TRIAGE_MODELS")
 	if md == "" {
 		_, file, _, _ := runtime.Caller(0)
-		md = filepath.Join(filepath.Dir(file), "..", "var", "models")
+		md = filepath.Join(filepath.Dir(file), "..", "..", "var", "models")
 	}
 	lib := onnx.LibraryPath(onnx.Options{}, md)
 	err := onnx.Init(lib)
@@ -45,7 +45,7 @@ func requireORT(t testing.TB) {
 func writeTiny(t *testing.T) string {
 	t.Helper()
 	c, w := tinyWeights(t)
-	m, err := models.BuildBERTFrom(c, w)
+	m, err := bert.BuildFrom(c, w)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,15 +1,20 @@
-package models
+package distill
 
 import (
 	"context"
 	"errors"
 	"hash/fnv"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/triagegw/triage/models"
+	"github.com/triagegw/triage/models/sif"
 )
 
 // fakeTeacher embeds a text in a 2-d subspace of R^6 (coordinates from a
@@ -47,13 +52,13 @@ var distillVocab = []string{
 	"the", "of", "law", "court", "##s", "ing", "##ing", "derivative", "##", "", "protein", "s",
 }
 
-func TestDistill(t *testing.T) {
+func TestTable(t *testing.T) {
 	var ft fakeTeacher
-	tab, err := Distill(context.Background(), distillVocab, ft.embed, DistillOptions{Dims: 2, Workers: 3})
+	tab, err := Table(context.Background(), distillVocab, ft.embed, Options{Dims: 2, Workers: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tab.Rows() != len(distillVocab) || tab.VocabSize() != len(distillVocab) || tab.Dims() != 2 || tab.Quant() != QuantF32 || tab.Buckets() != 0 || len(tab.ExtraWords()) != 0 {
+	if tab.Rows() != len(distillVocab) || tab.VocabSize() != len(distillVocab) || tab.Dims() != 2 || tab.Quant() != models.QuantF32 || tab.Buckets() != 0 || len(tab.ExtraWords()) != 0 {
 		t.Fatalf("table: %d rows, vocab %d, %d dims, %s, %d buckets, %d extra", tab.Rows(), tab.VocabSize(), tab.Dims(), tab.Quant(), tab.Buckets(), len(tab.ExtraWords()))
 	}
 	if tab.Manifest.Method != "distill" || !strings.Contains(tab.Manifest.Notes, "100.0% of the variance") {
@@ -104,13 +109,13 @@ func TestDistill(t *testing.T) {
 		t.Errorf("mean of the rows %v, want 0 (PCA centres)", mean)
 	}
 	// Zipf/SIF weights: rank in id order among the 10 rows with a vector.
-	want := DistillRankWeights(distillVocab, nil, 0)
+	want := RankWeights(distillVocab, nil, 0)
 	prev := float32(0)
 	for i, tok := range distillVocab {
 		if got := tab.Weight(int32(i)); got != want[i] {
-			t.Errorf("%q: weight %v, DistillRankWeights %v", tok, got, want[i])
+			t.Errorf("%q: weight %v, RankWeights %v", tok, got, want[i])
 		}
-		if _, ok := DistillSurface(tok); ok {
+		if _, ok := Surface(tok); ok {
 			if want[i] <= prev || want[i] >= 1 {
 				t.Errorf("%q: weight %v after %v, want increasing in (0, 1)", tok, want[i], prev)
 			}
@@ -118,7 +123,7 @@ func TestDistill(t *testing.T) {
 		}
 	}
 	h := math.Log(1.78 * 10)
-	if got, w := float64(want[row["the"]]), SIFA/(SIFA+1/h); math.Abs(got-w) > 1e-7 {
+	if got, w := float64(want[row["the"]]), sif.A/(sif.A+1/h); math.Abs(got-w) > 1e-7 {
 		t.Errorf("weight of rank 1: %v, want %v", got, w)
 	}
 }
@@ -132,16 +137,30 @@ func dist(a, b []float32) float64 {
 	return math.Sqrt(s)
 }
 
+// tableBytes is tb in the table file format.
+func tableBytes(t *testing.T, tb *models.Table) []byte {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "t.tbl")
+	if _, err := tb.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 func TestDistillDeterministic(t *testing.T) {
 	var ft fakeTeacher
 	var ref []byte
 	for _, w := range []int{1, 2, 7} {
-		tab, err := Distill(context.Background(), distillVocab, ft.embed, DistillOptions{Dims: 3, Workers: w})
+		tab, err := Table(context.Background(), distillVocab, ft.embed, Options{Dims: 3, Workers: w})
 		if err != nil {
 			t.Fatal(err)
 		}
 		tab.Manifest.Notes = "" // holds timings
-		b := tab.encodeBytes()
+		b := tableBytes(t, tab)
 		if ref == nil {
 			ref = b
 		} else if string(b) != string(ref) {
@@ -150,7 +169,7 @@ func TestDistillDeterministic(t *testing.T) {
 	}
 }
 
-func TestDistillOptions(t *testing.T) {
+func TestOptions(t *testing.T) {
 	var ft fakeTeacher
 	ctx := context.Background()
 	// Given weights, a limit, a custom a, and the default dims capped.
@@ -159,7 +178,7 @@ func TestDistillOptions(t *testing.T) {
 		given[i] = float32(i) + 0.5
 	}
 	var calls []int
-	tab, err := Distill(ctx, distillVocab, ft.embed, DistillOptions{Dims: 6, Weights: given, Limit: 3, Workers: 1,
+	tab, err := Table(ctx, distillVocab, ft.embed, Options{Dims: 6, Weights: given, Limit: 3, Workers: 1,
 		Progress: func(done, total int) { calls = append(calls, done, total) }})
 	if err != nil {
 		t.Fatal(err)
@@ -183,8 +202,8 @@ func TestDistillOptions(t *testing.T) {
 			}
 		}
 	}
-	a := DistillRankWeights(distillVocab, nil, 0.5)
-	b := DistillRankWeights(distillVocab, nil, 0)
+	a := RankWeights(distillVocab, nil, 0.5)
+	b := RankWeights(distillVocab, nil, 0)
 	if a[row0(t, "the")] <= b[row0(t, "the")] {
 		t.Errorf("a larger a should raise the weights: %v <= %v", a[row0(t, "the")], b[row0(t, "the")])
 	}
@@ -196,7 +215,7 @@ func TestDistillOptions(t *testing.T) {
 		}
 		return ft.embed(ctx, s)
 	}
-	tab, err = Distill(ctx, distillVocab, zeroFor, DistillOptions{Dims: 2})
+	tab, err = Table(ctx, distillVocab, zeroFor, Options{Dims: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,41 +242,41 @@ func TestDistillErrors(t *testing.T) {
 		name  string
 		vocab []string
 		embed func(context.Context, string) ([]float32, error)
-		opts  DistillOptions
+		opts  Options
 		want  string
 	}{
-		{"empty", nil, ft.embed, DistillOptions{}, "empty vocabulary"},
-		{"no embed", distillVocab, nil, DistillOptions{}, "no embed"},
-		{"all special", []string{"[PAD]", "##", ""}, ft.embed, DistillOptions{}, "all special"},
-		{"weights", distillVocab, ft.embed, DistillOptions{Weights: []float32{1}}, "1 weights"},
-		{"nan weight", distillVocab, ft.embed, DistillOptions{Weights: nanAt(len(distillVocab), 3)}, "weight of row 3 is NaN"},
-		{"dims", distillVocab, ft.embed, DistillOptions{Dims: 7}, "7 dimensions asked"},
-		{"default dims", distillVocab, ft.embed, DistillOptions{}, "256 dimensions asked"},
-		{"negative dims", distillVocab, ft.embed, DistillOptions{Dims: -1}, "-1 dimensions"},
+		{"empty", nil, ft.embed, Options{}, "empty vocabulary"},
+		{"no embed", distillVocab, nil, Options{}, "no embed"},
+		{"all special", []string{"[PAD]", "##", ""}, ft.embed, Options{}, "all special"},
+		{"weights", distillVocab, ft.embed, Options{Weights: []float32{1}}, "1 weights"},
+		{"nan weight", distillVocab, ft.embed, Options{Weights: nanAt(len(distillVocab), 3)}, "weight of row 3 is NaN"},
+		{"dims", distillVocab, ft.embed, Options{Dims: 7}, "7 dimensions asked"},
+		{"default dims", distillVocab, ft.embed, Options{}, "256 dimensions asked"},
+		{"negative dims", distillVocab, ft.embed, Options{Dims: -1}, "-1 dimensions"},
 		{"error", distillVocab, func(ctx context.Context, s string) ([]float32, error) {
 			if s == "court" {
 				return nil, boom
 			}
 			return ft.embed(ctx, s)
-		}, DistillOptions{Dims: 2, Workers: 2}, `embedding "court": boom`},
+		}, Options{Dims: 2, Workers: 2}, `embedding "court": boom`},
 		{"ragged", distillVocab, func(ctx context.Context, s string) ([]float32, error) {
 			v, err := ft.embed(ctx, s)
 			if s == "court" {
 				v = v[:5]
 			}
 			return v, err
-		}, DistillOptions{Dims: 2}, "has 5 values"},
+		}, Options{Dims: 2}, "has 5 values"},
 		{"nan", distillVocab, func(ctx context.Context, s string) ([]float32, error) {
 			v, err := ft.embed(ctx, s)
 			if s == "court" {
 				v[2] = float32(math.NaN())
 			}
 			return v, err
-		}, DistillOptions{Dims: 2}, "non-finite"},
-		{"all zero", distillVocab, func(context.Context, string) ([]float32, error) { return make([]float32, 4), nil }, DistillOptions{Dims: 2}, "zero vector for every token"},
+		}, Options{Dims: 2}, "non-finite"},
+		{"all zero", distillVocab, func(context.Context, string) ([]float32, error) { return make([]float32, 4), nil }, Options{Dims: 2}, "zero vector for every token"},
 	}
 	for _, c := range cases {
-		_, err := Distill(ctx, c.vocab, c.embed, c.opts)
+		_, err := Table(ctx, c.vocab, c.embed, c.opts)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: error %v, want one containing %q", c.name, err, c.want)
 		}
@@ -267,7 +286,7 @@ func TestDistillErrors(t *testing.T) {
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := Distill(cctx, distillVocab, ft.embed, DistillOptions{Dims: 2}); !errors.Is(err, context.Canceled) {
+	if _, err := Table(cctx, distillVocab, ft.embed, Options{Dims: 2}); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled: %v", err)
 	}
 }
@@ -278,12 +297,12 @@ func nanAt(n, i int) []float32 {
 	return w
 }
 
-func TestDistillSurface(t *testing.T) {
+func TestSurface(t *testing.T) {
 	for tok, want := range map[string]string{"law": "law", "##ing": "ing", "##": "", "": "", "[PAD]": "", "[unused42]": "",
 		"[": "[", "]": "]", "[]": "[]", "##[": "[", "##  ": ""} {
-		got, ok := DistillSurface(tok)
+		got, ok := Surface(tok)
 		if got != want || ok != (want != "") {
-			t.Errorf("DistillSurface(%q) = %q, %v; want %q", tok, got, ok, want)
+			t.Errorf("Surface(%q) = %q, %v; want %q", tok, got, ok, want)
 		}
 	}
 }
@@ -291,7 +310,7 @@ func TestDistillSurface(t *testing.T) {
 func TestDistillExtraWords(t *testing.T) {
 	var ft fakeTeacher
 	extra := []string{"lawyers", "proteins", "court"} // "court" is also a token: both get its vector
-	tab, err := Distill(context.Background(), distillVocab, ft.embed, DistillOptions{Dims: 2, ExtraWords: extra})
+	tab, err := Table(context.Background(), distillVocab, ft.embed, Options{Dims: 2, ExtraWords: extra})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,21 +324,21 @@ func TestDistillExtraWords(t *testing.T) {
 	if !ok || r != int32(len(distillVocab)+2) || !slices.Equal(tab.Vector(r, nil), tab.Vector(row0(t, "court"), nil)) {
 		t.Errorf("extra word court: row %d %v, vector %v; token court %v", r, ok, tab.Vector(r, nil), tab.Vector(row0(t, "court"), nil))
 	}
-	want := DistillRankWeights(distillVocab, extra, 0)
+	want := RankWeights(distillVocab, extra, 0)
 	for i := range tab.Rows() {
 		if got := tab.Weight(int32(i)); got != want[i] {
-			t.Errorf("row %d: weight %v, DistillRankWeights %v", i, got, want[i])
+			t.Errorf("row %d: weight %v, RankWeights %v", i, got, want[i])
 		}
 	}
 	if last := want[len(want)-1]; last <= want[row0(t, "s")] {
 		t.Errorf("extra words rank after the vocabulary: %v <= %v", last, want[row0(t, "s")])
 	}
 	for _, bad := range [][]string{{"a", "a"}, {""}} {
-		if _, err := Distill(context.Background(), distillVocab, ft.embed, DistillOptions{Dims: 2, ExtraWords: bad}); err == nil || !strings.Contains(err.Error(), "empty or repeated") {
+		if _, err := Table(context.Background(), distillVocab, ft.embed, Options{Dims: 2, ExtraWords: bad}); err == nil || !strings.Contains(err.Error(), "empty or repeated") {
 			t.Errorf("extra words %q: %v", bad, err)
 		}
 	}
-	if _, err := Distill(context.Background(), distillVocab, ft.embed, DistillOptions{Dims: 2, ExtraWords: extra, Weights: make([]float32, len(distillVocab))}); err == nil || !strings.Contains(err.Error(), "3 extra words") {
+	if _, err := Table(context.Background(), distillVocab, ft.embed, Options{Dims: 2, ExtraWords: extra, Weights: make([]float32, len(distillVocab))}); err == nil || !strings.Contains(err.Error(), "3 extra words") {
 		t.Errorf("weights without the extra words: %v", err)
 	}
 }
@@ -327,11 +346,11 @@ func TestDistillExtraWords(t *testing.T) {
 func TestDistillNorm(t *testing.T) {
 	var ft fakeTeacher
 	ctx := context.Background()
-	plain, err := Distill(ctx, distillVocab, ft.embed, DistillOptions{Dims: 2})
+	plain, err := Table(ctx, distillVocab, ft.embed, Options{Dims: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	scaled, err := Distill(ctx, distillVocab, ft.embed, DistillOptions{Dims: 2, Norm: 3})
+	scaled, err := Table(ctx, distillVocab, ft.embed, Options{Dims: 2, Norm: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,7 +385,38 @@ func TestDistillNorm(t *testing.T) {
 	if !strings.Contains(scaled.Manifest.Notes, "mean norm of 3") {
 		t.Errorf("notes %q", scaled.Manifest.Notes)
 	}
-	if _, err := Distill(ctx, distillVocab, ft.embed, DistillOptions{Dims: 2, Norm: -1}); err == nil {
+	if _, err := Table(ctx, distillVocab, ft.embed, Options{Dims: 2, Norm: -1}); err == nil {
 		t.Error("negative norm: no error")
+	}
+}
+
+// TestWeightsFrom: a source table's weights replace the Zipf ones for the
+// rows it weighs, vocabulary and extra words alike; rows it leaves at 0,
+// and rows without a surface form, keep theirs.
+func TestWeightsFrom(t *testing.T) {
+	extra := []string{"lawyers", "proteins"}
+	n := len(distillVocab)
+	vecs := make([][]float32, n+1)
+	weights := make([]float32, n+1)
+	for i := range vecs {
+		vecs[i] = []float32{1}
+	}
+	weights[row0(t, "court")] = 0.25 // a weighed token
+	weights[row0(t, "[PAD]")] = 0.5  // a special: keeps weight 0
+	weights[n] = 0.75                // the extra word "lawyers"
+	src, err := models.NewTable(models.Manifest{}, n, []string{"lawyers"}, vecs, weights)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, from, err := WeightsFrom(src, distillVocab, extra, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rank := RankWeights(distillVocab, extra, 0)
+	if from != 2 || w[row0(t, "court")] != 0.25 || w[n] != 0.75 || w[row0(t, "[PAD]")] != 0 || w[n+1] != rank[n+1] || w[row0(t, "law")] != rank[row0(t, "law")] {
+		t.Fatalf("WeightsFrom = %v (from %d), rank weights %v", w, from, rank)
+	}
+	if _, _, err := WeightsFrom(src, distillVocab[:3], nil, 0); err == nil {
+		t.Error("WeightsFrom accepted a table over another vocabulary")
 	}
 }

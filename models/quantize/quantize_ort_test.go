@@ -1,10 +1,11 @@
 //go:build ort
 
-package models_test
+package quantize_test
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -20,9 +21,71 @@ import (
 
 	"github.com/triagegw/triage/classifier"
 	"github.com/triagegw/triage/classifier/onnx"
+	"github.com/triagegw/triage/internal/testenv"
 	"github.com/triagegw/triage/models"
+	"github.com/triagegw/triage/models/bert"
 	"github.com/triagegw/triage/models/onnxpb"
+	"github.com/triagegw/triage/models/quantize"
 )
+
+// requireORT loads the ONNX Runtime library, or skips the test when it is
+// not there (scripts/fetch-ort.sh fetches it) unless TRIAGE_REQUIRE_ORT=1,
+// when a missing runtime fails the test.
+func requireORT(t testing.TB) {
+	t.Helper()
+	md := os.Getenv("TRIAGE_MODELS")
+	if md == "" {
+		_, file, _, _ := runtime.Caller(0)
+		md = filepath.Join(filepath.Dir(file), "..", "..", "var", "models")
+	}
+	lib := onnx.LibraryPath(onnx.Options{}, md)
+	err := onnx.Init(lib)
+	switch {
+	case err == nil:
+	case os.Getenv("TRIAGE_REQUIRE_ORT") == "1":
+		t.Fatalf("TRIAGE_REQUIRE_ORT=1 and the runtime did not load: %v", err)
+	case errors.Is(err, classifier.ErrUnavailable):
+		t.Skipf("no ONNX Runtime (run scripts/fetch-ort.sh or set TRIAGE_ORT_LIB): %v", err)
+	default:
+		t.Fatal(err)
+	}
+}
+
+// tinyWeights are a small BERT's weights with every LayerNorm scale and
+// bias drawn at random too, so that a rewrite that swapped or dropped them
+// would show.
+func tinyWeights(t testing.TB) (bert.Config, *bert.Weights) {
+	t.Helper()
+	c := bert.Config{Layers: 2, Hidden: 32, Heads: 4, Intermediate: 64, Vocab: 100, MaxPos: 24, TypeVocab: 2, Seed: 7}
+	w, err := bert.NewWeights(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(11, 12))
+	jitter := func(v []float32, base float32) {
+		for i := range v {
+			v[i] = base + float32(rng.NormFloat64()*0.1)
+		}
+	}
+	jitter(w.EmbLNScale, 1)
+	jitter(w.EmbLNBias, 0)
+	for i := range w.Layers {
+		l := &w.Layers[i]
+		jitter(l.AttnLNScale, 1)
+		jitter(l.AttnLNBias, 0)
+		jitter(l.OutLNScale, 1)
+		jitter(l.OutLNBias, 0)
+	}
+	return c, w
+}
+
+func maxAbsDiff(a, b []float32) float64 {
+	var d float64
+	for i := range a {
+		d = math.Max(d, math.Abs(float64(a[i])-float64(b[i])))
+	}
+	return d
+}
 
 // quantCosine is the cosine similarity of a and b.
 func quantCosine(a, b []float32) float64 {
@@ -43,7 +106,7 @@ func quantCosine(a, b []float32) float64 {
 func TestQuantizedBERTCloseToFloat(t *testing.T) {
 	requireORT(t)
 	c, w := tinyWeights(t)
-	m, err := models.BuildBERTFrom(c, w)
+	m, err := bert.BuildFrom(c, w)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,14 +141,14 @@ func TestQuantizedBERTCloseToFloat(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name string
-		opts models.QuantOptions
+		opts quantize.Options
 	}{
-		{"int8-per-column", models.QuantOptions{MinElements: 1}},
-		{"int8-per-tensor", models.QuantOptions{MinElements: 1, PerTensor: true}},
-		{"uint8-per-column", models.QuantOptions{MinElements: 1, WeightType: onnxpb.Uint8}},
+		{"int8-per-column", quantize.Options{MinElements: 1}},
+		{"int8-per-tensor", quantize.Options{MinElements: 1, PerTensor: true}},
+		{"uint8-per-column", quantize.Options{MinElements: 1, WeightType: onnxpb.Uint8}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			qm, rep, err := models.QuantizeDynamic(m, tc.opts)
+			qm, rep, err := quantize.Dynamic(m, tc.opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -132,7 +195,7 @@ func TestQuantizedBERTCloseToFloat(t *testing.T) {
 }
 
 // TestQuantizedConvGemmGatherCloseToFloat runs a small graph with every
-// form QuantizeDynamic rewrites besides MatMul, float and quantized,
+// form Dynamic rewrites besides MatMul, float and quantized,
 // through ONNX Runtime:
 //
 //	e  = Gather(table, ids)                              [1, S, C]
@@ -186,7 +249,7 @@ func TestQuantizedConvGemmGatherCloseToFloat(t *testing.T) {
 			{Name: "o2", Type: onnxpb.Float, Dims: onnxpb.Dims(1, O, 1, S)},
 		},
 	}}
-	qm, rep, err := models.QuantizeDynamic(m, models.QuantOptions{MinElements: 1})
+	qm, rep, err := quantize.Dynamic(m, quantize.Options{MinElements: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +319,7 @@ func TestQuantizedConvGemmGatherCloseToFloat(t *testing.T) {
 // The benchmarks compare float and int8 encoders side by side, one
 // intra-op thread:
 //
-//	go test -tags ort -run '^$' -bench Quantized -benchtime 30x -count 3 ./models
+//	go test -tags ort -run '^$' -bench Quantized -benchtime 30x -count 3 ./models/quantize
 //
 // USE lite comes from $TRIAGE_MODELS/use (var/models/use; skipped when
 // missing); the bge-small-shaped BERT is generated (about 10 s) unless
@@ -280,21 +343,13 @@ func quantBenchEncoder(b *testing.B, model string, int8 bool) *onnx.Encoder {
 	var dir string
 	switch model {
 	case "use":
-		md := os.Getenv("TRIAGE_MODELS")
-		if md == "" {
-			_, file, _, _ := runtime.Caller(0)
-			md = filepath.Join(filepath.Dir(file), "..", "var", "models")
-		}
-		dir = filepath.Join(md, "use")
-		if _, err := os.Stat(filepath.Join(dir, onnx.ManifestFile)); err != nil {
-			b.Skipf("no USE lite (scripts/fetch-use.sh): %v", err)
-		}
+		dir = filepath.Join(testenv.Models(b, "use/"+onnx.ManifestFile), "use")
 	case "bge-small":
 		dir = os.Getenv("TRIAGE_BENCH_BERT")
 		if dir == "" {
 			dir = b.TempDir()
-			c := models.BGESmall()
-			if err := models.BuildBERT(c).WriteFile(filepath.Join(dir, onnx.DefaultModelFile)); err != nil {
+			c := bert.BGESmall()
+			if err := bert.Build(c).WriteFile(filepath.Join(dir, onnx.DefaultModelFile)); err != nil {
 				b.Fatal(err)
 			}
 			man := &onnx.Manifest{Format: onnx.ManifestFormat, Name: "bge-small-random", Input: onnx.InputBERT, Pooling: onnx.PoolCLS,
@@ -321,7 +376,7 @@ func quantBenchEncoder(b *testing.B, model string, int8 bool) *onnx.Encoder {
 		if err != nil {
 			b.Fatal(err)
 		}
-		qm, rep, err := models.QuantizeDynamic(m, models.QuantOptions{})
+		qm, rep, err := quantize.Dynamic(m, quantize.Options{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -409,7 +464,7 @@ func BenchmarkQuantizedEmbed(b *testing.B) {
 // unset):
 //
 //	TRIAGE_QUANT_DEV=$PWD/../shared/datasets/subjects/dev.jsonl \
-//	  go test -tags ort -run '^$' -bench QuantizedUSEDev -benchtime 1x ./models
+//	  go test -tags ort -run '^$' -bench QuantizedUSEDev -benchtime 1x ./models/quantize
 //
 // It reports both tier-2 accuracies (f32-acc, int8-acc), the share of
 // texts whose predicted class is the same (agreement), and the mean and
@@ -421,7 +476,7 @@ func BenchmarkQuantizedUSEDev(b *testing.B) {
 	}
 	requireORT(b)
 	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..")
+	root := filepath.Join(filepath.Dir(file), "..", "..")
 	md := os.Getenv("TRIAGE_MODELS")
 	if md == "" {
 		md = filepath.Join(root, "var", "models")
@@ -436,7 +491,7 @@ func BenchmarkQuantizedUSEDev(b *testing.B) {
 	// The int8 model directory, beside a copy of the heads naming it.
 	useDir, err := h.Resolve(h.Tier2.Encoder.Model, md)
 	if err != nil {
-		b.Skip(err)
+		testenv.Missing(b, err.Error(), "run make setup (scripts/fetch-use.sh)")
 	}
 	qdir := b.TempDir()
 	man, err := onnx.ReadManifest(useDir)
@@ -451,7 +506,7 @@ func BenchmarkQuantizedUSEDev(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	qm, _, err := models.QuantizeDynamic(m, models.QuantOptions{})
+	qm, _, err := quantize.Dynamic(m, quantize.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,7 +1,6 @@
-package models
+package model2vec
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -13,6 +12,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/triagegw/triage/models"
+	"github.com/triagegw/triage/models/vocab"
 )
 
 // Tensor is one tensor of a safetensors file, converted to float32.
@@ -110,7 +112,7 @@ func readSafetensors(r io.ReaderAt, size int64, names []string) (map[string]Tens
 			case "F32":
 				data[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
 			case "F16":
-				data[i] = HalfToFloat32(binary.LittleEndian.Uint16(raw[2*i:]))
+				data[i] = models.HalfToFloat32(binary.LittleEndian.Uint16(raw[2*i:]))
 			case "BF16":
 				data[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(raw[2*i:])) << 16)
 			case "F64":
@@ -122,126 +124,54 @@ func readSafetensors(r io.ReaderAt, size int64, names []string) (map[string]Tens
 	return out, nil
 }
 
-// TokenizerVocab returns the vocabulary of a Hugging Face tokenizer.json as
-// token strings in id order: model.vocab as an object {token: id}
-// (WordPiece, BPE) or as a list of [token, score] pairs (Unigram, id =
-// position). Ids with no token are "".
-func TokenizerVocab(data []byte) ([]string, error) {
-	var tj struct {
-		Model struct {
-			Type  string          `json:"type"`
-			Vocab json.RawMessage `json:"vocab"`
-		} `json:"model"`
-	}
-	if err := json.Unmarshal(data, &tj); err != nil {
-		return nil, fmt.Errorf("tokenizer.json: %w", err)
-	}
-	raw := bytes.TrimSpace(tj.Model.Vocab)
-	if len(raw) == 0 || string(raw) == "null" {
-		return nil, errors.New("tokenizer.json: no model.vocab")
-	}
-	if raw[0] == '[' {
-		var pairs [][]json.RawMessage
-		if err := json.Unmarshal(raw, &pairs); err != nil {
-			return nil, fmt.Errorf("tokenizer.json: model.vocab: %w", err)
-		}
-		vocab := make([]string, len(pairs))
-		for i, p := range pairs {
-			if len(p) == 0 {
-				return nil, fmt.Errorf("tokenizer.json: model.vocab[%d] is empty", i)
-			}
-			if err := json.Unmarshal(p[0], &vocab[i]); err != nil {
-				return nil, fmt.Errorf("tokenizer.json: model.vocab[%d]: %w", i, err)
-			}
-		}
-		return vocab, nil
-	}
-	var m map[string]int
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, fmt.Errorf("tokenizer.json: model.vocab: %w", err)
-	}
-	if len(m) == 0 {
-		return nil, errors.New("tokenizer.json: model.vocab is empty")
-	}
-	n := 0
-	for tok, id := range m {
-		if id < 0 || id >= 4*len(m)+1024 {
-			return nil, fmt.Errorf("tokenizer.json: token %q has id %d, out of range", tok, id)
-		}
-		n = max(n, id+1)
-	}
-	vocab := make([]string, n)
-	for tok, id := range m {
-		if vocab[id] != "" {
-			return nil, fmt.Errorf("tokenizer.json: tokens %q and %q share id %d", vocab[id], tok, id)
-		}
-		vocab[id] = tok
-	}
-	return vocab, nil
-}
-
-// ReadTokenizerVocab reads a tokenizer.json file's vocabulary
-// (TokenizerVocab) and returns it with the file's sha256.
-func ReadTokenizerVocab(path string) (vocab []string, sha256hex string, err error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, "", err
-	}
-	vocab, err = TokenizerVocab(data)
-	if err != nil {
-		return nil, "", fmt.Errorf("%s: %w", path, err)
-	}
-	return vocab, sha256Hex(data), nil
-}
-
-// ImportModel2Vec builds a float32 table from a model2vec (potion) model
+// Import builds a float32 table from a model2vec (potion) model
 // directory: model.safetensors with tensor "embeddings" [V, D] (F32, F16,
 // BF16 or F64) and optionally "weights" [V], and tokenizer.json whose
-// model.vocab maps the model's tokens to embedding rows. Rows follow vocab
+// model.vocab maps the model's tokens to embedding rows. Rows follow tokens
 // (our tokenizer's tokens in id order): a token the model has gets its
 // vector and weight ("weights" if present, else 1); the others are zero
 // rows of weight 0. If no token matches, the error lists some of the
 // model's tokens; otherwise the counts go into Manifest.Notes. The table
 // has no extra words. The caller sets TokenizerSHA256.
-func ImportModel2Vec(dir string, vocab []string) (*Table, error) {
-	if len(vocab) == 0 {
-		return nil, errors.New("models: ImportModel2Vec: empty vocabulary")
+func Import(dir string, tokens []string) (*models.Table, error) {
+	if len(tokens) == 0 {
+		return nil, errors.New("model2vec: Import: empty vocabulary")
 	}
 	tokPath := filepath.Join(dir, "tokenizer.json")
 	data, err := os.ReadFile(tokPath)
 	if err != nil {
-		return nil, fmt.Errorf("models: ImportModel2Vec: %w", err)
+		return nil, fmt.Errorf("model2vec: Import: %w", err)
 	}
-	mvocab, err := TokenizerVocab(data)
+	mvocab, err := vocab.Parse(data)
 	if err != nil {
-		return nil, fmt.Errorf("models: ImportModel2Vec: %s: %w", tokPath, err)
+		return nil, fmt.Errorf("model2vec: Import: %s: %w", tokPath, err)
 	}
 	stPath := filepath.Join(dir, "model.safetensors")
 	ts, err := ReadSafetensors(stPath, "embeddings", "weights")
 	if err != nil {
-		return nil, fmt.Errorf("models: ImportModel2Vec: %w", err)
+		return nil, fmt.Errorf("model2vec: Import: %w", err)
 	}
 	emb, ok := ts["embeddings"]
 	if !ok {
-		return nil, fmt.Errorf("models: ImportModel2Vec: %s has no \"embeddings\" tensor", stPath)
+		return nil, fmt.Errorf("model2vec: Import: %s has no \"embeddings\" tensor", stPath)
 	}
-	if len(emb.Shape) != 2 || emb.Shape[0] == 0 || emb.Shape[1] == 0 || emb.Shape[1] > maxDims {
-		return nil, fmt.Errorf("models: ImportModel2Vec: %s: embeddings shape %v, want [vocab, dims]", stPath, emb.Shape)
+	if len(emb.Shape) != 2 || emb.Shape[0] == 0 || emb.Shape[1] == 0 || emb.Shape[1] > models.MaxDims {
+		return nil, fmt.Errorf("model2vec: Import: %s: embeddings shape %v, want [vocab, dims]", stPath, emb.Shape)
 	}
 	nrows, dims := emb.Shape[0], emb.Shape[1]
 	if len(mvocab) > nrows {
-		return nil, fmt.Errorf("models: ImportModel2Vec: %s has %d tokens, the embeddings only %d rows", tokPath, len(mvocab), nrows)
+		return nil, fmt.Errorf("model2vec: Import: %s has %d tokens, the embeddings only %d rows", tokPath, len(mvocab), nrows)
 	}
-	if i := firstNonFinite(emb.Data); i >= 0 {
-		return nil, fmt.Errorf("models: ImportModel2Vec: %s: embeddings row %d is not finite", stPath, i/dims)
+	if i := models.FirstNonFinite(emb.Data); i >= 0 {
+		return nil, fmt.Errorf("model2vec: Import: %s: embeddings row %d is not finite", stPath, i/dims)
 	}
 	var mweights []float32
 	if wt, ok := ts["weights"]; ok {
 		if len(wt.Data) != nrows {
-			return nil, fmt.Errorf("models: ImportModel2Vec: %s: weights shape %v, want [%d]", stPath, wt.Shape, nrows)
+			return nil, fmt.Errorf("model2vec: Import: %s: weights shape %v, want [%d]", stPath, wt.Shape, nrows)
 		}
-		if i := firstNonFinite(wt.Data); i >= 0 {
-			return nil, fmt.Errorf("models: ImportModel2Vec: %s: weight %d is not finite", stPath, i)
+		if i := models.FirstNonFinite(wt.Data); i >= 0 {
+			return nil, fmt.Errorf("model2vec: Import: %s: weight %d is not finite", stPath, i)
 		}
 		mweights = wt.Data
 	}
@@ -251,11 +181,11 @@ func ImportModel2Vec(dir string, vocab []string) (*Table, error) {
 			mid[tok] = id
 		}
 	}
-	flat := make([]float32, len(vocab)*dims)
-	weights := make([]float32, len(vocab))
+	flat := make([]float32, len(tokens)*dims)
+	weights := make([]float32, len(tokens))
 	matched, missing := 0, 0
 	used := make([]bool, len(mvocab))
-	for row, tok := range vocab {
+	for row, tok := range tokens {
 		id, ok := mid[tok]
 		if tok == "" || !ok {
 			if tok != "" {
@@ -278,12 +208,12 @@ func ImportModel2Vec(dir string, vocab []string) (*Table, error) {
 		}
 	}
 	if matched == 0 {
-		return nil, fmt.Errorf("models: ImportModel2Vec: none of the %d tokens of %s is in the vocabulary; the model's tokens include %s",
+		return nil, fmt.Errorf("model2vec: Import: none of the %d tokens of %s is in the vocabulary; the model's tokens include %s",
 			len(mid), tokPath, quoteSome(extra, 20))
 	}
-	sum, err := FileSHA256(stPath)
+	sum, err := models.FileSHA256(stPath)
 	if err != nil {
-		return nil, fmt.Errorf("models: ImportModel2Vec: %w", err)
+		return nil, fmt.Errorf("model2vec: Import: %w", err)
 	}
 	weighting := "1 for every token the model has (model2vec bakes its weighting into the vectors), 0 for the others"
 	if mweights != nil {
@@ -291,18 +221,18 @@ func ImportModel2Vec(dir string, vocab []string) (*Table, error) {
 	}
 	abs, _ := filepath.Abs(dir)
 	base := filepath.Base(abs)
-	m := Manifest{
+	m := models.Manifest{
 		Name: "model2vec-" + base, Version: "1", Method: "model2vec",
 		// No absolute path: the same model gives the same table anywhere.
 		Source:    fmt.Sprintf("model2vec model %s: model.safetensors sha256 %s (embeddings %s %v)", base, sum, emb.DType, emb.Shape),
 		Weighting: weighting,
 		Created:   time.Now().UTC().Format(time.RFC3339),
 		Notes: fmt.Sprintf("%d of %d vocabulary tokens found in the model; %d vocabulary tokens missing (zero rows of weight 0); %d model tokens not in the vocabulary (dropped)",
-			matched, len(vocab), missing, len(extra)),
+			matched, len(tokens), missing, len(extra)),
 	}
-	t, err := newTable(m, len(vocab), nil, dims, flat, weights)
+	t, err := models.NewTable(m, len(tokens), nil, rows(flat, dims), weights)
 	if err != nil {
-		return nil, fmt.Errorf("models: ImportModel2Vec: %w", err)
+		return nil, fmt.Errorf("model2vec: Import: %w", err)
 	}
 	return t, nil
 }
@@ -320,4 +250,13 @@ func quoteSome(s []string, n int) string {
 		fmt.Fprintf(&b, "%q", w)
 	}
 	return b.String()
+}
+
+// rows views a flat row-major slice as rows of dims values.
+func rows(flat []float32, dims int) [][]float32 {
+	r := make([][]float32, len(flat)/dims)
+	for i := range r {
+		r[i] = flat[i*dims : (i+1)*dims : (i+1)*dims]
+	}
+	return r
 }

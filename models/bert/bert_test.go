@@ -1,4 +1,4 @@
-package models_test
+package bert_test
 
 import (
 	"bytes"
@@ -6,23 +6,23 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"github.com/triagegw/triage/models"
+	"github.com/triagegw/triage/models/bert"
 	"github.com/triagegw/triage/models/onnxpb"
 )
 
 // tinyBERT is the shape the tests run: small enough for the plain-Go
 // reference to take milliseconds.
-func tinyBERT() models.BERTConfig {
-	return models.BERTConfig{Layers: 2, Hidden: 32, Heads: 4, Intermediate: 64, Vocab: 100, MaxPos: 24, TypeVocab: 2, Seed: 7}
+func tinyBERT() bert.Config {
+	return bert.Config{Layers: 2, Hidden: 32, Heads: 4, Intermediate: 64, Vocab: 100, MaxPos: 24, TypeVocab: 2, Seed: 7}
 }
 
 // tinyWeights are tinyBERT's weights with every LayerNorm scale and bias
 // drawn at random too, so that a graph that swapped or dropped them would
 // not match the reference.
-func tinyWeights(t testing.TB) (models.BERTConfig, *models.BERTWeights) {
+func tinyWeights(t testing.TB) (bert.Config, *bert.Weights) {
 	t.Helper()
 	c := tinyBERT()
-	w, err := models.NewBERTWeights(c)
+	w, err := bert.NewWeights(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func tinyWeights(t testing.TB) (models.BERTConfig, *models.BERTWeights) {
 }
 
 func TestBGESmallShape(t *testing.T) {
-	c := models.BGESmall()
+	c := bert.BGESmall()
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestBGESmallShape(t *testing.T) {
 
 func TestBERTParamsMatchWeights(t *testing.T) {
 	c := tinyBERT()
-	w, err := models.NewBERTWeights(c)
+	w, err := bert.NewWeights(c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,13 +80,13 @@ func TestBERTParamsMatchWeights(t *testing.T) {
 	if err := w.Check(c); err == nil {
 		t.Error("Check accepted a short matrix")
 	}
-	if _, err := models.BuildBERTFrom(c, w); err == nil {
-		t.Error("BuildBERTFrom accepted a short matrix")
+	if _, err := bert.BuildFrom(c, w); err == nil {
+		t.Error("BuildFrom accepted a short matrix")
 	}
 }
 
 func TestBERTConfigValidate(t *testing.T) {
-	for _, c := range []models.BERTConfig{
+	for _, c := range []bert.Config{
 		{Layers: 1, Hidden: 30, Heads: 4, Intermediate: 8, Vocab: 10, MaxPos: 8, TypeVocab: 2},
 		{Layers: 0, Hidden: 32, Heads: 4, Intermediate: 8, Vocab: 10, MaxPos: 8, TypeVocab: 2},
 		{Layers: 1, Hidden: 32, Heads: 4, Intermediate: 8, Vocab: 0, MaxPos: 8, TypeVocab: 2},
@@ -99,12 +99,12 @@ func TestBERTConfigValidate(t *testing.T) {
 
 func TestBuildBERTDeterministic(t *testing.T) {
 	c := tinyBERT()
-	a, b := models.BuildBERT(c).Marshal(), models.BuildBERT(c).Marshal()
+	a, b := bert.Build(c).Marshal(), bert.Build(c).Marshal()
 	if !bytes.Equal(a, b) {
 		t.Fatal("the same config and seed gave different bytes")
 	}
 	c.Seed++
-	if bytes.Equal(a, models.BuildBERT(c).Marshal()) {
+	if bytes.Equal(a, bert.Build(c).Marshal()) {
 		t.Fatal("another seed gave the same bytes")
 	}
 	m, err := onnxpb.Decode(a)

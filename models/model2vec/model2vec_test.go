@@ -1,4 +1,4 @@
-package models
+package model2vec
 
 import (
 	"encoding/binary"
@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/triagegw/triage/models"
 )
 
 // writeSafetensors writes tensors (name -> shape and values) in dtype
@@ -26,7 +28,7 @@ func writeSafetensors(t *testing.T, path, dtype string, tensors map[string][]int
 		start := len(raw)
 		for _, x := range data[n] {
 			if dtype == "F16" {
-				raw = binary.LittleEndian.AppendUint16(raw, Float32ToHalf(x))
+				raw = binary.LittleEndian.AppendUint16(raw, models.Float32ToHalf(x))
 			} else {
 				raw = binary.LittleEndian.AppendUint32(raw, math.Float32bits(x))
 			}
@@ -49,7 +51,7 @@ func writeTokenizer(t *testing.T, path string, vocab map[string]int) {
 	}
 }
 
-func TestImportModel2Vec(t *testing.T) {
+func TestImport(t *testing.T) {
 	// The model's ids differ from ours; "extra" is not in our vocabulary.
 	model := map[string]int{"[PAD]": 0, "law": 1, "court": 2, "##s": 3, "extra": 4}
 	ours := []string{"[PAD]", "[UNK]", "court", "law", "##s", "missing"}
@@ -71,7 +73,7 @@ func TestImportModel2Vec(t *testing.T) {
 			}
 			writeSafetensors(t, filepath.Join(dir, "model.safetensors"), dtype, shapes, data)
 			writeTokenizer(t, filepath.Join(dir, "tokenizer.json"), model)
-			tb, err := ImportModel2Vec(dir, ours)
+			tb, err := Import(dir, ours)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -107,41 +109,20 @@ func TestImportModel2Vec(t *testing.T) {
 	dir := t.TempDir()
 	writeSafetensors(t, filepath.Join(dir, "model.safetensors"), "F32", map[string][]int{"embeddings": {2, 1}}, map[string][]float32{"embeddings": {1, 2}})
 	writeTokenizer(t, filepath.Join(dir, "tokenizer.json"), map[string]int{"foo": 0, "bar": 1})
-	if _, err := ImportModel2Vec(dir, ours); err == nil || !strings.Contains(err.Error(), `"bar"`) || !strings.Contains(err.Error(), `"foo"`) {
+	if _, err := Import(dir, ours); err == nil || !strings.Contains(err.Error(), `"bar"`) || !strings.Contains(err.Error(), `"foo"`) {
 		t.Errorf("no match: %v", err)
 	}
 	// Missing tensor, bad shape, truncated data.
 	writeSafetensors(t, filepath.Join(dir, "model.safetensors"), "F32", map[string][]int{"other": {2, 1}}, map[string][]float32{"other": {1, 2}})
-	if _, err := ImportModel2Vec(dir, ours); err == nil || !strings.Contains(err.Error(), `no "embeddings" tensor`) {
+	if _, err := Import(dir, ours); err == nil || !strings.Contains(err.Error(), `no "embeddings" tensor`) {
 		t.Errorf("no embeddings: %v", err)
 	}
 	writeSafetensors(t, filepath.Join(dir, "model.safetensors"), "F32", map[string][]int{"embeddings": {3, 1}}, map[string][]float32{"embeddings": {1, 2}})
-	if _, err := ImportModel2Vec(dir, ours); err == nil || !strings.Contains(err.Error(), "data_offsets") {
+	if _, err := Import(dir, ours); err == nil || !strings.Contains(err.Error(), "data_offsets") {
 		t.Errorf("bad offsets: %v", err)
 	}
 	os.WriteFile(filepath.Join(dir, "model.safetensors"), []byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, '{'}, 0o644)
-	if _, err := ImportModel2Vec(dir, ours); err == nil || !strings.Contains(err.Error(), "header length") {
+	if _, err := Import(dir, ours); err == nil || !strings.Contains(err.Error(), "header length") {
 		t.Errorf("bad header: %v", err)
-	}
-}
-
-func TestTokenizerVocab(t *testing.T) {
-	v, err := TokenizerVocab([]byte(`{"model":{"type":"WordPiece","vocab":{"[PAD]":0,"a":2,"##b":1}}}`))
-	if err != nil || !slices.Equal(v, []string{"[PAD]", "##b", "a"}) {
-		t.Fatalf("WordPiece: %q, %v", v, err)
-	}
-	v, err = TokenizerVocab([]byte(`{"model":{"type":"Unigram","vocab":[["<unk>",0],["▁the",-2.5],["s",-3]]}}`))
-	if err != nil || !slices.Equal(v, []string{"<unk>", "▁the", "s"}) {
-		t.Fatalf("Unigram: %q, %v", v, err)
-	}
-	v, err = TokenizerVocab([]byte(`{"model":{"vocab":{"a":0,"c":2}}}`))
-	if err != nil || !slices.Equal(v, []string{"a", "", "c"}) {
-		t.Fatalf("gap: %q, %v", v, err)
-	}
-	for _, bad := range []string{`{}`, `{"model":{"vocab":{}}}`, `{"model":{"vocab":{"a":0,"b":0}}}`, `{"model":{"vocab":{"a":-1}}}`,
-		`{"model":{"vocab":{"a":99999999}}}`, `not json`, `{"model":{"vocab":[[]]}}`} {
-		if _, err := TokenizerVocab([]byte(bad)); err == nil {
-			t.Errorf("%s: no error", bad)
-		}
 	}
 }

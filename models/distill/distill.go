@@ -1,4 +1,4 @@
-package models
+package distill
 
 import (
 	"context"
@@ -10,16 +10,19 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/triagegw/triage/models"
+	"github.com/triagegw/triage/models/sif"
 )
 
-// DefaultDistillDims is the PCA target of Distill when DistillOptions.Dims
-// is 0: model2vec's default.
-const DefaultDistillDims = 256
+// DefaultDims is the PCA target of Table when Options.Dims is 0:
+// model2vec's default.
+const DefaultDims = 256
 
-// DistillOptions tune Distill.
-type DistillOptions struct {
+// Options tune Table.
+type Options struct {
 	// Dims is the number of principal components kept (default
-	// DefaultDistillDims), at most the teacher's embedding length.
+	// DefaultDims), at most the teacher's embedding length.
 	Dims int
 	// ExtraWords are whole words (already normalised as the tier-1
 	// tokenizer normalises, distinct, none empty) to give rows of their own
@@ -37,11 +40,11 @@ type DistillOptions struct {
 	// Weights, when not nil, are the per-row weights (len(vocab) +
 	// len(ExtraWords) of them), used as given for every row that gets a
 	// vector (special tokens and rows without a vector get 0 whatever
-	// Weights says). Nil means Zipf weights by rank: DistillRankWeights
-	// with SIFA, the extra words ranked after the vocabulary.
+	// Weights says). Nil means Zipf weights by rank: RankWeights with
+	// sif.A, the extra words ranked after the vocabulary.
 	Weights []float32
 	// SIFA is the a of the Zipf weights a/(a+p(r)) when Weights is nil;
-	// 0 means the package's SIFA (1e-3, as for GloVe tables).
+	// 0 means sif.A (1e-3, as for GloVe tables).
 	SIFA float64
 	// Limit, when positive, sends only the first Limit rows that would get
 	// a vector (vocabulary tokens in id order, then extra words) through
@@ -56,7 +59,7 @@ type DistillOptions struct {
 	Progress func(done, total int)
 }
 
-// Distill builds a float32 static table for a student vocabulary from a
+// Table builds a float32 static table for a student vocabulary from a
 // teacher sentence encoder, the model2vec way: every token's surface form is
 // embedded by the teacher on its own (embed, the teacher's pooled output),
 // the vectors are projected onto their first Dims principal components (PCA,
@@ -70,13 +73,13 @@ type DistillOptions struct {
 // such as [PAD], [UNK], [CLS], [SEP], [MASK] and [unusedN] — and a bare
 // "##" are zero rows of weight 0, as is a token the teacher maps to the zero
 // vector; none of them takes part in the PCA. Extra words
-// (DistillOptions.ExtraWords) are embedded as they are and follow the
+// (Options.ExtraWords) are embedded as they are and follow the
 // vocabulary, as in any Table.
 //
-// Weights: with DistillOptions.Weights nil, a row's weight is the SIF
+// Weights: with Options.Weights nil, a row's weight is the SIF
 // weight a/(a+p(r)) of its Zipf frequency estimate p(r) = 1/(r·ln(1.78·N)),
 // r its 1-based rank among the rows with a vector in row order (vocabulary
-// ids, then extra words) and N their number (as DistillRankWeights). This
+// ids, then extra words) and N their number (as RankWeights). This
 // is current model2vec's weighting (SIF over a Zipf estimate from the id
 // order, which for WordPiece and BPE vocabularies roughly follows
 // frequency), with this package's a and Zipf normaliser so that distilled
@@ -90,41 +93,41 @@ type DistillOptions struct {
 // manifest's Method is "distill" and its Weighting and Notes say what was
 // done (counts, timings, explained variance, scale); the caller sets Name,
 // Source, TokenizerSHA256 and Created. The result does not depend on
-// Workers or scheduling when embed is deterministic. Distill stops at the
+// Workers or scheduling when embed is deterministic. Table stops at the
 // first error of embed (or of ctx) and returns it.
-func Distill(ctx context.Context, vocab []string, embed func(ctx context.Context, text string) ([]float32, error), opts DistillOptions) (*Table, error) {
+func Table(ctx context.Context, vocab []string, embed func(ctx context.Context, text string) ([]float32, error), opts Options) (*models.Table, error) {
 	if len(vocab) == 0 {
-		return nil, errors.New("models: Distill: empty vocabulary")
+		return nil, errors.New("distill: empty vocabulary")
 	}
 	if embed == nil {
-		return nil, errors.New("models: Distill: no embed function")
+		return nil, errors.New("distill: no embed function")
 	}
 	rows := len(vocab) + len(opts.ExtraWords)
 	if opts.Weights != nil && len(opts.Weights) != rows {
-		return nil, fmt.Errorf("models: Distill: %d weights for %d rows (%d vocabulary tokens + %d extra words)", len(opts.Weights), rows, len(vocab), len(opts.ExtraWords))
+		return nil, fmt.Errorf("distill: %d weights for %d rows (%d vocabulary tokens + %d extra words)", len(opts.Weights), rows, len(vocab), len(opts.ExtraWords))
 	}
-	if i := firstNonFinite(opts.Weights); i >= 0 {
-		return nil, fmt.Errorf("models: Distill: weight of row %d is %v", i, opts.Weights[i])
+	if i := models.FirstNonFinite(opts.Weights); i >= 0 {
+		return nil, fmt.Errorf("distill: weight of row %d is %v", i, opts.Weights[i])
 	}
 	seenWord := make(map[string]bool, len(opts.ExtraWords))
 	for i, w := range opts.ExtraWords {
 		if w == "" || seenWord[w] {
-			return nil, fmt.Errorf("models: Distill: extra word %d (%q) is empty or repeated", i, w)
+			return nil, fmt.Errorf("distill: extra word %d (%q) is empty or repeated", i, w)
 		}
 		seenWord[w] = true
 	}
 	dims := opts.Dims
 	if dims == 0 {
-		dims = DefaultDistillDims
+		dims = DefaultDims
 	}
 	if dims < 0 {
-		return nil, fmt.Errorf("models: Distill: %d dimensions", dims)
+		return nil, fmt.Errorf("distill: %d dimensions", dims)
 	}
 	if opts.Norm < 0 || math.IsNaN(opts.Norm) || math.IsInf(opts.Norm, 0) {
-		return nil, fmt.Errorf("models: Distill: norm %v", opts.Norm)
+		return nil, fmt.Errorf("distill: norm %v", opts.Norm)
 	}
 	if opts.SIFA < 0 || math.IsNaN(opts.SIFA) || math.IsInf(opts.SIFA, 0) {
-		return nil, fmt.Errorf("models: Distill: SIF a %v", opts.SIFA)
+		return nil, fmt.Errorf("distill: SIF a %v", opts.SIFA)
 	}
 
 	// The distinct surface forms, in order of first appearance; rowForm
@@ -137,7 +140,7 @@ func Distill(ctx context.Context, vocab []string, embed func(ctx context.Context
 		var s string
 		if i < len(vocab) {
 			var ok bool
-			if s, ok = DistillSurface(vocab[i]); !ok {
+			if s, ok = Surface(vocab[i]); !ok {
 				rowForm[i] = -1
 				specials++
 				continue
@@ -160,7 +163,7 @@ func Distill(ctx context.Context, vocab []string, embed func(ctx context.Context
 		rowForm[i] = f
 	}
 	if len(forms) == 0 {
-		return nil, errors.New("models: Distill: no token of the vocabulary has a surface form (all special)")
+		return nil, errors.New("distill: no token of the vocabulary has a surface form (all special)")
 	}
 
 	start := time.Now()
@@ -184,11 +187,11 @@ func Distill(ctx context.Context, vocab []string, embed func(ctx context.Context
 		fit = append(fit, v)
 	}
 	if len(fit) == 0 {
-		return nil, errors.New("models: Distill: the teacher gave the zero vector for every token")
+		return nil, errors.New("distill: the teacher gave the zero vector for every token")
 	}
 	teacherDims := len(fit[0])
 	if dims > teacherDims {
-		return nil, fmt.Errorf("models: Distill: %d dimensions asked, the teacher's embeddings have %d", dims, teacherDims)
+		return nil, fmt.Errorf("distill: %d dimensions asked, the teacher's embeddings have %d", dims, teacherDims)
 	}
 	pcaStart := time.Now()
 	proj, explained := PCA(fit, dims)
@@ -229,7 +232,7 @@ func Distill(ctx context.Context, vocab []string, embed func(ctx context.Context
 	}
 	a := opts.SIFA
 	if a == 0 {
-		a = SIFA
+		a = sif.A
 	}
 	var weights []float32
 	var weighting string
@@ -249,7 +252,7 @@ func Distill(ctx context.Context, vocab []string, embed func(ctx context.Context
 				weights[i] = opts.Weights[i]
 			}
 		}
-		weighting = "given per-row weights (DistillOptions.Weights); rows without a vector weight 0"
+		weighting = "given per-row weights (distill.Options.Weights); rows without a vector weight 0"
 	}
 
 	var cum float64
@@ -269,20 +272,20 @@ func Distill(ctx context.Context, vocab []string, embed func(ctx context.Context
 	if opts.Norm > 0 {
 		notes += fmt.Sprintf("; vectors scaled by %.4g to a mean norm of %g", scale, opts.Norm)
 	}
-	m := Manifest{Method: "distill", Weighting: weighting, Notes: notes}
-	t, err := newTable(m, len(vocab), opts.ExtraWords, dims, flat, weights)
+	m := models.Manifest{Method: "distill", Weighting: weighting, Notes: notes}
+	t, err := models.NewTable(m, len(vocab), opts.ExtraWords, flatRows(flat, dims), weights)
 	if err != nil {
-		return nil, fmt.Errorf("models: Distill: %w", err)
+		return nil, fmt.Errorf("distill: %w", err)
 	}
 	return t, nil
 }
 
-// DistillSurface returns the text Distill sends to the teacher for a
+// Surface returns the text Table sends to the teacher for a
 // vocabulary token: the token itself, or x for a WordPiece continuation
 // "##x"; ok is false for the tokens that get no vector (the empty token, a
 // bare "##", and special tokens written "[X]": [PAD], [UNK], [CLS], [SEP],
 // [MASK], [unusedN], ...).
-func DistillSurface(tok string) (surface string, ok bool) {
+func Surface(tok string) (surface string, ok bool) {
 	if tok == "" || (len(tok) > 2 && tok[0] == '[' && tok[len(tok)-1] == ']') {
 		return "", false
 	}
@@ -293,25 +296,52 @@ func DistillSurface(tok string) (surface string, ok bool) {
 	return s, true
 }
 
-// DistillRankWeights returns the Zipf-rank SIF weights Distill gives vocab
+// RankWeights returns the Zipf-rank SIF weights Table gives vocab
 // and extra words by default, ignoring the teacher: a/(a+p(r)) with p(r) =
 // 1/(r·ln(1.78·N)), r the row's 1-based rank in row order (vocabulary ids,
 // then the extra words) among the rows that have a surface form
-// (DistillSurface; every non-empty extra word) and N their number; 0 for the
-// others. a = 0 means SIFA. Use it to fill in the rows that a weight source
+// (Surface; every non-empty extra word) and N their number; 0 for the
+// others. a = 0 means sif.A. Use it to fill in the rows that a weight source
 // (say an existing table's SIF weights) lacks.
-func DistillRankWeights(vocab, extraWords []string, a float64) []float32 {
+func RankWeights(vocab, extraWords []string, a float64) []float32 {
 	has := make([]bool, len(vocab)+len(extraWords))
 	for i, tok := range vocab {
-		_, has[i] = DistillSurface(tok)
+		_, has[i] = Surface(tok)
 	}
 	for i, w := range extraWords {
 		has[len(vocab)+i] = w != ""
 	}
 	if a == 0 {
-		a = SIFA
+		a = sif.A
 	}
 	return rankWeights(has, a)
+}
+
+// WeightsFrom returns the row weights of src, a table over the same
+// vocabulary, for the vocabulary rows and extra words it weighs (weight >
+// 0) among those RankWeights(vocab, extra, a) weighs, and the Zipf-rank
+// weights for the others; from counts the rows taken from src. Extra words
+// are looked up in src by their text.
+func WeightsFrom(src *models.Table, vocab, extra []string, a float64) (w []float32, from int, err error) {
+	if src.VocabSize() != len(vocab) {
+		return nil, 0, fmt.Errorf("distill: WeightsFrom: the table's rows follow a vocabulary of %d tokens, not %d", src.VocabSize(), len(vocab))
+	}
+	w = RankWeights(vocab, extra, a)
+	take := func(i int, row int32) {
+		if tw := src.Weight(row); tw > 0 && w[i] > 0 {
+			w[i] = tw
+			from++
+		}
+	}
+	for i := range vocab {
+		take(i, int32(i))
+	}
+	for i, x := range extra {
+		if row, ok := src.Word([]byte(x)); ok {
+			take(len(vocab)+i, row)
+		}
+	}
+	return w, from, nil
 }
 
 // rankWeights is SIF over Zipf ranks of the rows with has set.
@@ -324,14 +354,7 @@ func rankWeights(has []bool, a float64) []float32 {
 			ranks[i] = n
 		}
 	}
-	w := make([]float32, len(has))
-	h := math.Log(1.78 * float64(max(n, 1)))
-	for i, r := range ranks {
-		if r > 0 {
-			w[i] = float32(a / (a + 1/(float64(r)*h)))
-		}
-	}
-	return w
+	return sif.Weights(ranks, n, a)
 }
 
 // embedAll embeds texts with workers goroutines; out[i] is texts[i]'s
@@ -370,11 +393,11 @@ func embedAll(ctx context.Context, texts []string, embed func(context.Context, s
 				}
 				v, err := embed(ctx, texts[i])
 				if err != nil {
-					fail(fmt.Errorf("models: Distill: embedding %q: %w", texts[i], err))
+					fail(fmt.Errorf("distill: embedding %q: %w", texts[i], err))
 					return
 				}
-				if j := firstNonFinite(v); j >= 0 {
-					fail(fmt.Errorf("models: Distill: the embedding of %q has a non-finite value %v at %d", texts[i], v[j], j))
+				if j := models.FirstNonFinite(v); j >= 0 {
+					fail(fmt.Errorf("distill: the embedding of %q has a non-finite value %v at %d", texts[i], v[j], j))
 					return
 				}
 				out[i] = append([]float32(nil), v...) // embed may reuse its buffer
@@ -393,15 +416,15 @@ func embedAll(ctx context.Context, texts []string, embed func(context.Context, s
 		return nil, firstErr
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("models: Distill: %w", err)
+		return nil, fmt.Errorf("distill: %w", err)
 	}
 	d := len(out[0])
 	if d == 0 {
-		return nil, fmt.Errorf("models: Distill: the embedding of %q is empty", texts[0])
+		return nil, fmt.Errorf("distill: the embedding of %q is empty", texts[0])
 	}
 	for i, v := range out {
 		if len(v) != d {
-			return nil, fmt.Errorf("models: Distill: the embedding of %q has %d values, that of %q %d", texts[i], len(v), texts[0], d)
+			return nil, fmt.Errorf("distill: the embedding of %q has %d values, that of %q %d", texts[i], len(v), texts[0], d)
 		}
 	}
 	if progress != nil {
@@ -425,4 +448,13 @@ func isZero(v []float32) bool {
 		}
 	}
 	return true
+}
+
+// flatRows views a flat row-major slice as rows of dims values.
+func flatRows(flat []float32, dims int) [][]float32 {
+	r := make([][]float32, len(flat)/dims)
+	for i := range r {
+		r[i] = flat[i*dims : (i+1)*dims : (i+1)*dims]
+	}
+	return r
 }

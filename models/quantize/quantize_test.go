@@ -1,4 +1,4 @@
-package models
+package quantize
 
 import (
 	"bytes"
@@ -7,14 +7,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/triagegw/triage/models/bert"
 	"github.com/triagegw/triage/models/onnxpb"
 )
 
 // quantTestBERT is a BERT small enough to build in milliseconds whose
 // projections (64×64, 64×256) and word table (300×64) all pass a
 // MinElements of 4096.
-func quantTestBERT() BERTConfig {
-	return BERTConfig{Layers: 2, Hidden: 64, Heads: 4, Intermediate: 256, Vocab: 300, MaxPos: 32, TypeVocab: 2, Seed: 3}
+func quantTestBERT() bert.Config {
+	return bert.Config{Layers: 2, Hidden: 64, Heads: 4, Intermediate: 256, Vocab: 300, MaxPos: 32, TypeVocab: 2, Seed: 3}
 }
 
 func quantOpCounts(m *onnxpb.Model) map[string]int {
@@ -125,14 +126,14 @@ func TestTransposeDense(t *testing.T) {
 // Marshal and Decode.
 func TestQuantizeDynamicBERT(t *testing.T) {
 	c := quantTestBERT()
-	m := BuildBERT(c)
+	m := bert.Build(c)
 	before := m.Marshal()
-	qm, rep, err := QuantizeDynamic(m, QuantOptions{MinElements: 4096})
+	qm, rep, err := Dynamic(m, Options{MinElements: 4096})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(before, m.Marshal()) {
-		t.Fatal("QuantizeDynamic modified its input")
+		t.Fatal("Dynamic modified its input")
 	}
 	ops := quantOpCounts(qm)
 	orig := quantOpCounts(m)
@@ -205,7 +206,7 @@ func TestQuantizeDynamicBERT(t *testing.T) {
 
 	// Deterministic, and the bytes survive Decode.
 	b := qm.Marshal()
-	qm2, _, err := QuantizeDynamic(m, QuantOptions{MinElements: 4096})
+	qm2, _, err := Dynamic(m, Options{MinElements: 4096})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,8 +226,8 @@ func TestQuantizeDynamicBERT(t *testing.T) {
 }
 
 func TestQuantizeDynamicUint8PerTensor(t *testing.T) {
-	m := BuildBERT(quantTestBERT())
-	qm, _, err := QuantizeDynamic(m, QuantOptions{MinElements: 4096, WeightType: onnxpb.Uint8, PerTensor: true, NoEmbeddings: true})
+	m := bert.Build(quantTestBERT())
+	qm, _, err := Dynamic(m, Options{MinElements: 4096, WeightType: onnxpb.Uint8, PerTensor: true, NoEmbeddings: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,10 +246,10 @@ func TestQuantizeDynamicUint8PerTensor(t *testing.T) {
 }
 
 func TestQuantizeDynamicSkips(t *testing.T) {
-	m := BuildBERT(quantTestBERT())
+	m := bert.Build(quantTestBERT())
 	// The default minimum (16,384) keeps everything but the feed-forward
 	// matrices (64×256) and the word table (300×64 = 19,200).
-	qm, rep, err := QuantizeDynamic(m, QuantOptions{})
+	qm, rep, err := Dynamic(m, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,10 +266,10 @@ func TestQuantizeDynamicSkips(t *testing.T) {
 		t.Errorf("%d skipped as too small: %+v", tooSmall, rep.Skipped)
 	}
 
-	if _, _, err := QuantizeDynamic(&onnxpb.Model{Opset: 10}, QuantOptions{}); err == nil {
+	if _, _, err := Dynamic(&onnxpb.Model{Opset: 10}, Options{}); err == nil {
 		t.Error("opset 10 accepted")
 	}
-	if _, _, err := QuantizeDynamic(m, QuantOptions{WeightType: onnxpb.Float}); err == nil {
+	if _, _, err := Dynamic(m, Options{WeightType: onnxpb.Float}); err == nil {
 		t.Error("float32 weight type accepted")
 	}
 }
@@ -302,7 +303,7 @@ func quantGemmModel(attrs ...onnxpb.Attr) *onnxpb.Model {
 }
 
 func TestQuantizeDynamicGemmAndConv(t *testing.T) {
-	qm, rep, err := QuantizeDynamic(quantGemmModel(onnxpb.AttrFloat("alpha", 2), onnxpb.AttrInt("transB", 1)), QuantOptions{MinElements: 1})
+	qm, rep, err := Dynamic(quantGemmModel(onnxpb.AttrFloat("alpha", 2), onnxpb.AttrInt("transB", 1)), Options{MinElements: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +345,7 @@ func TestQuantizeDynamicGemmAndConv(t *testing.T) {
 		attr   onnxpb.Attr
 		reason string
 	}{{onnxpb.AttrInt("transA", 1), "transA"}, {onnxpb.AttrFloat("beta", 0.5), "beta"}} {
-		_, rep, err := QuantizeDynamic(quantGemmModel(tc.attr), QuantOptions{MinElements: 1, NoConv: true})
+		_, rep, err := Dynamic(quantGemmModel(tc.attr), Options{MinElements: 1, NoConv: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -372,7 +373,7 @@ func TestQuantizeDynamicTiedWeight(t *testing.T) {
 		Inputs:  []onnxpb.ValueInfo{{Name: "ids", Type: onnxpb.Int64}, {Name: "x", Type: onnxpb.Float}},
 		Outputs: []onnxpb.ValueInfo{{Name: "et", Type: onnxpb.Float}, {Name: "y", Type: onnxpb.Float}},
 	}}
-	qm, rep, err := QuantizeDynamic(m, QuantOptions{MinElements: 1})
+	qm, rep, err := Dynamic(m, Options{MinElements: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package models
+package glove
 
 import (
 	"bufio"

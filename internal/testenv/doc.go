@@ -1,0 +1,17 @@
+// Package testenv is what tests know of their environment: the repository's
+// root, the model files `make setup` fetches and builds (var/models, or
+// $TRIAGE_MODELS) and the shared datasets (../shared beside the
+// repository, or $TRIAGE_SHARED).
+//
+// A test that needs such files asks for them with Models or Shared (or,
+// when it learns of the absence from an error, Missing). When one is
+// missing the test is skipped, naming it and how to get it, so that
+// go test ./... passes on a fresh clone; with TRIAGE_REQUIRE_MODELS=1, as
+// make test sets, it fails instead, so that no test of the classifiers
+// skips unseen. TRIAGE_REQUIRE_USE=1 does the same for the files under use/
+// (Universal Sentence Encoder lite), TRIAGE_REQUIRE_ORT=1 for those under
+// ort/ (the ONNX Runtime library).
+//
+// Its functions are safe for concurrent use; they only read the
+// environment and the file system.
+package testenv

@@ -1,0 +1,318 @@
+package training
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/triagegw/triage/classifier"
+	"github.com/triagegw/triage/classifier/tokenize"
+	"github.com/triagegw/triage/datasets"
+	"github.com/triagegw/triage/models"
+)
+
+// fixture writes a small labelled dataset (two topics, a topic word among
+// fillers) and, for tier 1, a random table over the real tokenizer's
+// vocabulary.
+type fixture struct {
+	dir, data, table, tokenizer string
+}
+
+var at = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func newFixture(t *testing.T, withTable bool) *fixture {
+	t.Helper()
+	f := &fixture{dir: t.TempDir()}
+	rng := rand.New(rand.NewPCG(1, 1))
+	topics := map[string][]string{"music": {"guitar", "drums", "melody", "chord", "song"}, "sport": {"soccer", "goal", "referee", "stadium", "match"}}
+	filler := []string{"the", "a", "is", "and", "what", "about", "my", "how", "do", "i"}
+	var data bytes.Buffer
+	for i := range 300 {
+		label := []string{"music", "sport"}[i%2]
+		var ws []string
+		for range 4 {
+			ws = append(ws, filler[rng.IntN(len(filler))])
+		}
+		ws = append(ws, topics[label][rng.IntN(5)], fmt.Sprint(i))
+		fmt.Fprintf(&data, `{"text":%q,"label":%q,"realism":"synthetic","source":"s%d"}`+"\n", strings.Join(ws, " "), label, i%3)
+	}
+	f.data = filepath.Join(f.dir, "train.jsonl")
+	if err := os.WriteFile(f.data, data.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if !withTable {
+		return f
+	}
+	tokPath, err := tokenize.ModuleFile()
+	if err != nil {
+		t.Skipf("no tokenizer: %v", err)
+	}
+	tok, err := tokenize.LoadWordPiece(tokPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.tokenizer = tokPath
+	vecs := make([][]float32, tok.VocabSize())
+	w := make([]float32, len(vecs))
+	for i := range vecs {
+		vecs[i] = make([]float32, 8)
+		for j := range vecs[i] {
+			vecs[i][j] = float32(rng.NormFloat64())
+		}
+		w[i] = 1
+	}
+	tb, err := models.NewTable(models.Manifest{Name: "tiny", Method: "glove"}, tok.VocabSize(), nil, vecs, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.table = filepath.Join(f.dir, "tiny.tbl")
+	if _, err := tb.Quantize(models.QuantI8).WriteFile(f.table); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (f *fixture) tier1(out string) Tier1Options {
+	return Tier1Options{Data: f.data, Out: out, Eval: f.data, Table: f.table, Tokenizer: f.tokenizer, Method: "tuned",
+		Epochs: 3, LearningRate: 0.5, Bigrams: 16, Dropout: 0.2, Prune: true, Ensemble: 2, Quant: models.QuantI8,
+		Seed: 1, MaxTokens: 64, Holdout: 0.2, At: at, Tool: "test"}
+}
+
+// TestTier1Reproducible: the same options give the same artifact, byte for
+// byte; the reports come back to the caller, progress goes to Log.
+func TestTier1Reproducible(t *testing.T) {
+	f := newFixture(t, true)
+	var files [2][2][]byte
+	for i := range files {
+		out := filepath.Join(f.dir, fmt.Sprint("run", i), "heads")
+		var log bytes.Buffer
+		o := f.tier1(out)
+		o.Log = &log
+		res, err := Tier1(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.EvalName != "train.jsonl" || res.Reports[""].N == 0 || res.Reports["/realism=synthetic"].N == 0 {
+			t.Fatalf("reports %q %+v", res.EvalName, res.Reports)
+		}
+		if res.Heads.Dir != out || res.Heads.Tier1.Eval["train.jsonl"].Accuracy != res.Reports[""].Accuracy || res.Heads.Version != "2024-01-01T000000Z" {
+			t.Fatalf("heads %+v", res.Heads)
+		}
+		for _, want := range []string{"train: 300 rows, 2 classes", "model 2/2 epoch 3/3", "train: temperature"} {
+			if !strings.Contains(log.String(), want) {
+				t.Errorf("log lacks %q:\n%s", want, log.String())
+			}
+		}
+		for j, name := range []string{classifier.HeadsFile, "heads-tier1.tbl"} {
+			if files[i][j], err = os.ReadFile(filepath.Join(out, name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if !bytes.Equal(files[0][0], files[1][0]) || !bytes.Equal(files[0][1], files[1][1]) {
+		t.Fatal("two runs with the same options wrote different artifacts")
+	}
+}
+
+func TestTier1Methods(t *testing.T) {
+	f := newFixture(t, true)
+	for _, method := range []string{"softmax", "centroid"} {
+		o := f.tier1(filepath.Join(f.dir, method))
+		o.Method, o.Eval = method, ""
+		res, err := Tier1(context.Background(), o)
+		if err != nil {
+			t.Fatalf("%s: %v", method, err)
+		}
+		if res.EvalName != "" || res.Reports != nil || res.Heads.Tier1.Training.Method != method || res.Heads.Tier1.Encoder.Table != "tiny.tbl" {
+			t.Fatalf("%s: %+v", method, res)
+		}
+	}
+}
+
+func TestTier1Errors(t *testing.T) {
+	f := newFixture(t, true)
+	write := func(name, body string) string {
+		p := filepath.Join(f.dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, c := range []struct {
+		name string
+		edit func(*Tier1Options)
+		want string
+	}{
+		{"no data", func(o *Tier1Options) { o.Data = "" }, "required"},
+		{"method", func(o *Tier1Options) { o.Method = "magic" }, `method "magic"`},
+		{"quant", func(o *Tier1Options) { o.Quant = "q4" }, `quant "q4"`},
+		{"ensemble", func(o *Tier1Options) { o.Ensemble = 0 }, "ensemble 0"},
+		{"unlabelled", func(o *Tier1Options) { o.Data = write("u.jsonl", `{"text":"a","label":"x"}`+"\n"+`{"text":"b"}`+"\n") }, "1 rows have no label"},
+		{"one class", func(o *Tier1Options) { o.Data = write("o.jsonl", `{"text":"a","label":"x"}`+"\n") }, "1 classes"},
+		{"holdout", func(o *Tier1Options) { o.Holdout = 0 }, "left no rows to calibrate on"},
+		{"table", func(o *Tier1Options) { o.Table = filepath.Join(f.dir, "absent.tbl") }, "absent.tbl"},
+	} {
+		o := f.tier1(filepath.Join(f.dir, "err"))
+		c.edit(&o)
+		_, err := Tier1(context.Background(), o)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want %q", c.name, err, c.want)
+		}
+		if errors.Is(err, ErrEmptyHoldout) != (c.name == "holdout") {
+			t.Errorf("%s: err = %v: errors.Is(err, ErrEmptyHoldout) = %v", c.name, err, !(c.name == "holdout"))
+		}
+	}
+}
+
+// hashEmbedder embeds a text as the sum of its words' hashed one-hot
+// vectors: topic words separate the classes. It counts its calls.
+type hashEmbedder struct{ calls atomic.Int64 }
+
+func (e *hashEmbedder) Dims() int { return 32 }
+
+func (e *hashEmbedder) Features(ctx context.Context, text string, dst []float32) ([]float32, error) {
+	e.calls.Add(1)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	v := make([]float32, e.Dims())
+	for _, w := range strings.Fields(text) {
+		h := fnv.New32a()
+		h.Write([]byte(w))
+		v[h.Sum32()%uint32(len(v))]++
+	}
+	return v, nil
+}
+
+func (f *fixture) tier2(out string, e *hashEmbedder) Tier2Options {
+	enc := &Encoder{Embedder: e, Name: "hash", Source: "test",
+		Info: classifier.Encoder{Kind: "onnx", Model: "hash", ModelSHA256: strings.Repeat("ab", 32)}}
+	return Tier2Options{Data: f.data, Eval: f.data, Out: out, Open: func() (*Encoder, error) { return enc, nil },
+		CacheDir: filepath.Join(f.dir, "cache"), Workers: 3, Head: "softmax", Epochs: 20, Seed: 1, Holdout: 0.2, At: at, Tool: "test"}
+}
+
+// TestTier2 adds a head on an encoder's embeddings to a new artifact, then
+// reuses the cached embeddings; the artifact's classes must be the data's.
+func TestTier2(t *testing.T) {
+	f := newFixture(t, false)
+	var e hashEmbedder
+	out := filepath.Join(f.dir, "heads")
+	res, err := Tier2(context.Background(), f.tier2(out, &e))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := classifier.LoadHeads(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Tier1 != nil || h.Tier2 == nil || h.Tier2.Encoder.Model != "hash" || h.Tier2.Training.Params["encoder"] != "hash" || h.Name != "heads" {
+		t.Fatalf("heads %+v", h)
+	}
+	if acc := res.Reports[""].Accuracy; acc < 0.75 {
+		t.Fatalf("accuracy %.3f on its own easy data", acc)
+	}
+	calls := e.calls.Load()
+	if calls != 300 { // the eval set is the training set: cached
+		t.Fatalf("%d embeddings, want 300", calls)
+	}
+	o := f.tier2(out, &e)
+	o.Head, o.Hidden, o.Eval = "mlp", 8, ""
+	if _, err := Tier2(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	if e.calls.Load() != calls {
+		t.Fatal("a second run embedded again: the cache was not used")
+	}
+	if h, err = classifier.LoadHeads(out); err != nil || h.Tier2.Head.Hidden != 8 {
+		t.Fatalf("mlp head: %+v, %v", h.Tier2.Head.Hidden, err)
+	}
+
+	other := filepath.Join(f.dir, "other")
+	h.Classes = []string{"a", "b"}
+	h.Tier2.Head.Classes = h.Classes
+	if err := h.Save(other); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Tier2(context.Background(), f.tier2(other, &e)); err == nil || !strings.Contains(err.Error(), "same classes") {
+		t.Errorf("classes differing from the artifact's: %v", err)
+	}
+	o = f.tier2(out, &e)
+	o.Head = "forest"
+	if _, err := Tier2(context.Background(), o); err == nil || !strings.Contains(err.Error(), `head "forest"`) {
+		t.Errorf("bad head: %v", err)
+	}
+	o = f.tier2(out, &e)
+	o.Open = func() (*Encoder, error) { return nil, errors.New("no such model") }
+	if _, err := Tier2(context.Background(), o); err == nil || !strings.Contains(err.Error(), "no such model") {
+		t.Errorf("encoder that does not open: %v", err)
+	}
+}
+
+func TestEmbedStops(t *testing.T) {
+	var e hashEmbedder
+	texts := make([]string, 1000)
+	for i := range texts {
+		texts[i] = fmt.Sprint("text ", i)
+	}
+	var progress []int
+	x, err := Embed(context.Background(), &e, texts, 4, func(done, total int) { progress = append(progress, done) })
+	if err != nil || len(x) != len(texts) || x[999] == nil || progress[len(progress)-1] != 1000 {
+		t.Fatalf("Embed: %d rows, %v, progress %v", len(x), err, progress)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Embed(ctx, &e, texts, 4, nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Embed after cancel: %v", err)
+	}
+}
+
+// TestCalibrate fits floors on a tier whose logits are given: known rows
+// only, "other" never floored by default, the temperature kept unless
+// refitted.
+func TestCalibrate(t *testing.T) {
+	classes := []string{"law", "other", "physics"}
+	rng := rand.New(rand.NewPCG(5, 6))
+	var rows []datasets.Row
+	for i := range 600 {
+		rows = append(rows, datasets.Row{Text: fmt.Sprint("t", i), Label: classes[i%3], Cols: map[string]string{"source": fmt.Sprint("s", i%2)}})
+	}
+	rows = append(rows, datasets.Row{Text: "unknown", Label: "astrology"})
+	logits := func(_ context.Context, texts []string) ([][]float32, error) {
+		out := make([][]float32, len(texts))
+		for i := range texts {
+			out[i] = make([]float32, 3)
+			if i < 600 {
+				out[i][i%3] = 2 + 3*float32(rng.Float64()) // mostly right, with varying confidence
+				out[i][(i+1)%3] = 2 * float32(rng.Float64())
+			}
+		}
+		return out, nil
+	}
+	o := CalibrateOptions{Classes: classes, Temperature: 1.5, Logits: logits, GroupBy: "source"}
+	c, err := Calibrate(context.Background(), rows, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Rows != 600 || c.OldTemperature != 1.5 || c.Temperature != 1.5 || c.OldECE != c.ECE || len(c.Floors.ByGroup) != 2 {
+		t.Fatalf("without refit: %+v", c)
+	}
+	if f := c.FloorsByClass(); len(f) != 2 || f["law"] <= 0 {
+		t.Fatalf("floors %v: want law and physics", f)
+	}
+	o.Refit = true
+	if c, err = Calibrate(context.Background(), rows, o); err != nil || c.Temperature == 1.5 {
+		t.Fatalf("refit: temperature %v, %v", c.Temperature, err)
+	}
+	if _, err := Calibrate(context.Background(), rows[:40], o); !errors.Is(err, ErrTooFewRows) || !strings.Contains(err.Error(), "40 rows") {
+		t.Fatalf("40 rows: %v", err)
+	}
+}
