@@ -7,6 +7,19 @@
 // repeated per slice of any column. It renders text, JSON and a
 // self-contained HTML page, and fits floors (calibration).
 //
+// The HTML pages (evaluation, A/B, shadow) are templ templates: the
+// *.templ files hold the markup, and the pinned templ generator (the
+// go:generate line below) turns them into the committed *_templ.go files,
+// plain Go that escapes each value for where it goes. No template is
+// interpreted at run time and html/template is not used: executing one
+// would keep every exported method in the binary, the gateway's too.
+// What the pages show (numbers, colours, chart coordinates) is computed
+// in plain Go: html.go, charts.go, ab_html.go, shadow_html.go. After
+// changing a .templ file, run go generate ./evaluation; a test fails
+// while the generated files are stale.
+//
 // Runs use every core and are deterministic: items are scored in parallel
 // and reduced in input order. Nothing here keeps state between calls.
 package evaluation
+
+//go:generate go run github.com/a-h/templ/cmd/templ@v0.3.1100 generate

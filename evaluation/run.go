@@ -171,8 +171,9 @@ func Rules(ctx context.Context, set *rules.Set, items []Item, o Options) ([]Outc
 	return out, firstErr
 }
 
-// escalated reports whether a decision reason sent the item toward tier 2.
-func escalated(reason string) bool {
+// Escalated reports whether a decision reason sent the item toward tier 2
+// (whether or not tier 2 then decided).
+func Escalated(reason string) bool {
 	switch reason {
 	case rules.ReasonBelowFloor, rules.ReasonClassRequiresTier2, rules.ReasonTier2Timeout, rules.ReasonTier2Unavailable, rules.ReasonTier2Error:
 		return true
@@ -253,7 +254,7 @@ func summarize(mode string, classes []string, out []Outcome) *Report {
 		}
 		if o.Reason != "" {
 			r.Reasons[o.Reason]++
-			if escalated(o.Reason) {
+			if Escalated(o.Reason) {
 				esc++
 			}
 		}
