@@ -2,7 +2,6 @@ package evaluation
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"runtime"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/triagegw/triage/classifier"
-	"github.com/triagegw/triage/router/openai"
 	"github.com/triagegw/triage/rules"
 )
 
@@ -124,8 +122,10 @@ func Tier(ctx context.Context, clf classifier.Classifier, tier int, items []Item
 	return out, firstErr
 }
 
-// Rules runs a rule set's whole decision over items, each sent as a chat
-// request naming the set's first alias with the text as its user message.
+// Rules runs a rule set's whole decision (the compiled Set the gateway
+// runs, Decide included) over items, each asked as a request naming the
+// set's first alias with the text as its one user turn, cut by the set's
+// window as the gateway would cut it.
 // An item is right when the route taken covers its label, or when the
 // default pool took a label no route covers.
 func Rules(ctx context.Context, set *rules.Set, items []Item, o Options) ([]Outcome, error) {
@@ -144,17 +144,10 @@ func Rules(ctx context.Context, set *rules.Set, items []Item, o Options) ([]Outc
 	// tier 2 that cannot load shows in the reasons (tier2_unavailable).
 	_ = set.LoadTier2()
 	out := make([]Outcome, len(items))
-	var firstErr error
-	var errOnce sync.Once
+	window := set.Window()
 	parallel(len(items), o, func(i int) {
-		body, _ := json.Marshal(map[string]any{"model": alias, "messages": []map[string]string{{"role": "user", "content": items[i].Text}}})
-		req, err := openai.Extract(body)
-		if err != nil {
-			errOnce.Do(func() { firstErr = fmt.Errorf("item %d: %w", i, err) })
-			return
-		}
 		t0 := time.Now()
-		d := set.Decide(ctx, rules.Input{Req: req, Body: body, Header: http.Header{}})
+		d := set.Decide(ctx, rules.Signals{Model: alias, Text: window.Clip(items[i].Text), Header: http.Header{}})
 		lat := time.Since(t0)
 		label := items[i].Label
 		oc := Outcome{Label: label, Pred: DefaultLabel, Score: d.Score, Tier: d.Tier, Reason: d.Reason, Route: d.Route,
@@ -168,7 +161,7 @@ func Rules(ctx context.Context, set *rules.Set, items []Item, o Options) ([]Outc
 		}
 		out[i] = oc
 	})
-	return out, firstErr
+	return out, nil
 }
 
 // Escalated reports whether a decision reason sent the item toward tier 2

@@ -8,7 +8,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/triagegw/triage/rules"
+	"github.com/triagegw/triage/shadow"
 )
 
 // ShadowReport compares the live decisions of sampled requests with the
@@ -50,20 +50,20 @@ type ShadowSummary struct {
 	Latency    Percentiles `json:"latency_us"`
 }
 
-// ReadShadowLog reads a shadow decision log (JSONL of rules.ShadowRecord)
+// ReadShadowLog reads a shadow decision log (JSONL of shadow.Record)
 // and compares its two sides. Lines that are not records are skipped and
 // counted; a log with no record is an error.
 func ReadShadowLog(r io.Reader) (*ShadowReport, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	rep := &ShadowReport{}
-	var recs []rules.ShadowRecord
+	var recs []shadow.Record
 	for sc.Scan() {
 		line := sc.Bytes()
 		if len(line) == 0 {
 			continue
 		}
-		var rec rules.ShadowRecord
+		var rec shadow.Record
 		if err := json.Unmarshal(line, &rec); err != nil || rec.Live.Reason == "" || rec.Shadow.Reason == "" {
 			rep.Skipped++
 			continue
@@ -93,7 +93,7 @@ func ReadShadowLog(r io.Reader) (*ShadowReport, error) {
 		if rec.Time.After(rep.To) {
 			rep.To = rec.Time
 		}
-		for i, d := range [2]rules.ShadowSide{rec.Live, rec.Shadow} {
+		for i, d := range [2]shadow.Side{rec.Live, rec.Shadow} {
 			s := sides[i]
 			s.Versions[d.Version]++
 			s.Reasons[d.Reason]++

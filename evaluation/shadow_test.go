@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"github.com/triagegw/triage/rules"
+	"github.com/triagegw/triage/shadow"
 )
 
-func shadowLine(t *testing.T, at time.Time, live, shadow rules.Decision, us1, us2 float64) string {
+func shadowLine(t *testing.T, at time.Time, live, cand rules.Decision, us1, us2 float64) string {
 	t.Helper()
-	b, err := json.Marshal(rules.ShadowRecord{Time: at, RequestID: "r", Model: "auto",
-		Live: rules.ShadowSide{Decision: live, Version: "v1", Micros: us1}, Shadow: rules.ShadowSide{Decision: shadow, Version: "v2", Micros: us2}})
+	b, err := json.Marshal(shadow.Record{Time: at, RequestID: "r", Model: "auto",
+		Live: shadow.Side{Decision: live, Version: "v1", Micros: us1}, Shadow: shadow.Side{Decision: cand, Version: "v2", Micros: us2}})
 	if err != nil {
 		t.Fatal(err)
 	}

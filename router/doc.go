@@ -3,9 +3,19 @@
 // OpenAI's JSON shape. gin stays inside this package; its subpackages are
 // plain net/http.
 //
+// A request's body is read once; the wire format (package openai) checks
+// it and extracts the routing signals, which a request naming a rules
+// alias hands to rules.Set.Decide; any other model name is routed by the
+// model table. The decision (rules.Decision, one type everywhere) picks
+// the pool, and router/proxy forwards under the pool's Policy.
+//
 // A Gateway serves from an immutable snapshot of its configuration (pools,
-// model table, limits), swapped atomically by Apply; a request keeps the
-// snapshot it started with. Handlers are safe for concurrent use. Run owns
-// the pools' health-check goroutines and returns after they have all
-// stopped, when its context is done.
+// model table, rules, limits), swapped atomically by Apply; a request keeps
+// the snapshot it started with. State that must outlive a snapshot has one
+// owner each, handed on by Apply: pools whose settings did not change (with
+// their health and breaker state), and the session store while the rules'
+// session settings stay the same. A Reloader drives Apply from file
+// changes and signals. Handlers are safe for concurrent use. Run owns the
+// pools' health-check goroutines and the shadow worker, and returns after
+// they have all stopped, when its context is done.
 package router

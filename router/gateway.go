@@ -8,7 +8,6 @@ import (
 	"log"
 	"log/slog"
 	"net/http"
-	"os"
 	"reflect"
 	"sort"
 	"sync"
@@ -18,13 +17,14 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/triagegw/triage/openai"
 	"github.com/triagegw/triage/router/config"
 	"github.com/triagegw/triage/router/h1"
 	"github.com/triagegw/triage/router/metrics"
-	"github.com/triagegw/triage/router/openai"
 	"github.com/triagegw/triage/router/pool"
 	"github.com/triagegw/triage/router/proxy"
 	"github.com/triagegw/triage/rules"
+	"github.com/triagegw/triage/shadow"
 )
 
 // gin is this package's business, and its debug mode prints to stdout.
@@ -52,7 +52,7 @@ type Options struct {
 	// do not block (logsink.Writer).
 	ShadowLog func(path string) (io.Writer, error)
 	// ShadowQueue bounds the requests waiting for a shadow decision;
-	// default DefaultShadowQueue.
+	// default shadow.DefaultQueue.
 	ShadowQueue int
 }
 
@@ -65,7 +65,7 @@ type Gateway struct {
 	tr        *proxy.Transport
 	poolOpts  []pool.Option
 	engine    *gin.Engine
-	shadow    *shadowRunner
+	shadow    *shadow.Runner
 	shadowLog func(string) (io.Writer, error)
 
 	snap     atomic.Pointer[snapshot]
@@ -77,25 +77,32 @@ type Gateway struct {
 
 // snapshot is one immutable configuration in effect.
 type snapshot struct {
-	version   uint64
-	loadedAt  time.Time
-	cfg       *config.Config
-	pools     []*poolEntry
-	byName    map[string]*poolEntry
-	models    map[string]*poolEntry // model names and aliases
-	def       *poolEntry
-	decider   Decider
-	rules     *rules.Set // nil without a rules file
-	shadowOut io.Writer  // the shadow decision log; nil: none
-	modelList []byte     // the /v1/models body
+	version  uint64
+	loadedAt time.Time
+	cfg      *config.Config
+	pools    []*poolEntry
+	byName   map[string]*poolEntry
+	models   map[string]*poolEntry // model names and aliases
+	def      *poolEntry
+	table    *modelTable
+	rules    *rules.Set // nil without a rules file
+	// conv is the rules' conversation window, as the wire format applies it.
+	conv openai.Conversation
+	// sessions keeps conversations on their route; it is handed from
+	// snapshot to snapshot while the rules' session settings stay.
+	sessions      *rules.Sessions
+	sessionHeader string    // canonical
+	shadowOut     io.Writer // the shadow decision log; nil: none
+	modelList     []byte    // the /v1/models body
 }
 
 // poolEntry is a pool and what the request path needs of it, resolved once.
 type poolEntry struct {
-	pool  *pool.Pool
-	model string
-	tok   []byte // model as a JSON string token, for the splice
-	m     *metrics.Pool
+	pool   *pool.Pool
+	policy proxy.Policy // how its requests are forwarded
+	model  string
+	tok    []byte // model as a JSON string token, for the splice
+	m      *metrics.Pool
 }
 
 // New builds a Gateway serving cfg, routing by routing (nil: by model name
@@ -123,7 +130,7 @@ func New(cfg *config.Config, routing *rules.Set, o Options) (*Gateway, error) {
 		changed:   make(chan struct{}, 1),
 		shadowLog: o.ShadowLog,
 	}
-	g.shadow = newShadowRunner(o.ShadowQueue, g.metrics)
+	g.shadow = shadow.NewRunner(o.ShadowQueue, g.metrics)
 	metrics.RegisterBackends(o.Registry, g.backendStates)
 	if err := g.Apply(cfg, routing); err != nil {
 		return nil, err
@@ -203,7 +210,7 @@ func (g *Gateway) Apply(cfg *config.Config, routing *rules.Set) error {
 			if err != nil {
 				return fmt.Errorf("pools[%d]: %w", i, err)
 			}
-			e = &poolEntry{pool: p, model: pc.Model, tok: openai.Quote(pc.Model), m: g.metrics.Pool(pc.Name)}
+			e = &poolEntry{pool: p, policy: proxy.PolicyOf(&pc), model: pc.Model, tok: openai.Quote(pc.Model), m: g.metrics.Pool(pc.Name)}
 		}
 		s.pools = append(s.pools, e)
 		s.byName[pc.Name] = e
@@ -215,8 +222,7 @@ func (g *Gateway) Apply(cfg *config.Config, routing *rules.Set) error {
 	if cfg.DefaultPool != "" {
 		s.def = s.byName[cfg.DefaultPool]
 	}
-	table := &modelTable{models: s.models, def: s.def}
-	s.decider = table
+	s.table = &modelTable{models: s.models, def: s.def}
 	if routing != nil {
 		for _, a := range routing.Aliases() {
 			if e, taken := s.models[a]; taken {
@@ -224,7 +230,16 @@ func (g *Gateway) Apply(cfg *config.Config, routing *rules.Set) error {
 			}
 		}
 		s.rules = routing
-		s.decider = &ruled{set: routing, table: table}
+		w := routing.Window()
+		s.conv = openai.Conversation{UserTurns: w.UserTurns, System: w.System, MaxBytes: w.MaxBytes}
+		if cfg := routing.Sessions(); cfg.Header != "" {
+			s.sessionHeader = http.CanonicalHeaderKey(cfg.Header)
+			if old != nil && old.sessions != nil && old.sessions.Settings() == cfg {
+				s.sessions = old.sessions // conversations outlive the reload
+			} else {
+				s.sessions = rules.NewSessions(cfg)
+			}
+		}
 		if p := routing.ShadowLog(); p != "" && g.shadowLog != nil {
 			w, err := g.shadowLog(p)
 			if err != nil {
@@ -255,20 +270,15 @@ func (g *Gateway) Apply(cfg *config.Config, routing *rules.Set) error {
 	return nil
 }
 
-// samePool reports whether p was built from pc, the environment and the
-// TLS files as they are now (an upstream key's variable may have changed, a
-// certificate may have been rotated).
+// samePool reports whether p was built from pc and the TLS files as they
+// are now (a certificate may have been rotated). Replica keys are part of
+// pc, read from the environment when the config was loaded.
 func samePool(p *pool.Pool, pc pool.Config) bool {
 	if !reflect.DeepEqual(*p.Config(), pc) {
 		return false
 	}
 	if d, err := pc.TLS.Digest(); err != nil || d != p.TLSDigest() {
 		return false
-	}
-	for i, r := range pc.Replicas {
-		if r.APIKeyEnv != "" && os.Getenv(r.APIKeyEnv) != p.Backends()[i].APIKey {
-			return false
-		}
 	}
 	return true
 }
@@ -308,7 +318,7 @@ func modelList(s *snapshot) []byte {
 func (g *Gateway) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	running := map[*pool.Pool]context.CancelFunc{}
-	sync := func() {
+	reconcile := func() {
 		cur := map[*pool.Pool]bool{}
 		for _, e := range g.snap.Load().pools {
 			cur[e.pool] = true
@@ -327,8 +337,8 @@ func (g *Gateway) Run(ctx context.Context) {
 			}
 		}
 	}
-	sync()
-	wg.Go(func() { g.shadow.run(ctx) })
+	reconcile()
+	wg.Go(func() { g.shadow.Run(ctx) })
 	janitor := time.NewTicker(time.Second)
 	defer janitor.Stop()
 	for {
@@ -341,7 +351,7 @@ func (g *Gateway) Run(ctx context.Context) {
 			g.tr.CloseIdle()
 			return
 		case <-g.changed:
-			sync()
+			reconcile()
 		case <-janitor.C:
 			g.tr.CloseStale()
 		}

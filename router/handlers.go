@@ -16,10 +16,11 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/triagegw/triage/openai"
 	"github.com/triagegw/triage/router/config"
 	"github.com/triagegw/triage/router/metrics"
-	"github.com/triagegw/triage/router/openai"
 	"github.com/triagegw/triage/router/proxy"
+	"github.com/triagegw/triage/rules"
 )
 
 func (g *Gateway) newEngine() *gin.Engine {
@@ -159,28 +160,30 @@ func (g *Gateway) forward(c *gin.Context) {
 		return
 	}
 	al.model, al.stream = req.Model, req.Stream
-	t0 := time.Now()
-	in := Input{Req: req, Body: body, Header: r.Header}
-	dec, err := s.decider.Decide(r.Context(), in)
-	if err != nil {
-		oe := openai.Internal()
-		if errors.Is(err, ErrUnknownModel) {
-			oe = openai.ModelNotFound(req.ModelName())
+	var dec rules.Decision
+	alias, semantic := "", false
+	if s.rules != nil {
+		alias, semantic = s.rules.Alias(req.Model)
+	}
+	if semantic {
+		t0 := time.Now()
+		var sig rules.Signals
+		release := s.signals(alias, body, &req, r.Header, &sig)
+		dec = s.rules.Decide(r.Context(), sig)
+		if s.sessions != nil {
+			dec = s.sessions.Apply(sig.Session, dec)
 		}
+		al.decideTime = time.Since(t0)
+		g.metrics.Decision(orDefault(dec.Route), dec.Reason, dec.Tier, al.decideTime.Seconds())
+		g.shadow.Offer(s.rules, s.shadowOut, id, &sig, dec, al.decideTime)
+		release()
+	} else if dec, err = s.table.decide(&req); err != nil {
+		oe := openai.ModelNotFound(req.ModelName())
 		al.status, al.err = oe.Status, err
 		openai.WriteError(w, oe)
 		return
 	}
-	if dec.Semantic {
-		al.decideTime = time.Since(t0)
-		route := dec.Route
-		if route == "" {
-			route = "default"
-		}
-		g.metrics.Decision(route, dec.Reason, dec.Tier, al.decideTime.Seconds())
-		g.shadow.offer(s, id, &in, &dec, al.decideTime)
-	}
-	al.dec = dec
+	al.dec, al.semantic = dec, semantic
 	e := s.byName[dec.Pool]
 	if e == nil {
 		oe := openai.Internal()
@@ -193,7 +196,7 @@ func (g *Gateway) forward(c *gin.Context) {
 			e = fb
 		}
 	}
-	if dec.Semantic && s.rules.Explain() {
+	if semantic && s.rules.Explain() {
 		h := w.Header()
 		h["X-Triage-Route"] = []string{orDefault(dec.Route)}
 		h["X-Triage-Reason"] = []string{dec.Reason}
@@ -211,7 +214,7 @@ func (g *Gateway) forward(c *gin.Context) {
 	if req.ModelEscaped || string(req.Model) != e.model {
 		fr.ModelSpan, fr.ModelTok = req.ModelSpan, e.tok
 	}
-	res := g.tr.Forward(r.Context(), w, e.pool, &fr)
+	res := g.tr.Forward(r.Context(), w, e.pool, &e.policy, &fr)
 	al.res = res
 	al.status = res.Status
 	if res.Aborted {
@@ -228,7 +231,8 @@ type accessLine struct {
 	start      time.Time
 	bytesIn    int
 	pool       *poolEntry
-	dec        Decision
+	dec        rules.Decision
+	semantic   bool // the request named a rules alias
 	decideTime time.Duration
 	status     int
 	err        error
@@ -285,7 +289,7 @@ func (g *Gateway) account(s *snapshot, al *accessLine) {
 	l.str("backend", backend)
 	if d := &al.dec; d.Reason != "" {
 		l.str("reason", d.Reason)
-		if d.Semantic {
+		if al.semantic {
 			l.str("route", orDefault(d.Route))
 			if d.Tier > 0 {
 				l.str("class", d.Class)

@@ -148,3 +148,57 @@ func TestSemanticFallbackAndAliasClash(t *testing.T) {
 		t.Fatalf("Apply(alias clash) = %v", err)
 	}
 }
+
+// The rules' conversation window is what the gateway extracts from an
+// OpenAI chat body for the classifier.
+func TestConversationWindowThroughTheGateway(t *testing.T) {
+	gen := newReplica(t, "llama", "gen")
+	cfg := newConfig("general", poolCfg("general", "llama", gen.URL), poolCfg("legal", "saul", gen.URL))
+	tier1 := &classifiertest.Fixed{Default: classifier.Scored{Class: "other", Score: 1}}
+	set := compileRules(t, cfg, tier1, "window: {user_turns: 2, system: true}\nroutes: [{name: l, when: {class: law}, pool: legal}]\ndefault: general\n")
+	h := newHarness(t, cfg)
+	if err := h.gw.Apply(cfg, set); err != nil {
+		t.Fatal(err)
+	}
+	r := h.do(t, "POST", "/v1/chat/completions", `{"model":"auto","messages":[{"role":"system","content":"S"},{"role":"user","content":"one"},{"role":"assistant","content":"A"},{"role":"user","content":"two"},{"role":"user","content":"three"}]}`)
+	if r.status != 200 {
+		t.Fatalf("status %d", r.status)
+	}
+	if got := tier1.Last(); got != "three\n\ntwo\n\nS" {
+		t.Fatalf("tier 1 saw %q", got)
+	}
+}
+
+// A conversation stays on its route across a reload that keeps the
+// session settings, and starts afresh when they change.
+func TestSessionsOutliveReloads(t *testing.T) {
+	gen := newReplica(t, "llama", "gen")
+	code := newReplica(t, "coder", "code")
+	cfg := newConfig("general", poolCfg("general", "llama", gen.URL), poolCfg("code", "coder", code.URL))
+	tier1 := &classifiertest.Fixed{Rules: []classifiertest.Rule{{Contains: "rebase", Class: "code", Score: 0.95}},
+		Default: classifier.Scored{Class: "other", Score: 0.4}}
+	body := "routes: [{name: coding, when: {class: code}, pool: code}]\ndefault: general\nsession: {header: x-session-id, turns: 5}\n"
+	h := newHarness(t, cfg)
+	apply := func(b string) {
+		t.Helper()
+		if err := h.gw.Apply(cfg, compileRules(t, cfg, tier1, b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ask := func(text string) reply {
+		t.Helper()
+		return h.do(t, "POST", "/v1/chat/completions", `{"model":"auto","messages":[{"role":"user","content":"`+text+`"}]}`, "X-Session-Id", "conv-1")
+	}
+	apply(body)
+	if r := ask("how do I rebase"); r.header.Get("X-Sim-Replica") != "code" {
+		t.Fatalf("first turn went to %q", r.header.Get("X-Sim-Replica"))
+	}
+	apply(body + "explain: true\n") // a reload that keeps the session settings
+	if r := ask("now add tests"); r.header.Get("X-Sim-Replica") != "code" || r.header.Get("X-Triage-Reason") != "session" {
+		t.Fatalf("after a reload keeping the settings: %q, reason %q", r.header.Get("X-Sim-Replica"), r.header.Get("X-Triage-Reason"))
+	}
+	apply(strings.Replace(body, "turns: 5", "turns: 6", 1)) // new settings: a new store
+	if r := ask("and docs?"); r.header.Get("X-Sim-Replica") != "gen" {
+		t.Fatalf("after the settings changed the old session still held: %q", r.header.Get("X-Sim-Replica"))
+	}
+}

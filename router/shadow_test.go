@@ -13,7 +13,7 @@ import (
 
 	"github.com/triagegw/triage/classifier"
 	"github.com/triagegw/triage/classifier/classifiertest"
-	"github.com/triagegw/triage/rules"
+	"github.com/triagegw/triage/shadow"
 )
 
 // TestShadowDecisions: a rules file with a shadow decides sampled requests
@@ -66,7 +66,7 @@ func TestShadowDecisions(t *testing.T) {
 	}
 	// A request naming a pool's model is not routed by rules: no shadow.
 	hs.do(t, "POST", "/v1/chat/completions", `{"model":"coder","messages":[{"role":"user","content":"my lease"}]}`)
-	var recs []rules.ShadowRecord
+	var recs []shadow.Record
 	waitFor(t, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
@@ -76,7 +76,7 @@ func TestShadowDecisions(t *testing.T) {
 	text := logged.String()
 	mu.Unlock()
 	for _, l := range strings.Split(strings.TrimSpace(text), "\n") {
-		var r rules.ShadowRecord
+		var r shadow.Record
 		if err := json.Unmarshal([]byte(l), &r); err != nil {
 			t.Fatalf("shadow line %q: %v", l, err)
 		}
@@ -85,7 +85,7 @@ func TestShadowDecisions(t *testing.T) {
 	if len(recs) != 3 {
 		t.Fatalf("%d shadow records, want 3 (explicit models are not shadowed):\n%s", len(recs), text)
 	}
-	byPool := map[string]rules.ShadowRecord{}
+	byPool := map[string]shadow.Record{}
 	for _, r := range recs {
 		if r.RequestID == "" || r.Model != "auto" || r.Time.IsZero() || r.Live.Version != set.Version() || r.Shadow.Version != cand.Version() || r.Shadow.Micros <= 0 {
 			t.Fatalf("record %+v", r)

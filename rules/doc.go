@@ -8,11 +8,18 @@
 // resolves floors: a class's floor in the rules file, else the floor
 // calibration stored in the heads artifact, else the file's default floor.
 //
-// Set.Decide runs the cascade for requests naming the alias: tier 1; if its
-// top class has a route, clears that class's tier-1 floor and does not
-// require tier 2, route there; otherwise, when tier 2 can settle it, tier 2
-// with its own floors; otherwise the default pool. Every Decision carries a
-// reason. A Set is safe for concurrent use; its only mutable state is the
-// optional session table (a bounded LRU behind a mutex) and the lazily
-// loaded tier 2 (sync.Once). It starts no goroutines.
+// Set.Decide runs the cascade on a request's Signals, which each wire
+// format extracts (the model asked for, the conversation text through the
+// set's Window, headers): tier 1; if its top class has a route, clears that
+// class's tier-1 floor and does not require tier 2, route there; otherwise,
+// when tier 2 can settle it, tier 2 with its own floors; otherwise the
+// default pool. Every Decision carries a reason. The gateway, `triage
+// route`, `triage eval --rules`, `triage ab` and shadow mode all decide
+// through Decide: there is no other implementation of it.
+//
+// A Set is safe for concurrent use; its only mutable state is its lazily
+// loaded tier 2 (a classifier.Lazy, whose load runs on a goroutine of its
+// own). Sessions, which keep a conversation on its route, are a store the
+// caller owns (the gateway keeps one across reloads) and applies after
+// Decide.
 package rules

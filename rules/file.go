@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"gopkg.in/yaml.v3"
 
@@ -109,6 +110,23 @@ type Shadow struct {
 	// appended to (relative to this file). Empty: agreement is counted in
 	// metrics only.
 	Log string
+}
+
+// Clip cuts a single text to MaxBytes, on a rune boundary, as the window
+// cuts a conversation's text: what the classifier sees of a one-turn
+// request (offline evaluation asks with texts, not requests).
+func (w Window) Clip(text string) string {
+	n := w.MaxBytes
+	if n <= 0 {
+		n = 16 << 10
+	}
+	if len(text) <= n {
+		return text
+	}
+	for n > 0 && !utf8.RuneStart(text[n]) {
+		n--
+	}
+	return text[:n]
 }
 
 // Window selects the conversation text the classifier sees.

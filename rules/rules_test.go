@@ -14,7 +14,6 @@ import (
 
 	"github.com/triagegw/triage/classifier"
 	"github.com/triagegw/triage/classifier/classifiertest"
-	"github.com/triagegw/triage/router/openai"
 )
 
 var testClasses = []string{"code", "health", "law", "other"}
@@ -56,18 +55,13 @@ func compile(t *testing.T, body string, env Env) *Set {
 	return s
 }
 
-func input(t testing.TB, model, user string, hdr ...string) Input {
+func input(t testing.TB, model, user string, hdr ...string) Signals {
 	t.Helper()
-	body := []byte(fmt.Sprintf(`{"model":%q,"messages":[{"role":"system","content":"sys"},{"role":"user","content":%q}]}`, model, user))
-	r, err := openai.Extract(body)
-	if err != nil {
-		t.Fatal(err)
-	}
 	h := http.Header{}
 	for i := 0; i+1 < len(hdr); i += 2 {
 		h.Set(hdr[i], hdr[i+1])
 	}
-	return Input{Req: r, Body: body, Header: h}
+	return Signals{Model: model, Text: user, Header: h}
 }
 
 func TestParseReportsEveryProblemWithPosition(t *testing.T) {
@@ -292,14 +286,19 @@ default: general
 }
 
 func TestConversationWindow(t *testing.T) {
-	t1 := &classifiertest.Fixed{Default: classifier.Scored{Class: "other", Score: 1}}
-	s := compile(t, "window: {user_turns: 2, system: true}\nroutes: [{name: l, when: {class: law}, pool: legal}]\ndefault: general\n",
-		Env{Heads: testHeads(false, nil), Tier1: t1})
-	body := []byte(`{"model":"auto","messages":[{"role":"system","content":"S"},{"role":"user","content":"one"},{"role":"assistant","content":"A"},{"role":"user","content":"two"},{"role":"user","content":"three"}]}`)
-	r, _ := openai.Extract(body)
-	s.Decide(context.Background(), Input{Req: r, Body: body, Header: http.Header{}})
-	if got := t1.Last(); got != "three\n\ntwo\n\nS" {
-		t.Fatalf("tier 1 saw %q", got)
+	s := compile(t, "window: {user_turns: 2, system: true, max_bytes: 100}\nroutes: [{name: l, when: {class: law}, pool: legal}]\ndefault: general\n",
+		Env{Heads: testHeads(false, nil), Tier1: &classifiertest.Fixed{}})
+	if w := s.Window(); w != (Window{UserTurns: 2, System: true, MaxBytes: 100}) {
+		t.Fatalf("Window() = %+v", w)
+	}
+	for _, tc := range []struct{ in, want string }{
+		{"short", "short"},
+		{strings.Repeat("a", 120), strings.Repeat("a", 100)},
+		{strings.Repeat("a", 99) + "é", strings.Repeat("a", 99)}, // never inside a rune
+	} {
+		if got := s.Window().Clip(tc.in); got != tc.want {
+			t.Errorf("Clip(%d bytes) = %d bytes %q", len(tc.in), len(got), got)
+		}
 	}
 }
 
@@ -316,7 +315,8 @@ default: general
 session: {header: x-session-id, turns: 2, size: 2}
 `, Env{Heads: testHeads(false, nil), Tier1: t1})
 	ctx := context.Background()
-	sid := []string{"X-Session-Id", "s1"}
+	store := NewSessions(s.Sessions())
+	decide := func(text, id string) Decision { return store.Apply(id, s.Decide(ctx, input(t, "auto", text))) }
 	steps := []struct {
 		text, wantPool, wantReason string
 	}{
@@ -328,19 +328,19 @@ session: {header: x-session-id, turns: 2, size: 2}
 		{"commit it", "legal", ReasonSession}, // a confident new class moved the session
 	}
 	for i, st := range steps {
-		d := s.Decide(ctx, input(t, "auto", st.text, sid...))
+		d := decide(st.text, "s1")
 		if d.Pool != st.wantPool || d.Reason != st.wantReason {
 			t.Fatalf("step %d %q: %+v, want %s/%s", i, st.text, d, st.wantPool, st.wantReason)
 		}
 	}
-	// Without the header nothing sticks; the table is bounded.
-	if d := s.Decide(ctx, input(t, "auto", "now commit it")); d.Reason != ReasonDefault {
-		t.Fatalf("no session header: %+v", d)
+	// Without a session id nothing sticks; the table is bounded.
+	if d := decide("now commit it", ""); d.Reason != ReasonDefault {
+		t.Fatalf("no session id: %+v", d)
 	}
 	for _, id := range []string{"a", "b", "c", "d"} {
-		s.Decide(ctx, input(t, "auto", "rebase", "X-Session-Id", id))
+		decide("rebase", id)
 	}
-	if n := s.sessions.len(); n != 2 {
+	if n := store.Len(); n != 2 {
 		t.Fatalf("%d sessions kept, size is 2", n)
 	}
 }

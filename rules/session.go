@@ -5,14 +5,16 @@ import (
 	"sync"
 )
 
-// sessions remembers, per session id, the route a conversation was sent to
-// with confidence, for a number of later turns: a bounded LRU.
-type sessions struct {
-	mu    sync.Mutex
-	size  int
-	turns int
-	ll    *list.List // front: most recently used
-	byID  map[string]*list.Element
+// Sessions remembers, per session id, the route a conversation was sent
+// to with confidence, for a number of later turns: a bounded LRU. It is
+// safe for concurrent use. It outlives a Set: the gateway keeps one across
+// reloads while the settings it was made with stay the same, so an edit to
+// the rules or the config does not drop every conversation.
+type Sessions struct {
+	cfg  Session
+	mu   sync.Mutex
+	ll   *list.List // front: most recently used
+	byID map[string]*list.Element
 }
 
 type session struct {
@@ -21,9 +23,13 @@ type session struct {
 	turns int
 }
 
-func newSessions(size, turns int) *sessions {
-	return &sessions{size: size, turns: turns, ll: list.New(), byID: map[string]*list.Element{}}
+// NewSessions returns an empty store with cfg's turns and size.
+func NewSessions(cfg Session) *Sessions {
+	return &Sessions{cfg: cfg, ll: list.New(), byID: map[string]*list.Element{}}
 }
+
+// Settings are the settings the store was made with.
+func (s *Sessions) Settings() Session { return s.cfg }
 
 // confident reports whether d settles a session's route by itself.
 func confident(d Decision) bool {
@@ -39,10 +45,10 @@ func confident(d Decision) bool {
 	return false
 }
 
-// apply records a confident decision for the session, or replaces a
+// Apply records a confident decision for the session id, or replaces a
 // decision that is not confident with the session's route while it has
-// turns left.
-func (s *sessions) apply(id string, d Decision, tr *Trace) Decision {
+// turns left (reason ReasonSession).
+func (s *Sessions) Apply(id string, d Decision) Decision {
 	if id == "" || len(id) > 256 {
 		return d
 	}
@@ -51,11 +57,11 @@ func (s *sessions) apply(id string, d Decision, tr *Trace) Decision {
 	if confident(d) {
 		if e, ok := s.byID[id]; ok {
 			st := e.Value.(*session)
-			st.d, st.turns = d, s.turns
+			st.d, st.turns = d, s.cfg.Turns
 			s.ll.MoveToFront(e)
 		} else {
-			s.byID[id] = s.ll.PushFront(&session{id: id, d: d, turns: s.turns})
-			if s.ll.Len() > s.size {
+			s.byID[id] = s.ll.PushFront(&session{id: id, d: d, turns: s.cfg.Turns})
+			if s.ll.Len() > s.cfg.Size {
 				old := s.ll.Back()
 				s.ll.Remove(old)
 				delete(s.byID, old.Value.(*session).id)
@@ -76,14 +82,11 @@ func (s *sessions) apply(id string, d Decision, tr *Trace) Decision {
 	kept := st.d
 	kept.Reason = ReasonSession
 	kept.Class, kept.Score, kept.Tier = d.Class, d.Score, d.Tier
-	if tr != nil {
-		tr.Session = id
-	}
 	return kept
 }
 
-// len is the number of sessions remembered.
-func (s *sessions) len() int {
+// Len is the number of sessions remembered.
+func (s *Sessions) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.ll.Len()

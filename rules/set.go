@@ -11,12 +11,9 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/triagegw/triage/classifier"
-	"github.com/triagegw/triage/router/openai"
-	"unsafe"
 )
 
 // Reasons a Decision gives.
@@ -50,11 +47,21 @@ type Decision struct {
 	Reason string  `json:"reason"`
 }
 
-// Input is what Decide sees of a request.
-type Input struct {
-	Req    openai.Request // from openai.Extract on Body
-	Body   []byte
+// Signals are what a decision reads of a request, whatever API shape it
+// came in: each wire format extracts them (openai for chat, completions
+// and embeddings). Text and Header are valid only during Decide.
+type Signals struct {
+	// Model is the model name the request asked for: an alias of the rules
+	// for routing by subject.
+	Model string
+	// Text is the conversation as the classifier sees it, with the rules'
+	// window applied (Set.Window): the last user turns, most recent first.
+	Text string
+	// Header is the request's headers, for routes with header conditions.
 	Header http.Header
+	// Session identifies the conversation for session stickiness (the
+	// session header's value); empty: none.
+	Session string
 }
 
 // Env is what a rules file is compiled against.
@@ -66,7 +73,7 @@ type Env struct {
 	// Tier1 classifies with the heads' tier-1 head.
 	Tier1 classifier.Classifier
 	// Tier2 loads tier 2 on first need; nil when this build or the heads
-	// have none.
+	// have none. The Set wraps it in a classifier.Lazy.
 	Tier2 func() (classifier.Classifier, error)
 	// Shadow is the file's shadow.rules, compiled (nil without one).
 	Shadow *Set
@@ -82,20 +89,13 @@ type Set struct {
 	info    []classInfo // by class index
 	routes  []route
 	def     string
-	conv    openai.Conversation
 	tier1   classifier.Classifier
 
-	tier2On      bool
-	tier2Load    func() (classifier.Classifier, error)
-	tier2Once    sync.Once
-	tier2Started atomic.Bool
-	tier2Ready   chan struct{} // closed when the load has finished
-	tier2        classifier.Classifier
-	tier2Err     error
-	tier2Budget  time.Duration
+	tier2On     bool
+	tier2       *classifier.Lazy
+	tier2Budget time.Duration
 
-	sessions *sessions
-	scratch  sync.Pool
+	scratch sync.Pool
 
 	shadow       *Set
 	shadowSample float64
@@ -115,18 +115,8 @@ type route struct {
 }
 
 type work struct {
-	text []byte
-	r1   classifier.Result
-	r2   classifier.Result
-}
-
-// view lends the text to a classifier without copying it: the Classifier
-// contract says text is valid only during the call.
-func (w *work) view() string {
-	if len(w.text) == 0 {
-		return ""
-	}
-	return unsafe.String(&w.text[0], len(w.text))
+	r1 classifier.Result
+	r2 classifier.Result
 }
 
 // Compile checks f against env and builds its Set. Every problem is
@@ -141,8 +131,7 @@ func Compile(f *File, env Env) (*Set, error) {
 		return nil, &Error{Problems: []Problem{{File: f.Path, Msg: "heads: no heads artifact loaded"}}}
 	}
 	s := &Set{file: f, aliases: f.Aliases, classes: h.Classes, index: classifier.ClassIndex(h.Classes),
-		def: f.Default, tier1: env.Tier1, tier2Load: env.Tier2, tier2Budget: f.Tier2.Budget, tier2Ready: make(chan struct{}),
-		conv: openai.Conversation{UserTurns: f.Window.UserTurns, System: f.Window.System, MaxBytes: f.Window.MaxBytes}}
+		def: f.Default, tier1: env.Tier1, tier2: classifier.NewLazy(env.Tier2), tier2Budget: f.Tier2.Budget}
 	if env.Tier1 == nil || h.Tier1 == nil {
 		bad(Pos{}, "heads %s: no tier-1 head; tier 1 is what every decision starts with", h.Dir)
 	}
@@ -248,9 +237,6 @@ func Compile(f *File, env Env) (*Set, error) {
 	case env.Shadow != nil:
 		s.shadow, s.shadowSample = env.Shadow, f.Shadow.Sample
 	}
-	if f.Session.Header != "" {
-		s.sessions = newSessions(f.Session.Size, f.Session.Turns)
-	}
 	if len(problems) > 0 {
 		return nil, &Error{Problems: problems}
 	}
@@ -265,7 +251,7 @@ func Compile(f *File, env Env) (*Set, error) {
 		sum.Write(b)
 	}
 	s.version = hex.EncodeToString(sum.Sum(nil))[:12]
-	s.scratch.New = func() any { return &work{text: make([]byte, 0, 1024)} }
+	s.scratch.New = func() any { return new(work) }
 	return s, nil
 }
 
@@ -341,11 +327,19 @@ func (s *Set) ShadowLog() string {
 // DecideShadow decides as Decide does for a request that named one of the
 // primary set's aliases, whatever this set's own aliases are: a shadow set
 // judges the traffic its primary routes.
-func (s *Set) DecideShadow(ctx context.Context, in Input) Decision {
+func (s *Set) DecideShadow(ctx context.Context, sig Signals) Decision {
 	w := s.scratch.Get().(*work)
 	defer s.scratch.Put(w)
-	return s.cascade(ctx, &in, w, nil)
+	return s.cascade(ctx, &sig, w, nil)
 }
+
+// Window is the conversation window the classifier sees: what a wire
+// format extracts into Signals.Text.
+func (s *Set) Window() Window { return s.file.Window }
+
+// Sessions is the session settings; Header is empty when the file keeps
+// no sessions.
+func (s *Set) Sessions() Session { return s.file.Session }
 
 // Version identifies the rules file, heads and floors in effect.
 func (s *Set) Version() string { return s.version }
@@ -383,12 +377,18 @@ func (s *Set) File() *File { return s.file }
 
 // IsAlias reports whether a requested model name asks for routing.
 func (s *Set) IsAlias(model []byte) bool {
+	_, ok := s.Alias(model)
+	return ok
+}
+
+// Alias returns the alias a requested model name is, without allocating.
+func (s *Set) Alias(model []byte) (string, bool) {
 	for _, a := range s.aliases {
 		if string(model) == a {
-			return true
+			return a, true
 		}
 	}
-	return false
+	return "", false
 }
 
 // Warmup loads tier 2 now, and waits for it, when the file asks for it
@@ -406,60 +406,21 @@ func (s *Set) LoadTier2() error {
 	if !s.tier2On {
 		return nil
 	}
-	s.startTier2()
-	<-s.tier2Ready
-	return s.tier2Err
-}
-
-// startTier2 starts loading tier 2 in the background, once. Decisions wait
-// for it only within their budget: the first escalations after a start
-// fall back to tier 1 while a model loads (tier2_timeout), instead of
-// holding requests for the second or so a session takes.
-func (s *Set) startTier2() {
-	s.tier2Once.Do(func() {
-		s.tier2Started.Store(true)
-		if s.tier2Load == nil {
-			s.tier2Err = fmt.Errorf("rules: no tier-2 encoder: %w", classifier.ErrUnavailable)
-			close(s.tier2Ready)
-			return
-		}
-		go func() {
-			defer close(s.tier2Ready)
-			s.tier2, s.tier2Err = s.tier2Load()
-		}()
-	})
+	return s.tier2.Wait()
 }
 
 // Tier2State says where tier 2 stands, for /readyz: "off" (no decision
 // can reach it: it is never loaded), "not loaded" (loaded on first need),
 // "loading", "loaded" or "failed".
 func (s *Set) Tier2State() string {
-	switch {
-	case !s.tier2On:
+	if !s.tier2On {
 		return "off"
-	case s.Tier2Loaded():
-		return "loaded"
 	}
-	select {
-	case <-s.tier2Ready:
-		return "failed"
-	default:
-	}
-	if s.tier2Started.Load() {
-		return "loading"
-	}
-	return "not loaded"
+	return s.tier2.State()
 }
 
 // Tier2Loaded reports whether tier 2 has been loaded (successfully).
-func (s *Set) Tier2Loaded() bool {
-	select {
-	case <-s.tier2Ready:
-		return s.tier2Err == nil
-	default:
-		return false
-	}
-}
+func (s *Set) Tier2Loaded() bool { return s.tier2On && s.tier2.Loaded() }
 
 // Trace is the whole story of one decision, for `triage route`.
 type Trace struct {
@@ -470,36 +431,34 @@ type Trace struct {
 	Tier2Error string             `json:"tier2_error,omitempty"`
 	Floors     map[string]float32 `json:"floors_applied,omitempty"` // tier → floor of the class it judged
 	Candidates []string           `json:"candidate_routes,omitempty"`
-	Session    string             `json:"session,omitempty"`
 	Decision   Decision           `json:"decision"`
 }
 
-// Decide routes one request. For a model that is not an alias it returns
-// ReasonExplicitModel and no pool.
-func (s *Set) Decide(ctx context.Context, in Input) Decision {
-	return s.decide(ctx, &in, nil)
+// Decide routes one request by its signals. For a model that is not an
+// alias it returns ReasonExplicitModel and no pool. Session stickiness is
+// not applied here: the Sessions store, which outlives a Set, is the
+// caller's (the gateway's).
+func (s *Set) Decide(ctx context.Context, sig Signals) Decision {
+	return s.decide(ctx, &sig, nil)
 }
 
-// Explain decides as Decide does and records how.
-func (s *Set) ExplainDecision(ctx context.Context, in Input) Trace {
+// ExplainDecision decides as Decide does and records how.
+func (s *Set) ExplainDecision(ctx context.Context, sig Signals) Trace {
 	var t Trace
-	t.Decision = s.decide(ctx, &in, &t)
+	t.Decision = s.decide(ctx, &sig, &t)
 	return t
 }
 
-func (s *Set) decide(ctx context.Context, in *Input, tr *Trace) Decision {
+func (s *Set) decide(ctx context.Context, sig *Signals, tr *Trace) Decision {
 	if tr != nil {
-		tr.Model = in.Req.ModelName()
+		tr.Model = sig.Model
 	}
-	if !s.IsAlias(in.Req.Model) {
+	if _, ok := s.Alias([]byte(sig.Model)); !ok {
 		return Decision{Reason: ReasonExplicitModel}
 	}
 	w := s.scratch.Get().(*work)
 	defer s.scratch.Put(w)
-	d := s.cascade(ctx, in, w, tr)
-	if s.sessions != nil {
-		d = s.sessions.apply(in.Header.Get(s.file.Session.Header), d, tr)
-	}
+	d := s.cascade(ctx, sig, w, tr)
 	if tr != nil {
 		tr.Decision = d
 	}
@@ -507,12 +466,12 @@ func (s *Set) decide(ctx context.Context, in *Input, tr *Trace) Decision {
 }
 
 // matches reports whether r's conditions other than the class hold.
-func (r *route) matches(in *Input) bool {
-	if r.model != "" && string(in.Req.Model) != r.model {
+func (r *route) matches(sig *Signals) bool {
+	if r.model != "" && sig.Model != r.model {
 		return false
 	}
 	for _, h := range r.headers {
-		if v := in.Header[h[0]]; len(v) == 0 || v[0] != h[1] {
+		if v := sig.Header[h[0]]; len(v) == 0 || v[0] != h[1] {
 			return false
 		}
 	}
@@ -523,12 +482,12 @@ func (s *Set) pick(r *route, res *classifier.Result, tier int, reason string) De
 	return Decision{Pool: r.pool, Fallback: r.fallback, Route: r.name, Class: res.Class, Score: res.Score, Tier: tier, Reason: reason}
 }
 
-func (s *Set) cascade(ctx context.Context, in *Input, w *work, tr *Trace) Decision {
+func (s *Set) cascade(ctx context.Context, sig *Signals, w *work, tr *Trace) Decision {
 	// A route without a class condition that comes before any class route
 	// the request could take settles it without classifying.
 	for i := range s.routes {
 		r := &s.routes[i]
-		if !r.matches(in) {
+		if !r.matches(sig) {
 			continue
 		}
 		if r.classes == nil {
@@ -536,11 +495,10 @@ func (s *Set) cascade(ctx context.Context, in *Input, w *work, tr *Trace) Decisi
 		}
 		break
 	}
-	w.text = s.conv.AppendText(w.text[:0], in.Body, &in.Req)
 	if tr != nil {
-		tr.Text = string(w.text)
+		tr.Text = sig.Text
 	}
-	_ = s.tier1.Classify(ctx, w.view(), &w.r1) // tier 1 does not fail
+	_ = s.tier1.Classify(ctx, sig.Text, &w.r1) // tier 1 does not fail
 	if tr != nil {
 		r1 := w.r1
 		r1.Top = append([]classifier.Scored(nil), w.r1.Top...)
@@ -555,7 +513,7 @@ func (s *Set) cascade(ctx context.Context, in *Input, w *work, tr *Trace) Decisi
 	var catchAll *route // a class-free route after the class routes: it takes what they leave
 	for i := range s.routes {
 		r := &s.routes[i]
-		if !r.matches(in) {
+		if !r.matches(sig) {
 			continue
 		}
 		if r.classes == nil {
@@ -591,57 +549,22 @@ func (s *Set) cascade(ctx context.Context, in *Input, w *work, tr *Trace) Decisi
 	if !s.tier2On {
 		return def
 	}
-	return s.escalate(ctx, in, w, tr, reason, def)
+	return s.escalate(ctx, sig, w, tr, reason, def)
 }
 
-// tier2Result is tier 2's answer, from the goroutine that ran it.
-type tier2Result struct {
-	r   classifier.Result
-	err error
-}
-
-func (s *Set) escalate(ctx context.Context, in *Input, w *work, tr *Trace, reason string, def Decision) Decision {
-	// The budget covers the load (the first time) and the classification.
-	// A session Run cannot be interrupted, so tier 2 runs on its own
-	// goroutine with its own copy of the text: past the budget the request
-	// goes on with tier 1's verdict, and the Run's answer is dropped.
-	cctx, cancel := context.WithTimeout(ctx, s.tier2Budget)
-	defer cancel()
-	s.startTier2()
-	var err error
-	select {
-	case <-s.tier2Ready:
-		err = s.tier2Err
-	case <-cctx.Done():
-		err = cctx.Err()
-	}
-	if err == nil {
-		done := make(chan tier2Result, 1)
-		t2, text := s.tier2, string(w.text)
-		go func() {
-			var r tier2Result
-			r.err = t2.Classify(cctx, text, &r.r)
-			done <- r
-		}()
-		select {
-		case res := <-done:
-			err = res.err
-			if err == nil {
-				w.r2.Class, w.r2.Score, w.r2.Tier, w.r2.Tokens = res.r.Class, res.r.Score, res.r.Tier, res.r.Tokens
-				w.r2.Top = append(w.r2.Top[:0], res.r.Top...)
-			}
-		case <-cctx.Done():
-			err = cctx.Err()
-		}
-	}
+func (s *Set) escalate(ctx context.Context, sig *Signals, w *work, tr *Trace, reason string, def Decision) Decision {
+	// The budget covers the load (the first time) and the classification;
+	// past it the request goes on with tier 1's verdict.
+	err := s.tier2.ClassifyWithin(ctx, s.tier2Budget, sig.Text, &w.r2)
 	if err != nil {
 		if tr != nil {
 			tr.Tier2Error = err.Error()
 		}
+		var le *classifier.LoadError
 		switch {
 		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 			def.Reason = ReasonTier2Timeout
-		case errors.Is(err, classifier.ErrUnavailable) || err == s.tier2Err:
+		case errors.Is(err, classifier.ErrUnavailable) || errors.As(err, &le):
 			def.Reason = ReasonTier2Unavailable
 		default:
 			def.Reason = ReasonTier2Error
@@ -666,7 +589,7 @@ func (s *Set) escalate(ctx context.Context, in *Input, w *work, tr *Trace, reaso
 	}
 	for i := range s.routes {
 		r := &s.routes[i]
-		if r.classes == nil || !r.classes[c] || !r.matches(in) {
+		if r.classes == nil || !r.classes[c] || !r.matches(sig) {
 			continue
 		}
 		if w.r2.Score >= max(info.floor2, r.minScore) {

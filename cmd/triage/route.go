@@ -7,26 +7,23 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
-	"sort"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/triagegw/triage/classifier/onnx"
 	"github.com/triagegw/triage/datasets"
+	"github.com/triagegw/triage/evaluation"
 	"github.com/triagegw/triage/router/config"
-	"github.com/triagegw/triage/router/openai"
 	"github.com/triagegw/triage/rules"
 )
 
-// chatInput builds the request a user would send: model, one user message.
-func chatInput(model, text string, header http.Header) (rules.Input, error) {
-	body, _ := json.Marshal(map[string]any{"model": model, "messages": []map[string]string{{"role": "user", "content": text}}})
-	r, err := openai.Extract(body)
-	if err != nil {
-		return rules.Input{}, err
-	}
-	return rules.Input{Req: r, Body: body, Header: header}, nil
+// askAbout is what the rules see of a one-turn request naming model about
+// text, cut by their window as the gateway would cut it.
+func askAbout(set *rules.Set, model, text string, header http.Header) rules.Signals {
+	return rules.Signals{Model: model, Text: set.Window().Clip(text), Header: header}
 }
 
 type headerFlag struct{ h http.Header }
@@ -64,10 +61,7 @@ func runRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *model == "" {
 		*model = rt.set.Aliases()[0]
 	}
-	in, err := chatInput(*model, strings.Join(fs.Args(), " "), hdr.h)
-	if err != nil {
-		return err
-	}
+	in := askAbout(rt.set, *model, strings.Join(fs.Args(), " "), hdr.h)
 	_ = rt.set.LoadTier2() // as the gateway will have it loaded; a failure shows in the trace
 	tr := rt.set.ExplainDecision(ctx, in)
 	out := struct {
@@ -98,23 +92,33 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		return errUsage
 	}
-	cfg, err := config.Load(*cfgPath)
-	if err != nil {
-		return err
-	}
 	if fs.NArg() > 1 {
 		return errUsage
 	}
-	if fs.NArg() == 1 { // check this rules file against the config's pools
-		cfg.Rules = fs.Arg(0)
+	set, err := checkRules(*cfgPath, fs.Arg(0), stdout)
+	if err != nil || *data == "" {
+		return err
+	}
+	return dryRun(ctx, set, *data, stdout)
+}
+
+// checkRules compiles the rules (file, or the config's rules: when empty)
+// against the config's pools and heads, and says what it found.
+func checkRules(cfgPath, file string, stdout io.Writer) (*rules.Set, error) {
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		return nil, err
+	}
+	if file != "" { // check this rules file against the config's pools
+		cfg.Rules = file
 		cfg.Path = "" // a path given on the command line is relative to the working directory
 	}
 	if cfg.Rules == "" {
-		return fmt.Errorf("no rules file: give one, or name it in %s (rules:)", *cfgPath)
+		return nil, fmt.Errorf("no rules file: give one, or name it in %s (rules:)", cfgPath)
 	}
 	rt, err := loadRouting(cfg, &tierCache{})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	s := rt.set
 	t2 := "never needed"
@@ -126,63 +130,51 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fmt.Fprintf(stdout, "%s: ok — version %s, aliases %v, %d routes, default pool %s, tier 2 %s\n",
 		cfg.RulesPath(), s.Version(), s.Aliases(), len(s.File().Routes), s.Default(), t2)
-	if *data == "" {
-		return nil
-	}
-	set, err := datasets.ReadJSONL(*data)
+	return s, nil
+}
+
+// dryRun decides every prompt of data with the compiled set, as
+// evaluation.Rules does for `triage eval --rules`, and prints where they
+// went: requests, share and labelled precision per route, escalation and
+// reasons.
+func dryRun(ctx context.Context, s *rules.Set, data string, stdout io.Writer) error {
+	ds, err := datasets.ReadJSONL(data)
 	if err != nil {
 		return err
 	}
-	byRoute := map[string]*routeStat{}
+	items := make([]evaluation.Item, len(ds.Rows))
+	for i, r := range ds.Rows {
+		items[i] = evaluation.Item{Text: r.Text, Label: r.Label, Cols: r.Cols}
+	}
+	out, err := evaluation.Rules(ctx, s, items, evaluation.Options{})
+	if err != nil {
+		return err
+	}
+	type stat struct{ n, labelled, right int }
+	byRoute := map[string]*stat{"default": {}}
+	for _, r := range s.File().Routes {
+		byRoute[r.Name] = &stat{}
+	}
 	reasons := map[string]int{}
 	escalated := 0
-	for _, r := range s.File().Routes {
-		st := &routeStat{classes: map[string]bool{}}
-		for _, c := range r.When.Classes {
-			st.classes[c] = true
-		}
-		byRoute[r.Name] = st
-	}
-	byRoute["default"] = &routeStat{}
-	_ = s.LoadTier2() // the figures are of decisions, not of the load
-	for _, row := range set.Rows {
-		in, err := chatInput(s.Aliases()[0], row.Text, http.Header{})
-		if err != nil {
-			return err
-		}
-		d := s.Decide(ctx, in)
-		name := d.Route
-		if name == "" {
-			name = "default"
-		}
-		st := byRoute[name]
+	for i, oc := range out {
+		st := byRoute[orDefaultRoute(oc.Route)]
 		st.n++
-		reasons[d.Reason]++
-		if d.Reason == rules.ReasonBelowFloor || d.Reason == rules.ReasonClassRequiresTier2 || d.Reason == rules.ReasonTier2Timeout {
+		reasons[oc.Reason]++
+		if evaluation.Escalated(oc.Reason) {
 			escalated++
 		}
-		if row.Label != "" {
+		if items[i].Label != "" {
 			st.labelled++
-			// A route is right when the label is one of its classes; the
-			// default pool when no route claims the label.
-			if name == "default" {
-				if !claimed(byRoute, row.Label) {
-					st.right++
-				}
-			} else if st.classes[row.Label] {
+			if oc.Correct {
 				st.right++
 			}
 		}
 	}
-	n := len(set.Rows)
+	n := len(out)
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "\nroute\trequests\tshare\tprecision (labelled)\n")
-	names := make([]string, 0, len(byRoute))
-	for k := range byRoute {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
+	for _, k := range slices.Sorted(maps.Keys(byRoute)) {
 		st := byRoute[k]
 		prec := "-"
 		if st.labelled > 0 {
@@ -192,29 +184,16 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	tw.Flush()
 	fmt.Fprintf(stdout, "\nescalation (tier 1 not enough): %.1f%% of %d\nreasons:", 100*float64(escalated)/float64(n), n)
-	rs := make([]string, 0, len(reasons))
-	for k := range reasons {
-		rs = append(rs, k)
-	}
-	sort.Strings(rs)
-	for _, k := range rs {
+	for _, k := range slices.Sorted(maps.Keys(reasons)) {
 		fmt.Fprintf(stdout, " %s=%d", k, reasons[k])
 	}
 	fmt.Fprintln(stdout)
 	return nil
 }
 
-type routeStat struct {
-	n, labelled, right int
-	classes            map[string]bool
-}
-
-// claimed reports whether some route takes the class label.
-func claimed(byRoute map[string]*routeStat, label string) bool {
-	for _, st := range byRoute {
-		if st.classes[label] {
-			return true
-		}
+func orDefaultRoute(route string) string {
+	if route == "" {
+		return "default"
 	}
-	return false
+	return route
 }

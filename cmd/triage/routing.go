@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/triagegw/triage/classifier"
 	"github.com/triagegw/triage/classifier/onnx"
@@ -19,35 +18,27 @@ import (
 	"github.com/triagegw/triage/rules"
 )
 
-// tierCache keeps loaded tier-1 models across reloads while their heads
-// and model files are unchanged: loading one takes ~100 ms and 12 MiB. It
-// holds the models of the last load (the rules' heads and, with a shadow,
-// the shadow's), dropping the rest.
+// tierCache keeps loaded tiers across reloads while their heads and model
+// files are unchanged: a tier-1 table takes ~100 ms and 12 MiB to load, a
+// tier-2 session ~70-200 MiB and up to seconds. It holds the models of the
+// last load (the rules' heads and, with a shadow, the shadow's), dropping
+// the rest.
 type tierCache struct {
 	mu     sync.Mutex
 	models map[string]*static.Model
 	used   map[string]bool
-	// tier2 holds the tier-2 sessions by encoder (model directory, its
-	// sha256, tokenizer, token cap), loaded on first need: a reload that
-	// changes floors, rules or even the tier-2 head keeps the session (one
-	// costs ~70-200 MiB and up to seconds to load).
-	tier2 map[string]*lazyTier2
-}
-
-// lazyTier2 loads one tier-2 encoder once, on first need.
-type lazyTier2 struct {
-	once sync.Once
-	c    *onnx.Classifier // with the head of the heads that loaded it
-	err  error
-	done atomic.Bool
+	// encoders are the tier-2 sessions by encoder (model directory, its
+	// sha256, tokenizer, token cap), each loaded once on first need: a
+	// reload that changes floors, rules or even the tier-2 head keeps it.
+	encoders map[string]*classifier.Lazy
 }
 
 // tier2For returns the loader of h's tier 2 (nil when h has no tier-2
 // head, so that rules asking for it are rejected with the reason), and
-// whether its encoder is loaded already. In a build without the ONNX
-// runtime the loader fails with classifier.ErrUnavailable: escalations
-// fall back to tier 1's verdict (tier2_unavailable), and serve warns at
-// start.
+// whether its encoder is loaded already. The loader shares the encoder's
+// session and puts h's head on it. In a build without the ONNX runtime it
+// fails with classifier.ErrUnavailable: escalations fall back to tier 1's
+// verdict (tier2_unavailable), and serve warns at start.
 func (c *tierCache) tier2For(h *classifier.Heads, modelsDir string) (func() (classifier.Classifier, error), bool, error) {
 	t := h.Tier2
 	if t == nil {
@@ -60,47 +51,41 @@ func (c *tierCache) tier2For(h *classifier.Heads, modelsDir string) (func() (cla
 	key := strings.Join([]string{dir, t.Encoder.ModelSHA256, t.Encoder.Tokenizer, t.Encoder.TokenizerSHA256, strconv.Itoa(t.Encoder.MaxTokens), modelsDir}, "\x00")
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.tier2 == nil {
-		c.tier2 = map[string]*lazyTier2{}
+	if c.encoders == nil {
+		c.encoders = map[string]*classifier.Lazy{}
 	}
 	if c.used == nil {
 		c.used = map[string]bool{}
 	}
-	l := c.tier2[key]
-	if l == nil {
-		l = &lazyTier2{}
-		c.tier2[key] = l
+	enc := c.encoders[key]
+	if enc == nil {
+		enc = classifier.NewLazy(func() (classifier.Classifier, error) {
+			m, err := onnx.Load(h, modelsDir, onnx.Options{})
+			if err != nil {
+				return nil, fmt.Errorf("tier 2 of %s: %w", h.Dir, err)
+			}
+			return m, nil
+		})
+		c.encoders[key] = enc
 	}
 	c.used["2\x00"+key] = true
 	head := t.Head
-	var mine sync.Once
-	var clf classifier.Classifier
-	var clfErr error
 	return func() (classifier.Classifier, error) {
-		l.once.Do(func() {
-			defer l.done.Store(true)
-			m, err := onnx.Load(h, modelsDir, onnx.Options{})
-			if err != nil {
-				l.err = fmt.Errorf("tier 2 of %s: %w", h.Dir, err)
-				return
-			}
-			l.c = m
-		})
-		if l.err != nil {
-			return nil, l.err
+		got, err := enc.Get()
+		if err != nil {
+			return nil, err
 		}
-		mine.Do(func() {
-			if reflect.DeepEqual(l.c.Head(), &head) {
-				clf = l.c
-				return
-			}
-			// Same encoder, another head: share the session.
-			if clf, clfErr = onnx.NewClassifier(l.c.Model, &head); clfErr != nil {
-				clfErr = fmt.Errorf("tier 2 of %s: %w", h.Dir, clfErr)
-			}
-		})
-		return clf, clfErr
-	}, l.done.Load() && l.err == nil, nil
+		m := got.(*onnx.Classifier)
+		if reflect.DeepEqual(m.Head(), &head) {
+			return m, nil
+		}
+		// Same encoder, another head: share the session.
+		clf, err := onnx.NewClassifier(m.Model, &head)
+		if err != nil {
+			return nil, fmt.Errorf("tier 2 of %s: %w", h.Dir, err)
+		}
+		return clf, nil
+	}, enc.Loaded(), nil
 }
 
 // headsKey identifies a heads artifact's content and where its model files
@@ -147,9 +132,9 @@ func (c *tierCache) sweep() {
 			delete(c.models, k)
 		}
 	}
-	for k := range c.tier2 {
+	for k := range c.encoders {
 		if !c.used["2\x00"+k] {
-			delete(c.tier2, k)
+			delete(c.encoders, k)
 		}
 	}
 	clear(c.used)

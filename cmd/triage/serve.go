@@ -12,10 +12,8 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,18 +23,26 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/triagegw/triage/classifier/onnx"
+	"github.com/triagegw/triage/internal/logsink"
 	"github.com/triagegw/triage/router"
 	"github.com/triagegw/triage/router/config"
-	"github.com/triagegw/triage/router/logsink"
 	"github.com/triagegw/triage/router/tlsconf"
+	"github.com/triagegw/triage/shadow"
 )
 
+// serveOptions are the flags of triage serve.
+type serveOptions struct {
+	config, listen string
+	check, sims    bool
+}
+
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var o serveOptions
 	fs := flag.NewFlagSet("triage serve", flag.ContinueOnError)
-	cfgPath := fs.String("config", "triage.yaml", "config file (YAML); TRIAGE_* environment variables override it")
-	listen := fs.String("listen", "", "address to serve on, overriding the config's listen")
-	check := fs.Bool("check", false, "validate the config (and its rules) and exit")
-	withSims := fs.Bool("sim", false, "also serve every loopback replica URL of the config with a simulated vLLM replica (triage sim), to try triage without model servers")
+	fs.StringVar(&o.config, "config", "triage.yaml", "config file (YAML); TRIAGE_* environment variables override it")
+	fs.StringVar(&o.listen, "listen", "", "address to serve on, overriding the config's listen")
+	fs.BoolVar(&o.check, "check", false, "validate the config (and its rules) and exit")
+	fs.BoolVar(&o.sims, "sim", false, "also serve every loopback replica URL of the config with a simulated vLLM replica (triage sim), to try triage without model servers")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
@@ -45,194 +51,109 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	cache := &tierCache{}
-	load := func() (*config.Config, *routing, error) {
-		c, err := config.Load(*cfgPath)
-		if err != nil {
-			return nil, nil, err
-		}
-		if *listen != "" {
-			c.Listen = *listen
-		}
-		r, err := loadRouting(c, cache)
-		if err != nil {
-			return nil, nil, err
-		}
-		return c, r, nil
-	}
-	cfg, rt, err := load()
+	l := &gatewayLoader{path: o.config, listen: o.listen, cache: &tierCache{}}
+	first, err := l.load()
 	if err != nil {
 		return err
 	}
-	if *check {
-		fmt.Fprintf(stdout, "%s: ok (%d pools", *cfgPath, len(cfg.Pools))
-		if rt.set != nil {
-			fmt.Fprintf(stdout, "; rules %s, version %s", cfg.RulesPath(), rt.set.Version())
+	if o.check {
+		fmt.Fprintf(stdout, "%s: ok (%d pools", o.config, len(first.Config.Pools))
+		if first.Rules != nil {
+			fmt.Fprintf(stdout, "; rules %s, version %s", first.Config.RulesPath(), first.Rules.Version())
 		}
 		fmt.Fprintln(stdout, ")")
 		return nil
 	}
+	return serve(ctx, o, l, first, hup, stderr)
+}
 
-	// Logs go through a buffer flushed in the background: the request path
-	// never waits on stderr.
-	sink := logsink.New(stderr, 4<<20, 200*time.Millisecond)
-	var level slog.LevelVar
-	_ = level.UnmarshalText([]byte(cfg.Log.Level))
-	log := slog.New(slog.NewJSONHandler(sink, &slog.HandlerOptions{Level: &level}))
-	slog.SetDefault(log)
-	var bg sync.WaitGroup
-	sinkCtx, stopSink := context.WithCancel(context.Background())
-	bg.Go(func() { sink.Run(sinkCtx) })
-	shadowLogs := &shadowLogs{ctx: sinkCtx, bg: &bg, log: log}
-	if rt.set != nil && rt.set.NeedsTier2() && !onnx.Available() {
+// gatewayLoader loads the config, its rules and their tiers (kept across
+// reloads in cache), and lists the files they came from.
+type gatewayLoader struct {
+	path, listen string
+	cache        *tierCache
+	edgeTLS      *tlsconf.Server // its files are watched too
+}
+
+func (l *gatewayLoader) load() (router.Loaded, error) {
+	c, err := config.Load(l.path)
+	if err != nil {
+		return router.Loaded{}, err
+	}
+	if l.listen != "" {
+		c.Listen = l.listen
+	}
+	rt, err := loadRouting(c, l.cache)
+	if err != nil {
+		return router.Loaded{}, err
+	}
+	files := append([]string{l.path}, rt.files...)
+	if l.edgeTLS != nil {
+		files = append(files, l.edgeTLS.Files()...)
+	}
+	for _, p := range c.Pools {
+		for _, f := range []string{p.TLS.CAFile, p.TLS.CertFile, p.TLS.KeyFile} {
+			if f != "" {
+				files = append(files, f)
+			}
+		}
+	}
+	return router.Loaded{Config: c, Rules: rt.set, Files: files}, nil
+}
+
+// serve runs the gateway on first until ctx ends, then drains it.
+func serve(ctx context.Context, o serveOptions, l *gatewayLoader, first router.Loaded, hup <-chan os.Signal, stderr io.Writer) error {
+	cfg := first.Config
+	lg := newLogging(stderr, cfg.Log.Level)
+	log := lg.log
+	defer lg.close()
+	if first.Rules != nil && first.Rules.NeedsTier2() && !onnx.Available() {
 		log.Warn("the rules enable tier 2 but this build has no ONNX runtime: escalations fall back to tier 1's verdict (reason tier2_unavailable); build with CGO_ENABLED=1 -tags ort (make build does)")
 	}
-	// Last out: the sinks' final flushes, then the shadow logs' files.
-	defer func() { stopSink(); bg.Wait(); shadowLogs.close() }()
-
-	if *withSims {
+	if o.sims {
 		stop, err := startSims(cfg, log)
 		if err != nil {
 			return err
 		}
 		defer stop()
 	}
-
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "triage_log_dropped_total", Help: "Log lines dropped because the log output could not keep up."},
-			func() float64 { return float64(sink.Dropped()) }))
-	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "triage_shadow_log_dropped_total", Help: "Shadow decision log lines dropped because the log file could not keep up."},
-		func() float64 { return float64(shadowLogs.dropped()) }))
-	gw, err := router.New(cfg, rt.set, router.Options{Logger: log, AccessLog: sink, Registry: reg, ShadowLog: shadowLogs.open})
+	gw, err := router.New(cfg, first.Rules, router.Options{Logger: log, AccessLog: lg.sink, Registry: lg.registry(), ShadowLog: lg.shadow.Open})
 	if err != nil {
 		return err
 	}
-
-	// The edge's certificate is read once here and re-read on every reload;
-	// server.tls's paths, like the other server settings, take a restart.
-	var edgeTLS *tlsconf.Server
-	if cfg.Server.TLS.Enabled() {
-		if edgeTLS, err = cfg.Server.TLS.Load(); err != nil {
-			return errors.New(tlsError(err))
-		}
-		logCertificate(log, "TLS certificate loaded", edgeTLS)
-	}
-	// tlsFiles are the TLS files a config depends on, watched with it.
-	tlsFiles := func(c *config.Config) []string {
-		var files []string
-		if edgeTLS != nil {
-			files = append(files, edgeTLS.Files()...)
-		}
-		for _, p := range c.Pools {
-			for _, f := range []string{p.TLS.CAFile, p.TLS.CertFile, p.TLS.KeyFile} {
-				if f != "" {
-					files = append(files, f)
-				}
-			}
-		}
-		return files
-	}
-
-	ln, err := net.Listen("tcp", cfg.Listen)
+	ln, err := l.openListener(cfg, log)
 	if err != nil {
 		return err
 	}
-	if edgeTLS != nil {
-		ln = tls.NewListener(ln, edgeTLS.Config())
+	stopDebug, err := serveDebug(cfg.Server.DebugListen, log)
+	if err != nil {
+		return err
 	}
-	if cfg.Server.DebugListen == "" {
-		// Heap profiles are served only on debug_listen; without it their
-		// sampling would keep ~1.5 MiB of bucket tables for nothing.
-		runtime.MemProfileRate = 0
-	}
-	if addr := cfg.Server.DebugListen; addr != "" {
-		dln, err := net.Listen("tcp", addr)
-		if err != nil {
-			return fmt.Errorf("server.debug_listen: %w", err)
-		}
-		dsrv := &http.Server{Handler: debugHandler(), ReadHeaderTimeout: 10 * time.Second}
-		go func() { _ = dsrv.Serve(dln) }()
-		defer dsrv.Close()
-		log.Info("pprof listening", "addr", dln.Addr().String())
-	}
+	defer stopDebug()
 	srv := gw.HTTPServer(slog.NewLogLogger(log.Handler(), slog.LevelWarn))
 
 	runCtx, stopRun := context.WithCancel(context.Background())
 	defer stopRun()
+	var bg sync.WaitGroup
+	defer bg.Wait()
 	bg.Go(func() { gw.Run(runCtx) })
 	bg.Go(func() { releaseWhenIdle(runCtx, gw.Served, 500*time.Millisecond) })
-
-	// The config, its rules and their heads reload as one unit: a change to
-	// any of them rebuilds all, and a problem in any rejects all.
-	var watchMu sync.Mutex
-	var stopWatch context.CancelFunc
-	var watched []string
-	var reload func(trigger string)
-	watch := func(files []string) {
-		watchMu.Lock()
-		defer watchMu.Unlock()
-		if slices.Equal(files, watched) {
-			return
-		}
-		if stopWatch != nil {
-			stopWatch()
-		}
-		wctx, cancel := context.WithCancel(runCtx)
-		stopWatch, watched = cancel, files
-		bg.Go(func() {
-			if err := config.Watch(wctx, log, files, 250*time.Millisecond, func() { reload("file") }); err != nil {
-				log.Error("config file watch failed; reload with SIGHUP", "error", err)
+	rl := &router.Reloader{Gateway: gw, Load: l.load, Log: log, Before: l.reloadTLS(log),
+		Applied: func(ld router.Loaded) {
+			_ = lg.level.UnmarshalText([]byte(ld.Config.Log.Level))
+			if ld.Config.Server.TLS != cfg.Server.TLS {
+				log.Warn("server.tls changed; it takes effect at restart")
 			}
-		})
+		}}
+	files := first.Files
+	if l.edgeTLS != nil { // known only now: watched from the start too
+		files = append(files, l.edgeTLS.Files()...)
 	}
-	var reloadMu sync.Mutex
-	reload = func(trigger string) {
-		reloadMu.Lock()
-		defer reloadMu.Unlock()
-		if edgeTLS != nil {
-			// Apart from the config: a certificate rotated in place takes
-			// effect even when the config is rejected, and a bad pair keeps
-			// the previous certificate whatever the config says.
-			if changed, err := edgeTLS.Reload(); err != nil {
-				log.Error("TLS certificate reload failed; the previous certificate stays in effect", "trigger", trigger, "error", tlsError(err))
-			} else if changed {
-				logCertificate(log, "TLS certificate reloaded", edgeTLS)
-			}
-		}
-		c, r, err := load()
-		if err == nil {
-			err = gw.Apply(c, r.set)
-		}
-		if err != nil {
-			gw.Metrics().Reload("invalid")
-			log.Error("config reload rejected; the previous config stays in effect", "trigger", trigger, "error", err.Error())
-			return
-		}
-		level.UnmarshalText([]byte(c.Log.Level))
-		gw.Metrics().Reload("success")
-		log.Info("config reloaded", "trigger", trigger, "version", gw.Version(), "rules_version", gw.RulesVersion())
-		if c.Server.TLS != cfg.Server.TLS {
-			log.Warn("server.tls changed; it takes effect at restart")
-		}
-		watch(append(append([]string{*cfgPath}, r.files...), tlsFiles(c)...))
-	}
-	watch(append(append([]string{*cfgPath}, rt.files...), tlsFiles(cfg)...))
-	bg.Go(func() {
-		for {
-			select {
-			case <-runCtx.Done():
-				return
-			case <-hup:
-				reload("SIGHUP")
-			}
-		}
-	})
+	bg.Go(func() { rl.Run(runCtx, hup, files) })
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	log.Info("triage listening", "addr", ln.Addr().String(), "tls", edgeTLS != nil, "config", *cfgPath, "pools", len(cfg.Pools), "rules_version", gw.RulesVersion(), "version", versionString())
-
+	log.Info("triage listening", "addr", ln.Addr().String(), "tls", l.edgeTLS != nil, "config", o.config, "pools", len(cfg.Pools), "rules_version", gw.RulesVersion(), "version", versionString())
 	select {
 	case err := <-errc:
 		return err
@@ -254,6 +175,106 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	stopRun()
 	log.Info("stopped")
 	return nil
+}
+
+// listen opens the gateway's listener, with TLS when server.tls is set.
+// The edge's certificate is re-read on every reload; server.tls's paths,
+// like the other server settings, take a restart.
+func (l *gatewayLoader) openListener(cfg *config.Config, log *slog.Logger) (net.Listener, error) {
+	if cfg.Server.TLS.Enabled() {
+		t, err := cfg.Server.TLS.Load()
+		if err != nil {
+			return nil, errors.New(tlsError(err))
+		}
+		l.edgeTLS = t
+		logCertificate(log, "TLS certificate loaded", t)
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, err
+	}
+	if l.edgeTLS != nil {
+		ln = tls.NewListener(ln, l.edgeTLS.Config())
+	}
+	return ln, nil
+}
+
+// reloadTLS re-reads the edge's certificate before each reload, apart from
+// the config: a certificate rotated in place takes effect even when the
+// config is rejected, and a bad pair keeps the certificate in effect.
+func (l *gatewayLoader) reloadTLS(log *slog.Logger) func(trigger string) {
+	return func(trigger string) {
+		if l.edgeTLS == nil {
+			return
+		}
+		if changed, err := l.edgeTLS.Reload(); err != nil {
+			log.Error("TLS certificate reload failed; the previous certificate stays in effect", "trigger", trigger, "error", tlsError(err))
+		} else if changed {
+			logCertificate(log, "TLS certificate reloaded", l.edgeTLS)
+		}
+	}
+}
+
+// serveDebug serves profiles on addr (loopback, which config validation
+// holds); off when addr is empty.
+func serveDebug(addr string, log *slog.Logger) (stop func(), err error) {
+	if addr == "" {
+		// Heap profiles are served only on debug_listen; without it their
+		// sampling would keep ~1.5 MiB of bucket tables for nothing.
+		runtime.MemProfileRate = 0
+		return func() {}, nil
+	}
+	dln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("server.debug_listen: %w", err)
+	}
+	dsrv := &http.Server{Handler: debugHandler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = dsrv.Serve(dln) }()
+	log.Info("pprof listening", "addr", dln.Addr().String())
+	return func() { _ = dsrv.Close() }, nil
+}
+
+// logging is the process's logs: JSON lines through a buffer flushed in
+// the background (the request path never waits on stderr), and the shadow
+// decision logs.
+type logging struct {
+	sink   *logsink.Writer
+	level  *slog.LevelVar
+	log    *slog.Logger
+	shadow *shadow.Logs
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func newLogging(stderr io.Writer, level string) *logging {
+	ctx, stop := context.WithCancel(context.Background())
+	lg := &logging{sink: logsink.New(stderr, 4<<20, 200*time.Millisecond), level: new(slog.LevelVar), stop: stop}
+	_ = lg.level.UnmarshalText([]byte(level))
+	lg.log = slog.New(slog.NewJSONHandler(lg.sink, &slog.HandlerOptions{Level: lg.level}))
+	slog.SetDefault(lg.log)
+	lg.shadow = shadow.NewLogs(ctx)
+	lg.shadow.Opened = func(path string) { lg.log.Info("shadow decisions logged", "file", path) }
+	lg.wg.Go(func() { lg.sink.Run(ctx) })
+	return lg
+}
+
+// close flushes the logs a last time and closes the shadow logs' files.
+func (lg *logging) close() {
+	lg.stop()
+	lg.wg.Wait()
+	_ = lg.shadow.Close()
+}
+
+// registry is the gateway's metrics registry: Go and process collectors,
+// and the counts of log lines dropped.
+func (lg *logging) registry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "triage_log_dropped_total", Help: "Log lines dropped because the log output could not keep up."},
+			func() float64 { return float64(lg.sink.Dropped()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "triage_shadow_log_dropped_total", Help: "Shadow decision log lines dropped because the log file could not keep up."},
+			func() float64 { return float64(lg.shadow.Dropped()) }))
+	return reg
 }
 
 // tlsError is an error of the edge's TLS files on one line, each problem
@@ -306,60 +327,5 @@ func releaseWhenIdle(ctx context.Context, served func() uint64, period time.Dura
 			debug.FreeOSMemory()
 			busy = false
 		}
-	}
-}
-
-// shadowLogs are the shadow decision logs, one buffered writer per file,
-// opened when a rules file first names it and kept across reloads.
-type shadowLogs struct {
-	ctx context.Context
-	bg  *sync.WaitGroup
-	log *slog.Logger
-
-	mu    sync.Mutex
-	sinks map[string]*logsink.Writer
-	files []*os.File
-}
-
-func (l *shadowLogs) open(path string) (io.Writer, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if w := l.sinks[path]; w != nil {
-		return w, nil
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, err
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	w := logsink.New(f, 4<<20, time.Second)
-	if l.sinks == nil {
-		l.sinks = map[string]*logsink.Writer{}
-	}
-	l.sinks[path], l.files = w, append(l.files, f)
-	l.bg.Go(func() { w.Run(l.ctx) })
-	l.log.Info("shadow decisions logged", "file", path)
-	return w, nil
-}
-
-func (l *shadowLogs) dropped() int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var n int64
-	for _, w := range l.sinks {
-		n += w.Dropped()
-	}
-	return n
-}
-
-// close closes the files, once the sinks' Run loops have ended (with a
-// final flush).
-func (l *shadowLogs) close() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, f := range l.files {
-		_ = f.Close()
 	}
 }

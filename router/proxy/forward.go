@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/triagegw/triage/router/openai"
+	"github.com/triagegw/triage/openai"
 	"github.com/triagegw/triage/router/pool"
 )
 
@@ -57,11 +57,10 @@ var errClientGone = errors.New("client connection closed")
 // Forward sends req to a replica of p and relays the answer to w. It writes
 // an OpenAI-shaped error itself when no replica answers; it never writes a
 // half response without reporting Aborted.
-func (t *Transport) Forward(ctx context.Context, w http.ResponseWriter, p *pool.Pool, req *Request) (res Result) {
+func (t *Transport) Forward(ctx context.Context, w http.ResponseWriter, p *pool.Pool, pol *Policy, req *Request) (res Result) {
 	res.start = req.Start
-	cfg := p.Config()
-	deadline := req.Start.Add(cfg.Timeouts.Total)
-	budgetEnd := req.Start.Add(cfg.Retry.Budget)
+	deadline := req.Start.Add(pol.Total)
+	budgetEnd := req.Start.Add(pol.Budget)
 	var triedArr [4]*pool.Backend
 	tried := triedArr[:0]
 
@@ -73,13 +72,13 @@ func (t *Transport) Forward(ctx context.Context, w http.ResponseWriter, p *pool.
 	for attempt := 1; ; attempt++ {
 		res.Attempts, res.Backend = attempt, b
 		tried = append(tried, b)
-		canRetry := attempt < cfg.Retry.Attempts && time.Now().Before(budgetEnd)
+		canRetry := attempt < pol.Attempts && time.Now().Before(budgetEnd)
 		var hurry time.Duration // the head's own limit, when a late one is tried elsewhere
 		if req.Stream && canRetry {
-			hurry = cfg.Retry.FirstByteTimeout
+			hurry = pol.Hurry
 		}
-		up, err := t.attempt(ctx, b, req, cfg, deadline, hurry)
-		canRetry = attempt < cfg.Retry.Attempts && time.Now().Before(budgetEnd)
+		up, err := t.attempt(ctx, b, req, pol, deadline, hurry)
+		canRetry = attempt < pol.Attempts && time.Now().Before(budgetEnd)
 		if err != nil {
 			b.Release()
 			res.Err = err
@@ -109,7 +108,7 @@ func (t *Transport) Forward(ctx context.Context, w http.ResponseWriter, p *pool.
 			}
 		}
 		res.Err = nil
-		res = t.relay(ctx, w, up, cfg, req, deadline, res)
+		res = t.relay(ctx, w, up, pol, req, deadline, res)
 		b.Release()
 		switch {
 		case res.ClientGone:
@@ -163,20 +162,20 @@ func notSent(err error) bool {
 // kept-alive connection the replica closed while idle (which the write
 // finds) is replaced by a fresh one, once, and that does not count as an
 // attempt.
-func (t *Transport) attempt(ctx context.Context, b *pool.Backend, req *Request, cfg *pool.Config, deadline time.Time, hurry time.Duration) (*upstream, error) {
+func (t *Transport) attempt(ctx context.Context, b *pool.Backend, req *Request, pol *Policy, deadline time.Time, hurry time.Duration) (*upstream, error) {
 	fresh := false
 	for {
 		var c *conn
 		var err error
 		if !fresh {
-			c, err = t.get(ctx, b, cfg.Timeouts.Connect)
+			c, err = t.get(ctx, b, pol.Connect)
 		} else {
-			c, err = t.dial(ctx, b, t.host(b), cfg.Timeouts.Connect)
+			c, err = t.dial(ctx, b, t.host(b), pol.Connect)
 		}
 		if err != nil {
 			return nil, err
 		}
-		up, err := t.roundTrip(ctx, c, b, req, cfg, deadline, hurry)
+		up, err := t.roundTrip(ctx, c, b, req, pol, deadline, hurry)
 		if err == nil {
 			return up, nil
 		}

@@ -138,10 +138,11 @@ func FuzzRelay(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		pol := PolicyOf(&cfg)
 		tr := &Transport{}
 		defer tr.CloseIdle()
 		rec := httptest.NewRecorder()
-		res := tr.Forward(context.Background(), rec, p, &Request{Method: "POST", Path: "/v1/chat/completions",
+		res := tr.Forward(context.Background(), rec, p, &pol, &Request{Method: "POST", Path: "/v1/chat/completions",
 			Header: http.Header{}, Body: []byte(`{"model":"m"}`), Start: time.Now()})
 		ok := res.Err == nil && !res.Aborted
 		c := tr.popIdle(tr.host(p.Backends()[0]))
@@ -267,9 +268,10 @@ func FuzzRelayStream(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		pol := PolicyOf(&cfg)
 		tr := &Transport{}
 		defer tr.CloseIdle()
-		res := tr.Forward(context.Background(), rec, p, &Request{Method: "POST", Path: "/v1/chat/completions",
+		res := tr.Forward(context.Background(), rec, p, &pol, &Request{Method: "POST", Path: "/v1/chat/completions",
 			Header: http.Header{}, Body: []byte(`{"model":"m","stream":true}`), Start: time.Now()})
 		select {
 		case msg := <-stalled:

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/triagegw/triage/router/openai"
+	"github.com/triagegw/triage/openai"
 	"github.com/triagegw/triage/router/pool"
 )
 
@@ -58,7 +58,8 @@ func gateway(t testing.TB, tr *Transport, p *pool.Pool) (string, chan Result) {
 				req.ModelSpan, req.ModelTok = x.ModelSpan, openai.Quote(p.Model())
 			}
 		}
-		res := tr.Forward(r.Context(), w, p, req)
+		pol := PolicyOf(p.Config())
+		res := tr.Forward(r.Context(), w, p, &pol, req)
 		results <- res
 		if res.Aborted {
 			panic(http.ErrAbortHandler)

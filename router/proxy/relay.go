@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/triagegw/triage/router/internal/wire"
-	"github.com/triagegw/triage/router/pool"
 )
 
 // relayer copies one upstream response to the client.
@@ -27,10 +26,10 @@ type relayer struct {
 
 // relay reads the response head, sends it and the body to the client, and
 // returns the connection to the idle stack when it can be reused.
-func (t *Transport) relay(ctx context.Context, w http.ResponseWriter, u *upstream, cfg *pool.Config, req *Request, deadline time.Time, res Result) Result {
+func (t *Transport) relay(ctx context.Context, w http.ResponseWriter, u *upstream, pol *Policy, req *Request, deadline time.Time, res Result) Result {
 	res.Status = u.status
 	fl, _ := w.(http.Flusher)
-	r := &relayer{w: w, fl: fl, u: u, idle: cfg.Timeouts.Idle, total: deadline}
+	r := &relayer{w: w, fl: fl, u: u, idle: pol.Idle, total: deadline}
 	fr, err := r.head()
 	if err != nil {
 		u.close()
@@ -62,7 +61,7 @@ func (t *Transport) relay(ctx context.Context, w http.ResponseWriter, u *upstrea
 	reusable := err == nil && fr.reusable && u.stop()
 	switch {
 	case reusable:
-		t.put(u.c, cfg.MaxIdleConns)
+		t.put(u.c, pol.MaxIdle)
 	default:
 		u.close()
 	}

@@ -66,9 +66,9 @@ func (e *lateHeadError) Temporary() bool { return true }
 
 // roundTrip writes req on c and reads the status line, skipping 100
 // Continue. With hurry > 0, a head that takes longer is a lateHeadError.
-func (t *Transport) roundTrip(ctx context.Context, c *conn, b *pool.Backend, req *Request, cfg *pool.Config, deadline time.Time, hurry time.Duration) (*upstream, error) {
+func (t *Transport) roundTrip(ctx context.Context, c *conn, b *pool.Backend, req *Request, pol *Policy, deadline time.Time, hurry time.Duration) (*upstream, error) {
 	nc := c.nc
-	fb := cfg.Timeouts.FirstByte
+	fb := pol.FirstByte
 	late := hurry > 0 && hurry < fb
 	if late {
 		fb = hurry

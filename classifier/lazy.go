@@ -1,0 +1,162 @@
+package classifier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Lazy is a tier loaded on first need. The load starts in the background
+// the first time it is needed (Start, or a classification), and a
+// classification waits for it only within its budget: the first requests
+// after a start go on without it while a model loads, instead of holding
+// for the second or so a session takes.
+//
+// A Lazy is safe for concurrent use. The load runs once, on a goroutine of
+// its own that ends when the load does; a classification that outlives its
+// budget runs on to its end on its own goroutine (a model run cannot be
+// interrupted) and its answer is dropped.
+type Lazy struct {
+	load    func() (Classifier, error)
+	once    sync.Once
+	started atomic.Bool
+	ready   chan struct{} // closed when the load has finished
+	c       Classifier
+	err     error
+}
+
+// LoadError is a tier that could not be loaded: the classification did not
+// run, and will not until a new Lazy tries again.
+type LoadError struct{ Err error }
+
+func (e *LoadError) Error() string { return "load: " + e.Err.Error() }
+func (e *LoadError) Unwrap() error { return e.Err }
+
+// NewLazy returns a tier that load makes on first need. A nil load gives a
+// tier that is never available (ErrUnavailable).
+func NewLazy(load func() (Classifier, error)) *Lazy {
+	if load == nil {
+		load = func() (Classifier, error) {
+			return nil, fmt.Errorf("no encoder for this tier: %w", ErrUnavailable)
+		}
+	}
+	return &Lazy{load: load, ready: make(chan struct{})}
+}
+
+// Start begins the load in the background, once.
+func (l *Lazy) Start() {
+	l.once.Do(func() {
+		l.started.Store(true)
+		go func() {
+			defer close(l.ready)
+			l.c, l.err = l.load()
+			if l.err == nil && l.c == nil {
+				l.err = errors.New("the loader returned no classifier")
+			}
+		}()
+	})
+}
+
+// Wait starts the load if it has not started, waits for it, and returns
+// its error.
+func (l *Lazy) Wait() error {
+	l.Start()
+	<-l.ready
+	return l.loadErr()
+}
+
+func (l *Lazy) loadErr() error {
+	if l.err != nil {
+		return &LoadError{l.err}
+	}
+	return nil
+}
+
+// Get starts the load if it has not started, waits for it, and returns
+// the loaded tier.
+func (l *Lazy) Get() (Classifier, error) {
+	if err := l.Wait(); err != nil {
+		return nil, err
+	}
+	return l.c, nil
+}
+
+// Loaded reports whether the tier has loaded successfully.
+func (l *Lazy) Loaded() bool {
+	select {
+	case <-l.ready:
+		return l.err == nil
+	default:
+		return false
+	}
+}
+
+// State says where the load stands: "not loaded" (not needed yet),
+// "loading", "loaded" or "failed".
+func (l *Lazy) State() string {
+	select {
+	case <-l.ready:
+		if l.err != nil {
+			return "failed"
+		}
+		return "loaded"
+	default:
+	}
+	if l.started.Load() {
+		return "loading"
+	}
+	return "not loaded"
+}
+
+// ClassifyWithin classifies text into r, starting the load if needed, and
+// gives up after budget (zero: no budget, for offline work whose results
+// must not depend on timing). The budget covers the load and the
+// classification. Past it, the error is context.DeadlineExceeded and the
+// classification, which cannot be interrupted, runs on with its own copy
+// of text; its answer is dropped and r is left as it was. A failed load
+// gives a *LoadError.
+func (l *Lazy) ClassifyWithin(ctx context.Context, budget time.Duration, text string, r *Result) error {
+	if budget > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, budget)
+		defer cancel()
+	}
+	l.Start()
+	select {
+	case <-l.ready:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if err := l.loadErr(); err != nil {
+		return err
+	}
+	if budget <= 0 {
+		return l.c.Classify(ctx, text, r)
+	}
+	type answer struct {
+		r   Result
+		err error
+	}
+	done := make(chan answer, 1)
+	c, own := l.c, strings.Clone(text) // text is valid only during this call
+	go func() {
+		var a answer
+		a.err = c.Classify(ctx, own, &a.r)
+		done <- a
+	}()
+	select {
+	case a := <-done:
+		if a.err != nil {
+			return a.err
+		}
+		r.Class, r.Score, r.Tier, r.Tokens = a.r.Class, a.r.Score, a.r.Tier, a.r.Tokens
+		r.Top = append(r.Top[:0], a.r.Top...)
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
