@@ -25,6 +25,7 @@ vet:
 	$(GO) vet ./...
 	$(GO) vet -tags ort ./...
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 
 test: setup vet
 	@bash scripts/install-chromium.sh   # the HTML report's render test runs in headless Chromium
