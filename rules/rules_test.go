@@ -176,6 +176,7 @@ func TestDecideCascade(t *testing.T) {
 		{Contains: "deposit", Class: "law", Score: 0.9},
 		{Contains: "lease", Class: "law", Score: 0.7}, // below law's 0.8
 		{Contains: "rash", Class: "health", Score: 0.95},
+		{Contains: "itch", Class: "health", Score: 0.95},
 		{Contains: "rebase", Class: "code", Score: 0.85},
 		{Contains: "soup", Class: "other", Score: 0.99},
 		{Contains: "tie", Class: "code", Score: 0.6}, // exactly the default floor
@@ -207,7 +208,9 @@ func TestDecideCascade(t *testing.T) {
 		{"no route for the class", "auto", "tomato soup", nil, Decision{Pool: "general", Class: "other", Score: 0.99, Tier: 1, Reason: ReasonDefault}},
 		{"below floor, tier 2 confident", "auto", "my lease", nil, Decision{Pool: "legal", Fallback: "general", Route: "legal", Class: "law", Score: 0.75, Tier: 2, Reason: ReasonBelowFloor}},
 		{"requires tier 2, confident", "auto", "a rash", nil, Decision{Pool: "medical", Route: "medical", Class: "health", Score: 0.8, Tier: 2, Reason: ReasonClassRequiresTier2}},
-		{"requires tier 2, below the route minimum", "auto", "a rash that itch", nil, Decision{Pool: "medical", Route: "medical", Class: "health", Score: 0.8, Tier: 2, Reason: ReasonClassRequiresTier2}},
+		// Tier 2 clears health's floor (0.5) but not the route's min_score
+		// (0.7): the default pool, with tier 2's verdict.
+		{"requires tier 2, tier 2 below the route minimum", "auto", "an itch", nil, Decision{Pool: "general", Class: "health", Score: 0.6, Tier: 2, Reason: ReasonClassRequiresTier2}},
 		{"tier 2 timeout", "auto", "lease slow", nil, Decision{Pool: "general", Class: "law", Score: 0.7, Tier: 1, Reason: ReasonTier2Timeout}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
