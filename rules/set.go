@@ -77,7 +77,14 @@ type Env struct {
 	Tier2 func() (classifier.Classifier, error)
 	// Shadow is the file's shadow.rules, compiled (nil without one).
 	Shadow *Set
+	// Tier2Budget, when set, replaces the file's tier2.budget: offline
+	// evaluation passes Offline (no budget), so that two runs over the same
+	// data decide the same, whatever the machine is doing.
+	Tier2Budget *time.Duration
 }
+
+// Offline is the Tier2Budget of offline work: no budget at all.
+var Offline = new(time.Duration)
 
 // Set is a compiled rules file: immutable, safe for concurrent use.
 type Set struct {
@@ -132,6 +139,9 @@ func Compile(f *File, env Env) (*Set, error) {
 	}
 	s := &Set{file: f, aliases: f.Aliases, classes: h.Classes, index: classifier.ClassIndex(h.Classes),
 		def: f.Default, tier1: env.Tier1, tier2: classifier.NewLazy(env.Tier2), tier2Budget: f.Tier2.Budget}
+	if env.Tier2Budget != nil {
+		s.tier2Budget = *env.Tier2Budget
+	}
 	if env.Tier1 == nil || h.Tier1 == nil {
 		bad(Pos{}, "heads %s: no tier-1 head; tier 1 is what every decision starts with", h.Dir)
 	}

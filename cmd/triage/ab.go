@@ -19,6 +19,7 @@ import (
 	"github.com/triagegw/triage/evaluation"
 	"github.com/triagegw/triage/internal/atomicfile"
 	"github.com/triagegw/triage/router/config"
+	"github.com/triagegw/triage/rules"
 )
 
 // abSide is one side of a comparison, resolved from its spec.
@@ -161,7 +162,7 @@ func compareSpecs(ctx context.Context, f *abFlags, stderr io.Writer) (ab *evalua
 	for i, r := range set.Rows {
 		items[i] = evaluation.Item{Text: r.Text, Label: r.Label, Cols: r.Cols}
 	}
-	cache := &tierCache{}
+	cache := &tierCache{budget: rules.Offline} // offline: no tier-2 budget, deterministic
 	var sides [2]*abSide
 	var outs [2][]evaluation.Outcome
 	var reps [2]*evaluation.Report

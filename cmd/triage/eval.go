@@ -20,6 +20,7 @@ import (
 	"github.com/triagegw/triage/evaluation"
 	"github.com/triagegw/triage/internal/atomicfile"
 	"github.com/triagegw/triage/router/config"
+	"github.com/triagegw/triage/rules"
 )
 
 // errGate is a gating failure: the figures are printed, the exit status is 1.
@@ -195,7 +196,7 @@ func evalRules(ctx context.Context, f *evalFlags, items []evaluation.Item, opts 
 		return nil, err
 	}
 	cfg.Rules, cfg.Path = f.rules, ""
-	rt, err := loadRouting(cfg, &tierCache{})
+	rt, err := loadRouting(cfg, &tierCache{budget: rules.Offline})
 	if err != nil {
 		return nil, err
 	}

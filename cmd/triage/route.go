@@ -51,7 +51,7 @@ func runRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	rt, err := loadRouting(cfg, &tierCache{})
+	rt, err := loadRouting(cfg, &tierCache{budget: rules.Offline})
 	if err != nil {
 		return err
 	}
@@ -116,7 +116,7 @@ func checkRules(cfgPath, file string, stdout io.Writer) (*rules.Set, error) {
 	if cfg.Rules == "" {
 		return nil, fmt.Errorf("no rules file: give one, or name it in %s (rules:)", cfgPath)
 	}
-	rt, err := loadRouting(cfg, &tierCache{})
+	rt, err := loadRouting(cfg, &tierCache{budget: rules.Offline})
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/triagegw/triage/classifier"
 	"github.com/triagegw/triage/classifier/onnx"
@@ -27,6 +28,10 @@ type tierCache struct {
 	mu     sync.Mutex
 	models map[string]*static.Model
 	used   map[string]bool
+	// budget, when set, replaces the rules' tier2.budget in every set
+	// compiled through this cache: rules.Offline for offline commands,
+	// whose results must not depend on how busy the machine is.
+	budget *time.Duration
 	// encoders are the tier-2 sessions by encoder (model directory, its
 	// sha256, tokenizer, token cap), each loaded once on first need: a
 	// reload that changes floors, rules or even the tier-2 head keeps it.
@@ -202,7 +207,7 @@ func compileRules(f *rules.File, cfg *config.Config, cache *tierCache, rt *routi
 	if err != nil {
 		return nil, fmt.Errorf("%s: tier 1: %w", f.Path, err)
 	}
-	env := rules.Env{Pools: cfg.PoolNames(), Heads: h, Tier1: m}
+	env := rules.Env{Pools: cfg.PoolNames(), Heads: h, Tier1: m, Tier2Budget: cache.budget}
 	var tier2Loaded bool
 	if env.Tier2, tier2Loaded, err = cache.tier2For(h, cfg.ModelsPath()); err != nil {
 		return nil, fmt.Errorf("%s: tier 2: %w", f.Path, err)
