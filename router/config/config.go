@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -49,6 +50,9 @@ type Config struct {
 
 	// Path is the file the config was loaded from (not a config key).
 	Path string `koanf:"-"`
+	// rulesGiven: Rules was named on the command line (UseRules), so it is
+	// relative to the working directory.
+	rulesGiven bool
 }
 
 // Limits bound what a client may send.
@@ -244,8 +248,15 @@ func (c *Config) Validate() error {
 	if c.Limits.MaxHeaders < 1 {
 		bad("limits.max_headers", "must be positive")
 	}
-	if a := c.Server.DebugListen; a != "" && !c.Server.DebugAllowRemote && !loopback(a) {
-		bad("server.debug_listen", "%q is not a loopback address: profiles expose the process's memory, prompts included; use 127.0.0.1:PORT, or set server.debug_allow_remote: true to serve them on %q anyway", a, a)
+	if err := checkAddr(c.Listen); err != nil {
+		bad("listen", "%v", err)
+	}
+	if a := c.Server.DebugListen; a != "" {
+		if err := checkAddr(a); err != nil {
+			bad("server.debug_listen", "%v", err)
+		} else if !c.Server.DebugAllowRemote && !loopback(a) {
+			bad("server.debug_listen", "%q is not a loopback address: profiles expose the process's memory, prompts included; use 127.0.0.1:PORT, or set server.debug_allow_remote: true to serve them on %q anyway", a, a)
+		}
 	}
 	for path, d := range map[string]time.Duration{
 		"server.read_timeout": c.Server.ReadTimeout, "server.send_timeout": c.Server.SendTimeout,
@@ -272,6 +283,40 @@ func (c *Config) Validate() error {
 	return &Error{Path: c.Path, Problems: errs}
 }
 
+// checkAddr checks an address to listen on: host:port, the host an IP
+// address, a host name or empty (every interface), the port a number.
+func checkAddr(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not an address to listen on: want host:port, such as 127.0.0.1:8080 (this machine only) or 0.0.0.0:8080 (every interface)", addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("%q: the port %q is not a number from 0 to 65535", addr, port)
+	}
+	if host != "" && net.ParseIP(host) == nil && !hostName(host) {
+		return fmt.Errorf("%q: the host %q is neither an IP address nor a host name", addr, host)
+	}
+	return nil
+}
+
+// hostName reports whether s is a syntactically valid DNS host name.
+func hostName(s string) bool {
+	if len(s) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(strings.TrimSuffix(s, "."), ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // loopback reports whether addr (host:port) listens on loopback only.
 func loopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
@@ -286,12 +331,21 @@ func loopback(addr string) bool {
 }
 
 // RulesPath is the rules file's path, resolved against the config file's
-// directory; empty when there is none.
+// directory (or, after UseRules, the working directory); empty when there
+// is none.
 func (c *Config) RulesPath() string {
-	if c.Rules == "" || filepath.IsAbs(c.Rules) {
+	if c.Rules == "" || filepath.IsAbs(c.Rules) || c.rulesGiven {
 		return c.Rules
 	}
 	return filepath.Join(filepath.Dir(c.Path), c.Rules)
+}
+
+// UseRules replaces the config's rules with path, a file named on the
+// command line: relative to the working directory, not to the config.
+// Everything else the config names (models_dir, TLS files) stays relative
+// to the config file.
+func (c *Config) UseRules(path string) {
+	c.Rules, c.rulesGiven = path, path != ""
 }
 
 // resolveFiles makes the TLS file paths relative to the config file's
@@ -317,16 +371,42 @@ func (c *Config) resolveFiles() {
 // ModelsPath is the models directory: models_dir resolved against the
 // config file's directory, else $TRIAGE_MODELS, else var/models.
 func (c *Config) ModelsPath() string {
+	p, _ := c.models()
+	return p
+}
+
+// ModelsOrigin says where ModelsPath comes from, for a message about a
+// file missing from it: "models_dir: ../../var/models in
+// examples/subjects/triage.yaml, relative to that file", "$TRIAGE_MODELS
+// (...)", "the default, under the working directory (...)".
+func (c *Config) ModelsOrigin() string {
+	_, why := c.models()
+	return why
+}
+
+func (c *Config) models() (path, why string) {
+	name := c.Path
+	if name == "" {
+		name = "the config"
+	}
 	switch {
 	case c.ModelsDir != "" && filepath.IsAbs(c.ModelsDir):
-		return c.ModelsDir
+		return c.ModelsDir, fmt.Sprintf("models_dir: %s in %s", c.ModelsDir, name)
 	case c.ModelsDir != "":
-		return filepath.Join(filepath.Dir(c.Path), c.ModelsDir)
-	case os.Getenv("TRIAGE_MODELS") != "":
-		return os.Getenv("TRIAGE_MODELS")
+		return filepath.Join(filepath.Dir(c.Path), c.ModelsDir), fmt.Sprintf("models_dir: %s in %s, relative to that file", c.ModelsDir, name)
+	case os.Getenv(ModelsEnv) != "":
+		return os.Getenv(ModelsEnv), fmt.Sprintf("$%s (%s sets no models_dir)", ModelsEnv, name)
 	}
-	return filepath.Join("var", "models")
+	return DefaultModelsDir, fmt.Sprintf("the default, under the working directory (%s sets no models_dir, and %s is not set)", name, ModelsEnv)
 }
+
+// ModelsEnv names the models directory when a config does not, and
+// DefaultModelsDir is the one used when neither does: where setup puts
+// model files, relative to the working directory.
+const (
+	ModelsEnv        = "TRIAGE_MODELS"
+	DefaultModelsDir = "var/models"
+)
 
 // PoolNames lists the pools by name.
 func (c *Config) PoolNames() map[string]bool {
@@ -359,9 +439,85 @@ func (e *Error) Unwrap() []error { return e.Problems }
 // EnvPrefix starts every environment override. TRIAGE_LISTEN sets listen;
 // a double underscore descends a level: TRIAGE_LIMITS__MAX_BODY_BYTES sets
 // limits.max_body_bytes. Only scalar keys outside lists can be overridden;
-// variables that name no such key are ignored (they may belong to other
-// tools, such as TRIAGE_SHARED for the tests).
+// variables that name no such key are ignored, and EnvWarnings lists the
+// ones that are not the project's other variables (OtherEnv).
 const EnvPrefix = "TRIAGE_"
+
+// OtherEnv are the variables with EnvPrefix that triage, its scripts and
+// its tests use for other things than config keys; an entry ending in "_"
+// stands for every variable it starts.
+var OtherEnv = []string{
+	ModelsEnv,           // the models directory (setup, the commands, the tests)
+	"TRIAGE_SHARED",     // the shared datasets (setup, the tests)
+	"TRIAGE_ORT_LIB",    // the ONNX Runtime library
+	"TRIAGE_HUB_CACHE",  // models pull, datasets fetch
+	"TRIAGE_REQUIRE_",   // the tests: fail instead of skipping
+	"TRIAGE_BENCH_BERT", // benchmarks
+	"TRIAGE_QUANT_DEV",
+	"TRIAGE_STUDY_",
+	"TRIAGE_TEST_",
+}
+
+// EnvWarnings lists, one message each, the variables of environ (as
+// os.Environ gives them) that start with EnvPrefix but set no config key
+// and are neither one of OtherEnv nor a replica's api_key_env: they are
+// ignored, and a typo such as TRIAGE_LISTN would otherwise go unnoticed.
+func (c *Config) EnvWarnings(environ []string) []string {
+	keys := scalarKeys(reflect.TypeOf(Config{}), "")
+	names := make([]string, 0, len(keys)+len(OtherEnv))
+	for k := range keys {
+		names = append(names, envName(k))
+	}
+	used := map[string]bool{}
+	for _, p := range c.Pools {
+		for _, r := range p.Replicas {
+			used[r.APIKeyEnv] = true
+		}
+	}
+	for _, o := range OtherEnv {
+		if !strings.HasSuffix(o, "_") {
+			names = append(names, o)
+		}
+	}
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, EnvPrefix) || used[name] || keys[envKey(name)] || otherEnv(name) {
+			continue
+		}
+		msg := fmt.Sprintf("%s is set but sets no config key, so it is ignored", name)
+		if s := suggest.Closest(name, names); s != "" {
+			msg += fmt.Sprintf(" (did you mean %s?)", s)
+		} else if top, _, _ := strings.Cut(envKey(name), "."); top == "pools" {
+			msg += " (keys inside pools, a list, can only be set in the file)"
+		} else {
+			msg += " (an override is TRIAGE_ and the key in capitals, __ between levels: TRIAGE_LISTEN, TRIAGE_LOG__LEVEL)"
+		}
+		out = append(out, msg)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func otherEnv(name string) bool {
+	for _, o := range OtherEnv {
+		if name == o || strings.HasSuffix(o, "_") && strings.HasPrefix(name, o) {
+			return true
+		}
+	}
+	return false
+}
+
+// envKey is the config key a variable names: TRIAGE_LOG__LEVEL is
+// log.level.
+func envKey(name string) string {
+	return strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(name, EnvPrefix), "__", "."))
+}
+
+// envName is the variable that sets key: log.level is TRIAGE_LOG__LEVEL.
+func envName(key string) string {
+	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(key, ".", "__"))
+}
 
 // Load reads path, applies environment overrides, fills defaults and
 // validates. The error, when not nil, lists every problem found.
@@ -377,7 +533,7 @@ func Load(path string) (*Config, error) {
 	err := k.Load(env.Provider(".", env.Opt{
 		Prefix: EnvPrefix,
 		TransformFunc: func(key, v string) (string, any) {
-			key = strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(key, EnvPrefix), "__", "."))
+			key = envKey(key)
 			if !known[key] {
 				return "", nil // not ours: ignored
 			}
@@ -394,7 +550,8 @@ func Load(path string) (*Config, error) {
 		WeaklyTypedInput: true,
 		Result:           &c,
 		DecodeHook: mapstructure.ComposeDecodeHookFunc(
-			mapstructure.StringToTimeDurationHookFunc(),
+			durationHook,
+			wholeNumberHook,
 			mapstructure.TextUnmarshallerHookFunc(),
 		),
 	}
@@ -438,6 +595,78 @@ func coveredBy(problem string, decoding []error) bool {
 	return false
 }
 
+var (
+	durationType = reflect.TypeOf(time.Duration(0))
+	byteSizeType = reflect.TypeOf(ByteSize(0))
+)
+
+// durationHook decodes a duration written with its unit ("500ms", "2s",
+// "5m"). A bare number other than 0 is refused: YAML reads "connect: 5" as
+// the integer 5, which would otherwise be 5 nanoseconds.
+func durationHook(_, to reflect.Type, data any) (any, error) {
+	if to != durationType {
+		return data, nil
+	}
+	if s, ok := data.(string); ok {
+		s = strings.TrimSpace(s)
+		if d, err := time.ParseDuration(s); err == nil {
+			return d, nil
+		}
+		if f, err := strconv.ParseFloat(s, 64); err == nil {
+			if f == 0 {
+				return time.Duration(0), nil
+			}
+			return nil, bareDuration(s)
+		}
+		return nil, fmt.Errorf("invalid duration %q: use a number with a unit, such as 500ms, 2s or 5m", s)
+	}
+	v := reflect.ValueOf(data)
+	switch v.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		if v.IsZero() {
+			return time.Duration(0), nil
+		}
+		return nil, bareDuration(fmt.Sprint(data))
+	}
+	return data, nil
+}
+
+func bareDuration(n string) error {
+	return fmt.Errorf("%s has no unit: write %ss for %s seconds (or %sms, %sm)", n, n, n, n, n)
+}
+
+// wholeNumberHook refuses a number with a fraction where a whole one is
+// wanted: decoding would truncate "attempts: 2.9" to 2 without a word.
+func wholeNumberHook(_, to reflect.Type, data any) (any, error) {
+	switch to.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+	default:
+		return data, nil
+	}
+	var f float64
+	switch x := data.(type) {
+	case float64:
+		f = x
+	case float32:
+		f = float64(x)
+	default:
+		return data, nil
+	}
+	what := "a whole number"
+	if to == byteSizeType {
+		what = "a whole number of bytes, or a size with a unit such as 8MiB"
+	}
+	switch {
+	case math.IsNaN(f) || math.IsInf(f, 0) || f != math.Trunc(f):
+		return nil, fmt.Errorf("%v is not %s", f, what)
+	case f >= 1<<63 || f < -(1<<63):
+		return nil, fmt.Errorf("%v is too large", f)
+	}
+	return data, nil
+}
+
 // decodeProblems splits mapstructure's combined error into one problem per
 // field.
 func decodeProblems(err error) []error {
@@ -453,7 +682,6 @@ func decodeProblems(err error) []error {
 				line = line[1:i+1] + ": " + line[i+3:]
 			}
 		}
-		line = strings.Replace(line, "time: invalid duration", "invalid duration (use a number with a unit, such as 500ms, 2s or 5m)", 1)
 		out = append(out, errors.New(line))
 	}
 	if len(out) == 0 {
