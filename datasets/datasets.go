@@ -2,9 +2,11 @@ package datasets
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -29,7 +31,14 @@ type Set struct {
 	Path   string
 	SHA256 string
 	Rows   []Row
+	// Columns are the columns the file has: a CSV file's header, every key
+	// of a JSONL file's rows (sorted). Read fills it.
+	Columns []string
 }
+
+// ErrEmpty is the error of a reader given a file with no rows: every use of
+// a dataset (training, evaluation, calibration, a dry run) needs some.
+var ErrEmpty = errors.New("no rows: the dataset is empty")
 
 // ReadJSONL reads a JSONL file of rows. Every row needs a non-empty text;
 // labels may be empty for unlabelled data. Errors name the line.
@@ -45,7 +54,7 @@ func ReadJSONL(path string) (*Set, error) {
 	s := &Set{Path: path}
 	for line := 1; sc.Scan(); line++ {
 		b := sc.Bytes()
-		if len(b) == 0 {
+		if len(bytes.TrimSpace(b)) == 0 {
 			continue
 		}
 		var r Row
@@ -59,6 +68,9 @@ func ReadJSONL(path string) (*Set, error) {
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if len(s.Rows) == 0 {
+		return nil, fmt.Errorf("%s: %w", path, ErrEmpty)
 	}
 	s.SHA256 = hex.EncodeToString(h.Sum(nil))
 	return s, nil

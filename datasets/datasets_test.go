@@ -1,8 +1,10 @@
 package datasets
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -66,5 +68,46 @@ func TestLabelMapSplitLeakage(t *testing.T) {
 	l := Leakage(train, eval)
 	if len(l) != 2 || !l[0].Exact || l[1].Exact || l[1].Text != "what   is LAW!" {
 		t.Fatalf("Leakage = %+v", l)
+	}
+}
+
+func TestEmptyDatasetsAreRefused(t *testing.T) {
+	for name, body := range map[string]string{
+		"empty.jsonl": "", "blank.jsonl": "\n\n  \n", "header-only.csv": "text,label\n",
+	} {
+		p := write(t, name, body)
+		_, err := Read(p, Columns{})
+		if !errors.Is(err, ErrEmpty) || !strings.Contains(err.Error(), p+": no rows: the dataset is empty") {
+			t.Errorf("Read(%s) = %v, want ErrEmpty naming the file", name, err)
+		}
+		if strings.HasSuffix(name, ".jsonl") {
+			if _, err := ReadJSONL(p); !errors.Is(err, ErrEmpty) {
+				t.Errorf("ReadJSONL(%s) = %v, want ErrEmpty", name, err)
+			}
+		}
+	}
+	if _, err := Read(write(t, "empty.csv", ""), Columns{}); err == nil || !strings.Contains(err.Error(), "header") {
+		t.Errorf("a CSV without a header: %v", err)
+	}
+}
+
+func TestColumns(t *testing.T) {
+	s, err := Read(write(t, "a.csv", "question,topic\nwhat?,law\n"), Columns{Text: "question"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(s.Columns, ",") != "question,topic" {
+		t.Fatalf("csv Columns = %v", s.Columns)
+	}
+	s, err = Read(write(t, "a.jsonl", `{"text":"a","topic":"law"}`+"\n"+`{"text":"b","source":"x"}`+"\n"), Columns{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(s.Columns, ",") != "source,text,topic" {
+		t.Fatalf("jsonl Columns = %v", s.Columns)
+	}
+	_, err = Read(write(t, "b.csv", "q,label\nx,y\n"), Columns{})
+	if err == nil || !strings.Contains(err.Error(), `no "text" column to take the text from (its columns: q, label)`) {
+		t.Fatalf("csv without the text column: %v", err)
 	}
 }

@@ -59,6 +59,7 @@ func readJSONL(path string, cols Columns) (*Set, error) {
 	}
 	sum := sha256.Sum256(b)
 	set := &Set{Path: path, SHA256: hex.EncodeToString(sum[:])}
+	seen := map[string]bool{}
 	for i, line := range strings.Split(string(b), "\n") {
 		if strings.TrimSpace(line) == "" {
 			continue
@@ -67,12 +68,23 @@ func readJSONL(path string, cols Columns) (*Set, error) {
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", path, i+1, err)
 		}
-		r, err := rowFrom(func(k string) string { return str(m[k]) }, cols, keysOf(m))
+		keys := keysOf(m)
+		for _, k := range keys {
+			if !seen[k] {
+				seen[k] = true
+				set.Columns = append(set.Columns, k)
+			}
+		}
+		r, err := rowFrom(func(k string) string { return str(m[k]) }, cols, keys)
 		if err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", path, i+1, err)
 		}
 		set.Rows = append(set.Rows, r)
 	}
+	if len(set.Rows) == 0 {
+		return nil, fmt.Errorf("%s: %w", path, ErrEmpty)
+	}
+	sort.Strings(set.Columns)
 	return set, nil
 }
 
@@ -128,9 +140,12 @@ func readCSV(path string, cols Columns) (*Set, error) {
 		pos[strings.TrimSpace(k)] = i
 	}
 	if _, ok := pos[cols.Text]; !ok {
-		return nil, fmt.Errorf("%s: no %q column (columns: %v)", path, cols.Text, header)
+		return nil, fmt.Errorf("%s: no %q column to take the text from (its columns: %s)", path, cols.Text, strings.Join(header, ", "))
 	}
 	set := &Set{Path: path}
+	for _, k := range header {
+		set.Columns = append(set.Columns, strings.TrimSpace(k))
+	}
 	for line := 2; ; line++ {
 		rec, err := cr.Read()
 		if errors.Is(err, io.EOF) {
@@ -150,6 +165,9 @@ func readCSV(path string, cols Columns) (*Set, error) {
 			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
 		}
 		set.Rows = append(set.Rows, r)
+	}
+	if len(set.Rows) == 0 {
+		return nil, fmt.Errorf("%s: %w", path, ErrEmpty)
 	}
 	set.SHA256 = hex.EncodeToString(h.Sum(nil))
 	return set, nil
