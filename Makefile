@@ -1,5 +1,6 @@
 # triage — the two commands of the README, and the pieces they are made of.
 #   make run    set up, build, start the gateway on its default configuration
+#               (CONFIG=FILE for another; PORT=8081 to serve on 127.0.0.1:8081)
 #   make test   set up and run every test
 GO      ?= go
 BIN     := bin/triage
@@ -19,7 +20,7 @@ build: setup
 	$(GO) build -trimpath -tags '$(TAGS)' -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/triage
 
 run: build
-	@bash scripts/run.sh
+	@PORT="$(PORT)" CONFIG="$(or $(CONFIG),triage.yaml)" bash scripts/run.sh
 
 vet:
 	$(GO) vet ./...

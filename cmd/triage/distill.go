@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/triagegw/triage/classifier/onnx"
+	"github.com/triagegw/triage/internal/progress"
 	"github.com/triagegw/triage/models"
 	"github.com/triagegw/triage/models/distill"
 	"github.com/triagegw/triage/models/sif"
@@ -115,15 +116,11 @@ func runDistill(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	defer m.Close()
 	tm := m.Encoder().Manifest()
 	logf("teacher %s (%d dims), student vocabulary %s (%d tokens, %d extra words)", tm.Name, m.Dims(), f.tokenizer, len(tokens), len(opts.ExtraWords))
-	last := time.Now()
-	opts.Progress = func(done, total int) {
-		if done == total || time.Since(last) >= 5*time.Second {
-			last = time.Now()
-			logf("%d/%d surface forms embedded (%s)", done, total, time.Since(start).Round(time.Second))
-		}
-	}
+	report, finish := progress.Func(stderr, progress.Options{Unit: "surface forms"}, "distill: embedding the vocabulary with "+tm.Name)
+	opts.Progress = report
 	embed := func(ctx context.Context, text string) ([]float32, error) { return m.Features(ctx, text, nil) }
 	t, err := distill.Table(ctx, tokens, embed, opts)
+	finish()
 	if err != nil {
 		return err
 	}

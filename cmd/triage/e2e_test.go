@@ -953,6 +953,22 @@ func TestServeCheck(t *testing.T) {
 			stderr:   []string{"pools[0].model"},
 		},
 		{
+			// Values that decode but mean something else than written.
+			name: "an address, a duration without a unit, a fraction",
+			config: "listen: garbage\npools:\n  - name: a\n    model: m-a\n    replicas:\n      - url: http://127.0.0.1:9\n" +
+				"    timeouts: {connect: 5}\n    retry: {attempts: 2.9}\n",
+			wantCode: 1,
+			stderr: []string{`listen: "garbage" is not an address to listen on: want host:port`, "pools[0].timeouts.connect: 5 has no unit: write 5s",
+				"pools[0].retry.attempts: 2.9 is not a whole number"},
+		},
+		{
+			// A syntax error is reported where it is, with the line quoted.
+			name:     "an entry not indented",
+			config:   "# pools\npools:\n  - name: a\n    model: m-a\n    replicas: [{url: 'http://127.0.0.1:9'}]\n- name: b\n    model: m-b\n",
+			wantCode: 1,
+			stderr:   []string{"line 6, column 1: did not find expected key", "6 | - name: b"},
+		},
+		{
 			// Every problem is reported at once, not just the first kind.
 			name:     "unknown field and missing model",
 			config:   "pools:\n  - name: a\n    replicas:\n      - url: http://127.0.0.1:9\n        wieght: 2\n",

@@ -7,11 +7,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/triagegw/triage/datasets"
 	"github.com/triagegw/triage/evaluation"
 	"github.com/triagegw/triage/internal/atomicfile"
+	"github.com/triagegw/triage/internal/progress"
 	"github.com/triagegw/triage/router/config"
 	"github.com/triagegw/triage/rules"
 )
@@ -28,19 +28,25 @@ var errGate = errors.New("evaluation below the required figures")
 
 // evalFlags are the flags of "triage eval".
 type evalFlags struct {
-	heads, rules, config, data, tier, labelMap, textCol, labelCol, by, train, html, models string
-	asJSON                                                                                 bool
-	minAcc, minMacroP, minCov, maxEsc, defFloor                                            float64
+	place                                                           placeFlags // --config, --heads, --models
+	rules, data, tier, labelMap, textCol, labelCol, by, train, html string
+	asJSON                                                          bool
+	minAcc, minMacroP, minCov, maxEsc, defFloor                     float64
 }
+
+// headsCascade names the heads-only cascade of "eval --tier": tier 1, then
+// tier 2 below the heads' tier-1 floors, without the rules. It estimates
+// what tier 2 adds; the gateway's decision is "eval --rules".
+const headsCascade = "heads-cascade"
 
 func parseEvalFlags(args []string, stderr io.Writer) (*evalFlags, error) {
 	var f evalFlags
 	fs := flag.NewFlagSet("triage eval", flag.ContinueOnError)
-	fs.StringVar(&f.heads, "heads", "", "heads artifact to evaluate one tier of (tier mode)")
-	fs.StringVar(&f.rules, "rules", "", "rules file to evaluate the whole decision of (cascade mode); its pools come from --config")
-	fs.StringVar(&f.config, "config", "triage.yaml", "gateway config, for --rules (pools)")
+	fs.StringVar(&f.place.heads, "heads", "", "heads artifact to evaluate one tier of, judged on classes (the top class against the label)")
+	fs.StringVar(&f.rules, "rules", "", "rules file to evaluate, judged on routes: the gateway's whole decision (its pools come from --config)")
+	fs.StringVar(&f.place.config, "config", "triage.yaml", "gateway config, for --rules (pools) and for its models_dir")
 	fs.StringVar(&f.data, "data", "", "labelled dataset, .jsonl or .csv (required)")
-	fs.StringVar(&f.tier, "tier", "", "with --heads: 1 (default) or 2; with --rules: cascade")
+	fs.StringVar(&f.tier, "tier", "", "with --heads: 1 (default), 2, or "+headsCascade+" (tier 1, then tier 2 below the heads' tier-1 floors: a heads-only estimate that ignores the rules; --rules gives the gateway's decision)")
 	fs.StringVar(&f.labelMap, "label-map", "", "JSON/YAML mapping of dataset labels to the heads' classes (\"\" drops a label)")
 	fs.StringVar(&f.textCol, "text-col", "", "column holding the text (default text)")
 	fs.StringVar(&f.labelCol, "label-col", "", "column holding the label (default label)")
@@ -52,13 +58,25 @@ func parseEvalFlags(args []string, stderr io.Writer) (*evalFlags, error) {
 	fs.Float64Var(&f.minMacroP, "min-macro-precision", -1, "fail below this macro precision")
 	fs.Float64Var(&f.minCov, "min-coverage", -1, "fail below this coverage")
 	fs.Float64Var(&f.maxEsc, "max-escalation", -1, "fail above this escalation rate")
-	fs.StringVar(&f.models, "models", modelsDir(), "directory of model files built by setup ($TRIAGE_MODELS)")
-	fs.Float64Var(&f.defFloor, "default-floor", 0.5, "--tier cascade: the tier-1 floor of classes the heads have none for (as a rules file's floors: default)")
+	fs.StringVar(&f.place.models, "models", "", modelsFlagHelp)
+	fs.Float64Var(&f.defFloor, "default-floor", 0.5, "--tier "+headsCascade+": the tier-1 floor of classes the heads have none for (as a rules file's floors: default)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return nil, err
 	}
-	if f.data == "" || (f.heads == "") == (f.rules == "") {
+	f.place.parsed(fs)
+	if f.data == "" || (f.place.heads == "") == (f.rules == "") {
 		fmt.Fprintln(stderr, "triage eval: --data and exactly one of --heads or --rules are required")
+		return nil, errUsage
+	}
+	switch {
+	case f.place.heads != "" && f.tier == "cascade":
+		fmt.Fprintln(stderr, "triage eval: --tier cascade: which cascade? --tier "+headsCascade+" is tier 1, then tier 2 below the heads' floors, without the rules (a heads-only estimate);\n  the gateway's decision is --rules FILE")
+		return nil, errUsage
+	case f.place.heads != "" && f.tier != "" && f.tier != "1" && f.tier != "2" && f.tier != headsCascade:
+		fmt.Fprintf(stderr, "triage eval: --tier %q: want 1, 2 or %s\n", f.tier, headsCascade)
+		return nil, errUsage
+	case f.rules != "" && f.tier != "" && f.tier != "cascade":
+		fmt.Fprintf(stderr, "triage eval: --tier %s with --rules: a rule set decides as the gateway does (tier 1, then tier 2 where its rules say); drop --tier, or evaluate --heads DIR --tier %s\n", f.tier, f.tier)
 		return nil, errUsage
 	}
 	return &f, nil
@@ -74,12 +92,11 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	start := time.Now()
-	opts := evaluation.Options{Progress: progressBar(stderr)}
 	var report *evaluation.Report
-	if f.heads != "" {
-		report, err = evalHeads(ctx, f, items, opts)
+	if f.place.heads != "" {
+		report, err = evalHeads(ctx, f, items, stderr)
 	} else {
-		report, err = evalRules(ctx, f, items, opts)
+		report, err = evalRules(ctx, f, items, stderr)
 	}
 	if err != nil {
 		return err
@@ -90,7 +107,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err := atomicfile.Write(f.html, func(w io.Writer) error { return evaluation.WriteHTML(w, report) }); err != nil {
 			return fmt.Errorf("--html: %w", err)
 		}
-		fmt.Fprintf(stderr, "eval: wrote %s\n", f.html)
+		fmt.Fprintf(stderr, "eval: wrote %s\n", describeFile(f.html))
 	}
 	if f.asJSON {
 		enc := json.NewEncoder(stdout)
@@ -112,6 +129,9 @@ func readEvalItems(f *evalFlags, stderr io.Writer) (*datasets.Set, []evaluation.
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := needLabels(set, f.labelCol, "eval"); err != nil {
+		return nil, nil, err
+	}
 	if f.train != "" {
 		tr, err := datasets.Read(f.train, cols)
 		if err != nil {
@@ -128,44 +148,76 @@ func readEvalItems(f *evalFlags, stderr io.Writer) (*datasets.Set, []evaluation.
 				len(leaks), len(set.Rows), f.train, exact, len(leaks)-exact, truncateText(leaks[0].Text, 80))
 		}
 	}
-	items := make([]evaluation.Item, 0, len(set.Rows))
-	for _, r := range set.Rows {
-		if r.Label == "" {
-			return nil, nil, fmt.Errorf("%s: a row without a label (%q): eval needs labels", f.data, truncateText(r.Text, 60))
-		}
-		items = append(items, evaluation.Item{Text: r.Text, Label: r.Label, Cols: r.Cols})
-	}
-	return set, items, nil
+	return set, itemsOf(set), nil
 }
 
-// evalHeads evaluates tier 1, tier 2 or their cascade of the heads in
-// --heads.
-func evalHeads(ctx context.Context, f *evalFlags, items []evaluation.Item, opts evaluation.Options) (*evaluation.Report, error) {
+// itemsOf turns a dataset's rows into evaluation items.
+func itemsOf(set *datasets.Set) []evaluation.Item {
+	items := make([]evaluation.Item, len(set.Rows))
+	for i, r := range set.Rows {
+		items[i] = evaluation.Item{Text: r.Text, Label: r.Label, Cols: r.Cols}
+	}
+	return items
+}
+
+// needLabels checks that every row of set has a label, as a command that
+// judges (what) needs: a file without the label column says which column
+// was looked for.
+func needLabels(set *datasets.Set, labelCol, what string) error {
+	if labelCol == "" {
+		labelCol = "label"
+	}
+	for i, r := range set.Rows {
+		if r.Label != "" {
+			continue
+		}
+		if set.Columns != nil && !slices.Contains(set.Columns, labelCol) {
+			return badInput(fmt.Errorf("%s: no %q column to take the labels from (its columns: %s); name the label column with --label-col", set.Path, labelCol, strings.Join(set.Columns, ", ")))
+		}
+		return badInput(fmt.Errorf("%s: row %d (%q) has no label: %s needs every row labelled", set.Path, i+1, truncateText(r.Text, 60), what))
+	}
+	return nil
+}
+
+// evalHeads evaluates tier 1, tier 2 or the heads-only cascade of the
+// heads in --heads.
+func evalHeads(ctx context.Context, f *evalFlags, items []evaluation.Item, stderr io.Writer) (*evaluation.Report, error) {
 	if f.tier == "" {
 		f.tier = "1"
 	}
-	h, err := classifier.LoadHeads(f.heads)
+	h, err := classifier.LoadHeads(f.place.heads)
 	if err != nil {
 		return nil, err
 	}
+	cfg, err := f.place.loadConfig()
+	if err != nil {
+		return nil, err
+	}
+	place := f.place.place(cfg)
+	labels := []string{"eval: tier " + f.tier}
+	if f.tier == headsCascade {
+		labels = []string{"eval: tier 1", "eval: tier 2"}
+	}
+	report, finish := progress.Func(stderr, progress.Options{}, labels...)
+	defer finish()
 	run := func(tier int) ([]evaluation.Outcome, error) {
-		clf, closeTier, err := loadTier(h, f.models, tier)
+		clf, closeTier, err := loadTier(h, place, tier)
 		if err != nil {
 			return nil, err
 		}
 		defer closeTier()
-		o := opts
-		o.Floors = h.TierFloors(tier)
+		o := evaluation.Options{Progress: report, Floors: h.TierFloors(tier)}
 		return evaluation.Tier(ctx, clf, tier, items, o)
 	}
 	var out []evaluation.Outcome
 	var compare *evaluation.TierComparison
+	spec := "tier " + f.tier + " of " + f.place.heads
 	switch f.tier {
 	case "1", "2":
 		if out, err = run(int(f.tier[0] - '0')); err != nil {
 			return nil, err
 		}
-	case "cascade":
+	case headsCascade:
 		t1, err := run(1)
 		if err != nil {
 			return nil, err
@@ -176,37 +228,40 @@ func evalHeads(ctx context.Context, f *evalFlags, items []evaluation.Item, opts 
 		}
 		out = evaluation.Cascade(t1, t2, h.TierFloors(1), float32(f.defFloor))
 		compare = evaluation.CompareTiers(t1, t2)
-	default:
-		return nil, fmt.Errorf("--tier %q: want 1, 2 or cascade", f.tier)
+		spec = "heads-only cascade of " + f.place.heads + " (tier 1, then tier 2 below the heads' tier-1 floors; an estimate without the rules: eval --rules gives the gateway's decision)"
 	}
-	report := evaluation.Summarize("tier", h.Classes, items, out, f.by)
-	report.Compare = compare
-	report.Spec = "tier " + f.tier + " of " + f.heads
-	return report, nil
+	r := evaluation.Summarize("tier", h.Classes, items, out, f.by)
+	r.Compare = compare
+	r.Spec = spec
+	return r, nil
 }
 
 // evalRules evaluates the whole decision of the rules in --rules, with the
 // pools of --config.
-func evalRules(ctx context.Context, f *evalFlags, items []evaluation.Item, opts evaluation.Options) (*evaluation.Report, error) {
-	if f.tier != "" && f.tier != "cascade" {
-		return nil, fmt.Errorf("--tier %s with --rules: the rules decide with the cascade", f.tier)
-	}
-	cfg, err := config.Load(f.config)
+func evalRules(ctx context.Context, f *evalFlags, items []evaluation.Item, stderr io.Writer) (*evaluation.Report, error) {
+	cfg, err := config.Load(f.place.config)
 	if err != nil {
 		return nil, err
 	}
-	cfg.Rules, cfg.Path = f.rules, ""
-	rt, err := loadRouting(cfg, &tierCache{budget: rules.Offline})
+	cfg.UseRules(f.rules)
+	cache := &tierCache{budget: rules.Offline}
+	if f.place.models != "" {
+		p := f.place.place(cfg)
+		cache.place = &p
+	}
+	rt, err := loadRouting(cfg, cache)
 	if err != nil {
 		return nil, err
 	}
-	out, err := evaluation.Rules(ctx, rt.set, items, opts)
+	report, finish := progress.Func(stderr, progress.Options{}, "eval: rules "+f.rules)
+	out, err := evaluation.Rules(ctx, rt.set, items, evaluation.Options{Progress: report})
+	finish()
 	if err != nil {
 		return nil, err
 	}
-	report := evaluation.Summarize("rules", rt.set.RoutedClasses(), items, out, f.by)
-	report.Spec = "rules " + f.rules + " (version " + rt.set.Version() + ")"
-	return report, nil
+	r := evaluation.Summarize("rules", rt.set.RoutedClasses(), items, out, f.by)
+	r.Spec = "rules " + f.rules + " (version " + rt.set.Version() + ")"
+	return r, nil
 }
 
 // evalGates checks the report against the bars set by flags: a failure is
@@ -244,37 +299,6 @@ func truncateText(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
-}
-
-// progressBar draws a bar with an ETA on w when w is a terminal, else
-// nothing.
-func progressBar(w io.Writer) func(done, total int) {
-	f, ok := w.(*os.File)
-	if !ok {
-		return nil
-	}
-	if st, err := f.Stat(); err != nil || st.Mode()&os.ModeCharDevice == 0 {
-		return nil
-	}
-	start := time.Now()
-	var mu sync.Mutex
-	last := time.Time{}
-	return func(done, total int) {
-		mu.Lock()
-		defer mu.Unlock()
-		if done < total && time.Since(last) < 100*time.Millisecond {
-			return
-		}
-		last = time.Now()
-		el := time.Since(start)
-		eta := time.Duration(float64(el) / float64(done) * float64(total-done))
-		const width = 30
-		n := width * done / max(total, 1)
-		fmt.Fprintf(f, "\r[%s%s] %d/%d  eta %s ", strings.Repeat("#", n), strings.Repeat(".", width-n), done, total, eta.Round(time.Second))
-		if done == total {
-			fmt.Fprintln(f)
-		}
-	}
 }
 
 func printEval(w io.Writer, r *evaluation.Report) {
@@ -347,6 +371,9 @@ func readDataset(path string, cols datasets.Columns, labelMap string, stderr io.
 		}
 		if n := m.Apply(set); n > 0 {
 			fmt.Fprintf(stderr, "label map: dropped %d rows of %s\n", n, path)
+		}
+		if len(set.Rows) == 0 {
+			return nil, fmt.Errorf("%s: the label map %s drops every row: %w", path, labelMap, datasets.ErrEmpty)
 		}
 	}
 	return set, nil

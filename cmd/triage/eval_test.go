@@ -148,9 +148,15 @@ func TestABCLI(t *testing.T) {
 	if n := r["n"].(float64); n < 4000 {
 		t.Fatalf("n = %v", n)
 	}
+	// Tier 1 of heads against a rule set is judged through that rule set:
+	// both sides on routes.
+	if r["judged_on"] != "routes" || !strings.Contains(r["spec_a"].(string), "tier 1 of "+heads+", judged through rules") {
+		t.Fatalf("ab heads against rules: judged_on %v, spec_a %v", r["judged_on"], r["spec_a"])
+	}
 	// Tier 2 of the default heads: it runs where the build has the runtime,
 	// and says why not where it hasn't.
-	_, err := resolveSpec("tier2:"+filepath.Join(repoRoot(), "models", "heads", "subjects"), "", models, &tierCache{})
+	env := &abEnv{place: modelsPlace{dir: models}}
+	_, err := env.resolve(abSpec{text: "tier2:" + heads, kind: "heads", tier: "2", dir: heads})
 	if onnx.Available() && err != nil || !onnx.Available() && !errors.Is(err, classifier.ErrUnavailable) {
 		t.Fatalf("tier2 spec (runtime in this build: %v): %v", onnx.Available(), err)
 	}

@@ -1,17 +1,21 @@
 // Command triage is the semantic-routing gateway for OpenAI-compatible LLM
 // servers, and its tools.
 //
-//	triage serve --config FILE [--listen ADDR]          run the gateway
-//	triage route --config FILE PROMPT                   explain a routing decision
-//	triage rules check [--data FILE.jsonl] [RULES]      check rules, dry-run them
-//	triage eval --heads DIR | --rules FILE --data FILE  evaluate (text, JSON, HTML; gates)
-//	triage calibrate --heads DIR --data FILE            fit floors to a target precision
-//	triage ab --a SPEC --b SPEC --data FILE             compare two specs (deltas, McNemar, counterfactual)
-//	triage classify [--heads DIR] TEXT | -              classify text (tier 1)
-//	triage train --data FILE --tier 1 --out DIR         train class heads
-//	triage models import glove|model2vec ... | info     build and inspect model tables
-//	triage sim --listen ADDR --model NAME [...]         run a simulated vLLM replica
-//	triage version                                      print the version
+//	triage serve --config FILE [--listen ADDR]              run the gateway
+//	triage route --config FILE PROMPT                       explain a routing decision
+//	triage rules check [--config FILE] [--data F] [RULES]   check rules, dry-run them
+//	triage eval --heads DIR | --rules FILE --data FILE      evaluate (text, JSON, HTML; gates)
+//	triage calibrate [--config FILE | --heads DIR] --data F fit floors to a target precision
+//	triage ab --a SPEC --b SPEC --data FILE                 compare two heads tiers, or two rule sets
+//	triage classify [--config FILE | --heads DIR] TEXT...   classify one text (the arguments joined), or - for JSONL
+//	triage train --data FILE --tier 1 --out DIR             train class heads
+//	triage models import glove|model2vec ... | info PATH    build and inspect model tables and encoders
+//	triage sim --listen ADDR --model NAME [...]             run a simulated vLLM replica
+//	triage version (or --version, -v)                       print the version
+//
+// A path in a config file is relative to that file, a path in a rules file
+// to the rules file, and a path on the command line to the working
+// directory (see where.go).
 package main
 
 import (
@@ -24,8 +28,11 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
+
+	"github.com/triagegw/triage/datasets"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -42,15 +49,15 @@ func commands() []command {
 		{"route", "explain how the gateway would route a prompt", runRoute},
 		{"rules", "check a rules file, and dry-run it over prompts", runRules},
 		{"eval", "measure how well a tier or a rule set routes a labelled dataset", runEval},
-		{"ab", "compare two tiers, heads or rule sets on a labelled dataset", runAB},
+		{"ab", "compare two heads tiers (on classes) or two rule sets (on routes) on a labelled dataset", runAB},
 		{"calibrate", "fit per-class floors (and the temperature) to a target precision", runCalibrate},
-		{"classify", "classify text with a heads artifact (tier 1 or 2)", runClassify},
+		{"classify", "classify a text (the arguments joined) with a heads artifact (tier 1 or 2)", runClassify},
 		{"train", "train class heads on a labelled JSONL dataset", runTrain},
 		{"sim", "run a simulated vLLM replica (for trying triage out, tests and benchmarks)", runSim},
 		{"models", "build, convert, pull and inspect the classifier's model files (tables, encoders)", runModels},
 		{"distill", "build a tier-1 static table from a tier-2 encoder (model2vec)", runDistill},
 		{"datasets", "fetch and list files of Hugging Face dataset repos (to evaluate on)", runDatasets},
-		{"version", "print the version", func(_ context.Context, _ []string, stdout, _ io.Writer) error {
+		{"version", "print the version (also triage --version, -v)", func(_ context.Context, _ []string, stdout, _ io.Writer) error {
 			fmt.Fprintln(stdout, versionString())
 			return nil
 		}},
@@ -78,6 +85,41 @@ func usage(w io.Writer) {
 // errUsage marks a command-line mistake: exit status 2.
 var errUsage = errors.New("usage")
 
+// inputError is a mistake in what a command was given rather than a
+// failure of its work (a dataset with no rows, a missing column): its
+// message is printed and the exit status is 2, as for a bad flag.
+type inputError struct{ err error }
+
+func (e inputError) Error() string { return e.err.Error() }
+func (e inputError) Unwrap() error { return e.err }
+
+// badInput marks err as an inputError.
+func badInput(err error) error {
+	if err == nil {
+		return nil
+	}
+	return inputError{err}
+}
+
+// exitCode is the status err ends command name with, printing the error
+// unless the command printed it already.
+func exitCode(name string, err error, stderr io.Writer) int {
+	var in inputError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		return 2
+	}
+	// A package's errors start with its name ("models: ..."); the command's
+	// name says it already.
+	fmt.Fprintf(stderr, "triage %s: %s\n", name, strings.TrimPrefix(err.Error(), name+": "))
+	if errors.As(err, &in) || errors.Is(err, datasets.ErrEmpty) {
+		return 2
+	}
+	return 1
+}
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -92,22 +134,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
+	switch args[0] {
+	case "--version", "-version", "-v":
+		args = append([]string{"version"}, args[1:]...)
+	}
 	for _, c := range commands() {
 		if c.name != args[0] {
 			continue
 		}
-		err := c.run(ctx, args[1:], stdout, stderr)
-		switch {
-		case err == nil:
-			return 0
-		case errors.Is(err, flag.ErrHelp):
-			return 0
-		case errors.Is(err, errUsage):
-			return 2
-		default:
-			fmt.Fprintf(stderr, "triage %s: %v\n", c.name, err)
-			return 1
-		}
+		return exitCode(c.name, c.run(ctx, args[1:], stdout, stderr), stderr)
 	}
 	fmt.Fprintf(stderr, "triage: unknown command %q\n\n", args[0])
 	usage(stderr)

@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/triagegw/triage/classifier/onnx"
+	"github.com/triagegw/triage/internal/progress"
 	"github.com/triagegw/triage/models"
 	"github.com/triagegw/triage/models/glove"
 	"github.com/triagegw/triage/models/model2vec"
@@ -19,14 +22,15 @@ import (
 const modelsUsage = `usage:
   triage models import glove --tgz FILE --tokenizer TOKENIZER.json [--top-extra N] [--quant i8|f16|f32] --out FILE.tbl
   triage models import model2vec --dir DIR --tokenizer TOKENIZER.json [--quant i8|f16|f32] --out FILE.tbl
-  triage models info FILE.tbl
+  triage models info FILE.tbl | DIR
   triage models import tfjs --dir DIR --out DIR
   triage models gen-bert --out DIR [--layers N] [--hidden N] [--seed N]
   triage models pull [--revision REV] [--out DIR] ORG/NAME
   triage models quantize --in DIR --out DIR [--per-tensor] [--weights int8|uint8] [--min-elements N] [--no-conv] [--no-embeddings]
 
 import builds a tier-1 static embedding table whose rows follow the
-tokenizer's vocabulary; info prints a table's manifest, size and sha256;
+tokenizer's vocabulary; info describes a table (manifest, size, sha256) or
+a tier-2 model directory (encoder.json, and its files' sizes and sha256);
 import tfjs converts a TF.js graph model (Universal Sentence Encoder lite)
 into a tier-2 ONNX model directory; gen-bert writes a BERT-shaped encoder
 with seeded random weights (bge-small's shape by default: for tests and
@@ -175,7 +179,13 @@ func runModelsImportGloVe(ctx context.Context, args []string, stdout, stderr io.
 		return err
 	}
 	defer in.Close()
-	t, err := glove.Import(modelsCtxReader{ctx, in}, tokens, bertSafeWord, f.topExtra)
+	st, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	bar := progress.New(stderr, "models import glove: reading "+filepath.Base(f.tgz), st.Size(), progress.Options{Bytes: true})
+	t, err := glove.Import(modelsCtxReader{ctx, bar.Reader(in)}, tokens, bertSafeWord, f.topExtra)
+	bar.Finish()
 	if err != nil {
 		return err
 	}
@@ -225,10 +235,17 @@ func runModelsImportModel2Vec(ctx context.Context, args []string, stdout, stderr
 	return f.write(t, tokSHA, start, stdout)
 }
 
+const modelsInfoUsage = `usage: triage models info PATH
+
+Describes a model file as JSON: a static table (.tbl: its manifest, rows,
+size, sha256) or a tier-2 model directory (its encoder.json: kind, name,
+dimensions, tokens, pooling; and each file it names, with its size and
+sha256, checked against the one the manifest records).`
+
 func runModelsInfo(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("triage models info", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprintln(stderr, "usage: triage models info FILE.tbl") }
+	fs.Usage = func() { fmt.Fprintln(stderr, modelsInfoUsage) }
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return err
@@ -239,14 +256,22 @@ func runModelsInfo(args []string, stdout, stderr io.Writer) error {
 		fs.Usage()
 		return errUsage
 	}
-	return printTableInfo(stdout, fs.Arg(0))
+	path := fs.Arg(0)
+	st, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if st.IsDir() {
+		return printEncoderInfo(stdout, path)
+	}
+	return printTableInfo(stdout, path)
 }
 
 // printTableInfo prints a table's manifest, size and sha256 as JSON.
 func printTableInfo(w io.Writer, path string) error {
 	t, err := models.ReadTable(path)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: not a static table (%w); models info reads a .tbl file or a tier-2 model directory", path, err)
 	}
 	sum, err := models.FileSHA256(path)
 	if err != nil {
@@ -256,14 +281,83 @@ func printTableInfo(w io.Writer, path string) error {
 	if err != nil {
 		return err
 	}
-	out, err := json.MarshalIndent(struct {
+	return printJSON(w, struct {
 		File        string          `json:"file"`
+		Kind        string          `json:"kind"`
 		SHA256      string          `json:"sha256"`
 		FileBytes   int64           `json:"file_bytes"`
 		MemoryBytes int             `json:"memory_bytes"`
 		Rows        int             `json:"rows"`
 		Manifest    models.Manifest `json:"manifest"`
-	}{path, sum, st.Size(), t.MemoryBytes(), t.Rows(), t.Manifest}, "", "  ")
+	}{path, "static table", sum, st.Size(), t.MemoryBytes(), t.Rows(), t.Manifest})
+}
+
+// fileInfo is one file a model directory names.
+type fileInfo struct {
+	File      string `json:"file"`
+	Bytes     int64  `json:"bytes"`
+	SHA256    string `json:"sha256"`
+	Recorded  string `json:"recorded_sha256,omitempty"` // what the manifest pins
+	Verifies  *bool  `json:"verifies,omitempty"`
+	Missing   bool   `json:"missing,omitempty"`
+	WhereFrom string `json:"found_in,omitempty"`
+}
+
+// printEncoderInfo describes a tier-2 model directory: its encoder.json,
+// and the model and tokenizer files it names.
+func printEncoderInfo(w io.Writer, dir string) error {
+	m, err := onnx.ReadManifest(dir)
+	if err != nil {
+		if _, serr := os.Stat(filepath.Join(dir, onnx.ManifestFile)); serr != nil {
+			return fmt.Errorf("%s: a directory without %s, so not a tier-2 model directory; models info reads a .tbl file or a tier-2 model directory", dir, onnx.ManifestFile)
+		}
+		return err
+	}
+	model := m.Model
+	if model == "" {
+		model = onnx.DefaultModelFile
+	}
+	describe := func(name, want string) fileInfo {
+		fi := fileInfo{File: filepath.Join(dir, name), Recorded: want}
+		st, err := os.Stat(fi.File)
+		if err != nil {
+			fi.Missing = true
+			return fi
+		}
+		fi.Bytes = st.Size()
+		if fi.SHA256, err = models.FileSHA256(fi.File); err == nil && want != "" {
+			ok := fi.SHA256 == want
+			fi.Verifies = &ok
+		}
+		return fi
+	}
+	files := []fileInfo{describe(model, m.ModelSHA256)}
+	tok := describe(m.Tokenizer, m.TokenizerSHA256)
+	if tok.Missing {
+		tok.WhereFrom = "not in the directory: looked up in the models directory (and its tokenizer/) when loaded"
+	}
+	files = append(files, tok)
+	var total int64
+	for _, f := range files {
+		total += f.Bytes
+	}
+	return printJSON(w, struct {
+		Dir       string     `json:"dir"`
+		Kind      string     `json:"kind"`
+		Name      string     `json:"name"`
+		Source    string     `json:"source,omitempty"`
+		Input     string     `json:"input"`
+		Dims      int        `json:"dims"`
+		MaxTokens int        `json:"max_tokens"`
+		Pooling   string     `json:"pooling,omitempty"`
+		Tokenizer string     `json:"tokenizer"`
+		Files     []fileInfo `json:"files"`
+		Bytes     int64      `json:"bytes"`
+	}{dir, "tier-2 encoder (ONNX)", m.Name, m.Source, m.Input, m.Dims, m.MaxTokens, m.Pooling, m.Tokenizer, files, total})
+}
+
+func printJSON(w io.Writer, v any) error {
+	out, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -16,6 +17,7 @@ import (
 	"github.com/triagegw/triage/classifier/onnx"
 	"github.com/triagegw/triage/datasets"
 	"github.com/triagegw/triage/evaluation"
+	"github.com/triagegw/triage/internal/progress"
 	"github.com/triagegw/triage/router/config"
 	"github.com/triagegw/triage/rules"
 )
@@ -76,16 +78,29 @@ func runRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return enc.Encode(out)
 }
 
-// runRules is `triage rules check`.
+const rulesCheckUsage = `usage: triage rules check [--config FILE] [--data FILE.jsonl] [RULES.yaml]
+
+Checks a rules file against the gateway config's pools and the heads it
+names: every problem at once, with its line and column. RULES.yaml, a path
+relative to the working directory, defaults to the rules the config names
+(rules:, relative to the config). With --data, decides every prompt of the
+file as the gateway would and shows where they would go.
+`
+
+// runRules is "triage rules check".
 func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "check" {
-		fmt.Fprintln(stderr, "usage: triage rules check [--config triage.yaml] [--data FILE.jsonl] [RULES.yaml]")
+		fmt.Fprint(stderr, rulesCheckUsage)
 		return errUsage
 	}
 	fs := flag.NewFlagSet("triage rules check", flag.ContinueOnError)
-	cfgPath := fs.String("config", "triage.yaml", "gateway config whose pools the rules route to")
+	cfgPath := fs.String("config", "triage.yaml", "gateway config whose pools the rules route to, and whose models_dir holds the model files")
 	data := fs.String("data", "", "JSONL prompts to dry-run ({\"text\"[,\"label\"]}): route distribution, escalation, per-route precision")
 	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, rulesCheckUsage+"\nflags:\n")
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -93,13 +108,15 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return errUsage
 	}
 	if fs.NArg() > 1 {
+		fmt.Fprintf(stderr, "triage rules check: one rules file at most, got %d: %v\n", fs.NArg(), fs.Args())
+		fs.Usage()
 		return errUsage
 	}
 	set, err := checkRules(*cfgPath, fs.Arg(0), stdout)
 	if err != nil || *data == "" {
 		return err
 	}
-	return dryRun(ctx, set, *data, stdout)
+	return dryRun(ctx, set, *data, stdout, stderr)
 }
 
 // checkRules compiles the rules (file, or the config's rules: when empty)
@@ -110,8 +127,7 @@ func checkRules(cfgPath, file string, stdout io.Writer) (*rules.Set, error) {
 		return nil, err
 	}
 	if file != "" { // check this rules file against the config's pools
-		cfg.Rules = file
-		cfg.Path = "" // a path given on the command line is relative to the working directory
+		cfg.UseRules(file)
 	}
 	if cfg.Rules == "" {
 		return nil, fmt.Errorf("no rules file: give one, or name it in %s (rules:)", cfgPath)
@@ -137,7 +153,7 @@ func checkRules(cfgPath, file string, stdout io.Writer) (*rules.Set, error) {
 // evaluation.Rules does for `triage eval --rules`, and prints where they
 // went: requests, share and labelled precision per route, escalation and
 // reasons.
-func dryRun(ctx context.Context, s *rules.Set, data string, stdout io.Writer) error {
+func dryRun(ctx context.Context, s *rules.Set, data string, stdout, stderr io.Writer) error {
 	ds, err := datasets.ReadJSONL(data)
 	if err != nil {
 		return err
@@ -146,7 +162,9 @@ func dryRun(ctx context.Context, s *rules.Set, data string, stdout io.Writer) er
 	for i, r := range ds.Rows {
 		items[i] = evaluation.Item{Text: r.Text, Label: r.Label, Cols: r.Cols}
 	}
-	out, err := evaluation.Rules(ctx, s, items, evaluation.Options{})
+	report, finish := progress.Func(stderr, progress.Options{}, "rules check: deciding "+filepath.Base(data))
+	out, err := evaluation.Rules(ctx, s, items, evaluation.Options{Progress: report})
+	finish()
 	if err != nil {
 		return err
 	}

@@ -32,6 +32,16 @@ type tierCache struct {
 	// compiled through this cache: rules.Offline for offline commands,
 	// whose results must not depend on how busy the machine is.
 	budget *time.Duration
+	// place, when set, replaces the config's models directory (a
+	// command's --models).
+	place *modelsPlace
+	// noTier2 compiles rules with tier 2 left out, as a build without the
+	// runtime has it: escalations end on tier 1's verdict
+	// (tier2_unavailable). triage ab's rules-tier1.
+	noTier2 bool
+	// heads, when set, replaces the heads directory the rules name: tier 1
+	// of other heads judged through the same rules (triage ab).
+	heads string
 	// encoders are the tier-2 sessions by encoder (model directory, its
 	// sha256, tokenizer, token cap), each loaded once on first need: a
 	// reload that changes floors, rules or even the tier-2 head keeps it.
@@ -44,11 +54,17 @@ type tierCache struct {
 // session and puts h's head on it. In a build without the ONNX runtime it
 // fails with classifier.ErrUnavailable: escalations fall back to tier 1's
 // verdict (tier2_unavailable), and serve warns at start.
-func (c *tierCache) tier2For(h *classifier.Heads, modelsDir string) (func() (classifier.Classifier, error), bool, error) {
+func (c *tierCache) tier2For(h *classifier.Heads, place modelsPlace) (func() (classifier.Classifier, error), bool, error) {
 	t := h.Tier2
 	if t == nil {
 		return nil, false, nil
 	}
+	if c.noTier2 {
+		return func() (classifier.Classifier, error) {
+			return nil, fmt.Errorf("tier 2 left out: %w", classifier.ErrUnavailable)
+		}, false, nil
+	}
+	modelsDir := place.dir
 	dir, err := h.Resolve(t.Encoder.Model, modelsDir)
 	if err != nil {
 		dir = t.Encoder.Model // Load says what is missing, when it is needed
@@ -65,6 +81,9 @@ func (c *tierCache) tier2For(h *classifier.Heads, modelsDir string) (func() (cla
 	enc := c.encoders[key]
 	if enc == nil {
 		enc = classifier.NewLazy(func() (classifier.Classifier, error) {
+			if err := needFiles(h, 2, place); err != nil {
+				return nil, err
+			}
 			m, err := onnx.Load(h, modelsDir, onnx.Options{})
 			if err != nil {
 				return nil, fmt.Errorf("tier 2 of %s: %w", h.Dir, err)
@@ -195,21 +214,28 @@ func compileRules(f *rules.File, cfg *config.Config, cache *tierCache, rt *routi
 	if f.Heads == "" {
 		return nil, fmt.Errorf("%s: heads: required (the heads artifact directory the rules classify with)", f.Path)
 	}
-	headsDir := f.Heads
-	if !filepath.IsAbs(headsDir) {
-		headsDir = filepath.Join(filepath.Dir(f.Path), headsDir)
+	headsDir := rulesHeads(f)
+	if cache.heads != "" {
+		headsDir = cache.heads
 	}
 	h, err := classifier.LoadHeads(headsDir)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
 	}
-	m, err := cache.tier1(h, cfg.ModelsPath())
+	place := configModels(cfg)
+	if cache.place != nil {
+		place = *cache.place
+	}
+	if err := needFiles(h, 1, place); err != nil {
+		return nil, fmt.Errorf("%s: %w", f.Path, err)
+	}
+	m, err := cache.tier1(h, place.dir)
 	if err != nil {
 		return nil, fmt.Errorf("%s: tier 1: %w", f.Path, err)
 	}
 	env := rules.Env{Pools: cfg.PoolNames(), Heads: h, Tier1: m, Tier2Budget: cache.budget}
 	var tier2Loaded bool
-	if env.Tier2, tier2Loaded, err = cache.tier2For(h, cfg.ModelsPath()); err != nil {
+	if env.Tier2, tier2Loaded, err = cache.tier2For(h, place); err != nil {
 		return nil, fmt.Errorf("%s: tier 2: %w", f.Path, err)
 	}
 	if len(shadow) > 0 {

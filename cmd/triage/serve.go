@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -56,7 +57,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	envWarnings := first.Config.EnvWarnings(os.Environ())
 	if o.check {
+		for _, w := range envWarnings {
+			fmt.Fprintf(stderr, "triage serve: warning: %s\n", w)
+		}
 		fmt.Fprintf(stdout, "%s: ok (%d pools", o.config, len(first.Config.Pools))
 		if first.Rules != nil {
 			fmt.Fprintf(stdout, "; rules %s, version %s", first.Config.RulesPath(), first.Rules.Version())
@@ -64,7 +69,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stdout, ")")
 		return nil
 	}
-	return serve(ctx, o, l, first, hup, stderr)
+	return serve(ctx, o, l, first, envWarnings, hup, stderr)
 }
 
 // gatewayLoader loads the config, its rules and their tiers (kept across
@@ -102,11 +107,14 @@ func (l *gatewayLoader) load() (router.Loaded, error) {
 }
 
 // serve runs the gateway on first until ctx ends, then drains it.
-func serve(ctx context.Context, o serveOptions, l *gatewayLoader, first router.Loaded, hup <-chan os.Signal, stderr io.Writer) error {
+func serve(ctx context.Context, o serveOptions, l *gatewayLoader, first router.Loaded, envWarnings []string, hup <-chan os.Signal, stderr io.Writer) error {
 	cfg := first.Config
 	lg := newLogging(stderr, cfg.Log.Level)
 	log := lg.log
 	defer lg.close()
+	for _, w := range envWarnings {
+		log.Warn(w)
+	}
 	if first.Rules != nil && first.Rules.NeedsTier2() && !onnx.Available() {
 		log.Warn("the rules enable tier 2 but this build has no ONNX runtime: escalations fall back to tier 1's verdict (reason tier2_unavailable); build with CGO_ENABLED=1 -tags ort (make build does)")
 	}
@@ -123,7 +131,7 @@ func serve(ctx context.Context, o serveOptions, l *gatewayLoader, first router.L
 	}
 	ln, err := l.openListener(cfg, log)
 	if err != nil {
-		return err
+		return listenError(err, cfg.Listen, listenOrigin(o, cfg))
 	}
 	stopDebug, err := serveDebug(cfg.Server.DebugListen, log)
 	if err != nil {
@@ -154,6 +162,13 @@ func serve(ctx context.Context, o serveOptions, l *gatewayLoader, first router.L
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	log.Info("triage listening", "addr", ln.Addr().String(), "tls", l.edgeTLS != nil, "config", o.config, "pools", len(cfg.Pools), "rules_version", gw.RulesVersion(), "version", versionString())
+	if o.sims { // after the log line, in order: the quickstart's banner
+		model := cfg.Pools[0].Model
+		if first.Rules != nil {
+			model = first.Rules.Aliases()[0]
+		}
+		_, _ = lg.sink.Write([]byte(tryBanner(ln.Addr(), l.edgeTLS != nil, o.config, model)))
+	}
 	select {
 	case err := <-errc:
 		return err
@@ -175,6 +190,53 @@ func serve(ctx context.Context, o serveOptions, l *gatewayLoader, first router.L
 	stopRun()
 	log.Info("stopped")
 	return nil
+}
+
+// listenOrigin says where the address the gateway listens on was set.
+func listenOrigin(o serveOptions, cfg *config.Config) string {
+	switch {
+	case o.listen != "":
+		return "--listen"
+	case os.Getenv(config.EnvPrefix+"LISTEN") != "":
+		return "$" + config.EnvPrefix + "LISTEN"
+	}
+	return "listen: in " + o.config + " (or its default)"
+}
+
+// listenError explains a listener that cannot open; an address in use says
+// how to choose another.
+func listenError(err error, addr, origin string) error {
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("listen on %s (set by %s): %w", addr, origin, err)
+	}
+	other := "127.0.0.1:8081"
+	if host, port, e := net.SplitHostPort(addr); e == nil {
+		if n, e := strconv.Atoi(port); e == nil && n > 0 && n < 65535 {
+			other = net.JoinHostPort(host, strconv.Itoa(n+1))
+		}
+	}
+	_, port, _ := net.SplitHostPort(other)
+	return fmt.Errorf("listen on %s (set by %s): the address is already in use: another triage, or another server, listens there.\n"+
+		"  Stop it, or pick another address: --listen %s, TRIAGE_LISTEN=%s, or listen: in the config (with make run: PORT=%s make run)",
+		addr, origin, other, other, port)
+}
+
+// tryBanner is what serve --sim (make run) says once the gateway listens:
+// where, and a request to try.
+func tryBanner(addr net.Addr, tls bool, config, model string) string {
+	scheme := "http"
+	if tls {
+		scheme = "https"
+	}
+	host, port, _ := net.SplitHostPort(addr.String())
+	if ip := net.ParseIP(host); ip == nil || ip.IsUnspecified() || ip.IsLoopback() {
+		host = "localhost"
+	}
+	base := scheme + "://" + net.JoinHostPort(host, port)
+	return fmt.Sprintf("triage: gateway on %s (config %s, replicas simulated); try:\n"+
+		"  curl -si %s/v1/chat/completions -H 'content-type: application/json' \\\n"+
+		"    -d '{\"model\":\"%s\",\"messages\":[{\"role\":\"user\",\"content\":\"Why does my Python list comprehension raise a TypeError?\"}]}'\n",
+		base, config, base, model)
 }
 
 // listen opens the gateway's listener, with TLS when server.tls is set.

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"syscall"
 	"time"
 
 	"github.com/triagegw/triage/router/config"
@@ -79,6 +80,11 @@ func startSims(cfg *config.Config, log *slog.Logger) (stop func(), err error) {
 				return nil, err
 			}
 			ln, err := net.Listen("tcp", u.Host)
+			if errors.Is(err, syscall.EADDRINUSE) {
+				stop()
+				return nil, fmt.Errorf("--sim: the simulated replica of pool %s cannot listen on %s, its URL in the config: the address is already in use "+
+					"(another triage serve --sim or make run?); stop it, or give the pool's replicas other URLs", p.Name, u.Host)
+			}
 			if err != nil {
 				stop()
 				return nil, fmt.Errorf("--sim: %s (pool %s): %w", u.Host, p.Name, err)
