@@ -36,7 +36,15 @@ type Result struct {
 	Top   []Scored `json:"top"`
 	// Tokens is how many tokens were used (after the cap), for reports.
 	Tokens int `json:"tokens"`
+	// Probs is the probability of every class, in the order of the
+	// tier's head classes (both built-in tiers fill it; a tier that does
+	// not leaves it empty and Top stands for it). Routing sums it over a
+	// route's classes.
+	Probs []float32 `json:"-"`
 }
+
+// SetProbs keeps a copy of probs in r.Probs, reusing its capacity.
+func (r *Result) SetProbs(probs []float32) { r.Probs = append(r.Probs[:0], probs...) }
 
 // SetTop fills r from probabilities over classes, keeping the k best in
 // r.Top (reusing its capacity: no allocation once it holds k).

@@ -37,6 +37,9 @@ type Heads struct {
 	// per class; calibration fills them. A missing floor means the tier's
 	// verdict for that class is not trusted on its own.
 	Floors map[string]Floors `json:"floors"`
+	// Routing holds what `triage calibrate --rules` fitted for rule sets
+	// over these heads: per-route floors and the escalation settings.
+	Routing *Routing `json:"routing,omitempty"`
 
 	// Dir is where the artifact was loaded from (not serialised).
 	Dir string `json:"-"`
@@ -46,6 +49,28 @@ type Heads struct {
 type Floors struct {
 	Tier1 *float32 `json:"tier1,omitempty"`
 	Tier2 *float32 `json:"tier2,omitempty"`
+}
+
+// Routing is what calibration fitted at the level the rules decide: the
+// least route mass (the summed probability of a route's classes) at which
+// each tier's verdict takes a route, the routed mass from which tier 1
+// escalates, the floor tier 1 falls back to when tier 2 cannot answer, and
+// the weight of tier 1 in tier 2's decision.
+type Routing struct {
+	// Routes are the fitted floors by route name; a rule set uses one only
+	// when its route of that name takes exactly the same classes.
+	Routes        map[string]RouteFloors `json:"routes,omitempty"`
+	EscalateAt    *float32               `json:"escalate_at,omitempty"`
+	FallbackFloor *float32               `json:"fallback_floor,omitempty"`
+	Mix           *float32               `json:"mix,omitempty"`
+	// Fit says how: the target precision, the data and its sha256.
+	Fit map[string]string `json:"fit,omitempty"`
+}
+
+// RouteFloors are one route's fitted floors and the classes it took.
+type RouteFloors struct {
+	Classes []string `json:"classes"`
+	Floors
 }
 
 // Tier is one tier's head and its provenance.

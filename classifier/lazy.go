@@ -155,6 +155,7 @@ func (l *Lazy) ClassifyWithin(ctx context.Context, budget time.Duration, text st
 		}
 		r.Class, r.Score, r.Tier, r.Tokens = a.r.Class, a.r.Score, a.r.Tier, a.r.Tokens
 		r.Top = append(r.Top[:0], a.r.Top...)
+		r.Probs = append(r.Probs[:0], a.r.Probs...)
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

@@ -101,6 +101,17 @@ func TooLarge(limit int64) *Error {
 	return &Error{Status: http.StatusRequestEntityTooLarge, Message: "request body exceeds the limit of " + strconv.FormatInt(limit, 10) + " bytes", Type: TypeInvalidRequest, Code: "request_too_large"}
 }
 
+// Blocked is the 400 a block route answers: the request is refused by a
+// routing rule (a guard class, a keyword, a pattern), nothing was sent
+// upstream.
+func Blocked(route, message string) *Error {
+	msg := "request blocked by route '" + route + "'"
+	if message != "" {
+		msg += ": " + message
+	}
+	return &Error{Status: http.StatusBadRequest, Message: msg, Type: TypeInvalidRequest, Param: "messages", Code: "blocked"}
+}
+
 // HeadersTooLarge is the 431 for a request whose headers exceed the
 // gateway's bounds (what it would forward to a replica).
 func HeadersTooLarge(what string) *Error {

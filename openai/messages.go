@@ -43,6 +43,48 @@ func (c Conversation) AppendText(dst, body []byte, r *Request) []byte {
 	return dst
 }
 
+// Fingerprint identifies the conversation a chat request belongs to: a hash
+// of its system (and developer) messages and its first user message, which
+// stay the same as the conversation grows turn by turn. It is 0 for a
+// request without a user message (completions, embeddings), which belongs
+// to no conversation. r must come from Extract on body.
+func Fingerprint(body []byte, r *Request) uint64 {
+	if r.Messages.Len() == 0 {
+		return 0
+	}
+	const offset, prime = 14695981039346656037, 1099511628211
+	h := uint64(offset)
+	add := func(b []byte) {
+		for _, c := range b {
+			h ^= uint64(c)
+			h *= prime
+		}
+		h ^= 0xff // a separator no JSON byte sequence produces alone
+		h *= prime
+	}
+	user := false
+	forElements(body, r.Messages, func(el Span) bool {
+		if body[el.Start] != '{' {
+			return true
+		}
+		sc := scanner{b: body[:el.End], i: el.Start}
+		m := readMessage(&sc)
+		switch {
+		case roleIs(body, m.role, "system"), roleIs(body, m.role, "developer"):
+			add(body[m.content.Start:m.content.End])
+		case roleIs(body, m.role, "user"):
+			add(body[m.content.Start:m.content.End])
+			user = true
+			return false
+		}
+		return true
+	})
+	if !user {
+		return 0
+	}
+	return h
+}
+
 // message is where one message's role and content lie.
 type message struct{ role, content Span }
 

@@ -104,3 +104,29 @@ func FuzzConversationText(f *testing.F) {
 		}
 	})
 }
+
+// A conversation keeps its fingerprint as it grows; another conversation,
+// or another system prompt, has another.
+func TestFingerprint(t *testing.T) {
+	fp := func(body string) uint64 {
+		t.Helper()
+		r, err := Extract([]byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return Fingerprint([]byte(body), &r)
+	}
+	turn1 := fp(`{"model":"auto","messages":[{"role":"system","content":"You code."},{"role":"user","content":"Write a Go HTTP server"}]}`)
+	turn3 := fp(`{"model":"auto","messages":[{"role":"system","content":"You code."},{"role":"user","content":"Write a Go HTTP server"},{"role":"assistant","content":"package main..."},{"role":"user","content":"now add TLS"},{"role":"assistant","content":"..."},{"role":"user","content":"and tests?"}]}`)
+	other := fp(`{"model":"auto","messages":[{"role":"system","content":"You code."},{"role":"user","content":"Write a Go gRPC server"}]}`)
+	sys := fp(`{"model":"auto","messages":[{"role":"system","content":"You cook."},{"role":"user","content":"Write a Go HTTP server"}]}`)
+	if turn1 == 0 || turn1 != turn3 {
+		t.Fatalf("the same conversation: %x then %x", turn1, turn3)
+	}
+	if other == turn1 || sys == turn1 {
+		t.Fatalf("other conversations share the fingerprint %x", turn1)
+	}
+	if got := fp(`{"model":"m","prompt":"hi"}`); got != 0 {
+		t.Fatalf("a completion has fingerprint %x, want 0", got)
+	}
+}

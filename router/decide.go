@@ -2,6 +2,7 @@ package router
 
 import (
 	"errors"
+	"strconv"
 	"sync"
 	"unsafe"
 
@@ -51,8 +52,14 @@ func (s *snapshot) signals(alias string, body []byte, req *openai.Request, h map
 		sig.Text = unsafe.String(&text[0], len(text))
 	}
 	if s.sessions != nil {
-		if v := h[s.sessionHeader]; len(v) > 0 {
+		if v := h[s.sessionHeader]; len(v) > 0 && s.sessionHeader != "" {
 			sig.Session = v[0]
+		} else if fp := openai.Fingerprint(body, req); fp != 0 {
+			// No session id: the conversation's fingerprint (its system
+			// prompt and first user turn) stands for one.
+			var b [17]byte
+			b[0] = '#'
+			sig.Session = string(strconv.AppendUint(b[:1], fp, 36))
 		}
 	}
 	return func() {

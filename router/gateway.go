@@ -232,8 +232,10 @@ func (g *Gateway) Apply(cfg *config.Config, routing *rules.Set) error {
 		s.rules = routing
 		w := routing.Window()
 		s.conv = openai.Conversation{UserTurns: w.UserTurns, System: w.System, MaxBytes: w.MaxBytes}
-		if cfg := routing.Sessions(); cfg.Header != "" {
-			s.sessionHeader = http.CanonicalHeaderKey(cfg.Header)
+		if cfg := routing.Sessions(); cfg.Enabled {
+			if cfg.Header != "" {
+				s.sessionHeader = http.CanonicalHeaderKey(cfg.Header)
+			}
 			if old != nil && old.sessions != nil && old.sessions.Settings() == cfg {
 				s.sessions = old.sessions // conversations outlive the reload
 			} else {

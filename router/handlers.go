@@ -184,6 +184,13 @@ func (g *Gateway) forward(c *gin.Context) {
 		return
 	}
 	al.dec, al.semantic = dec, semantic
+	if dec.Block {
+		setExplain(w.Header(), s, &dec)
+		oe := openai.Blocked(dec.Route, s.rules.BlockMessage(dec.Route))
+		al.status, al.err = oe.Status, oe
+		openai.WriteError(w, oe)
+		return
+	}
 	e := s.byName[dec.Pool]
 	if e == nil {
 		oe := openai.Internal()
@@ -196,15 +203,8 @@ func (g *Gateway) forward(c *gin.Context) {
 			e = fb
 		}
 	}
-	if semantic && s.rules.Explain() {
-		h := w.Header()
-		h["X-Triage-Route"] = []string{orDefault(dec.Route)}
-		h["X-Triage-Reason"] = []string{dec.Reason}
-		if dec.Tier > 0 {
-			h["X-Triage-Class"] = []string{dec.Class}
-			h["X-Triage-Tier"] = []string{strconv.Itoa(dec.Tier)}
-			h["X-Triage-Score"] = []string{strconv.FormatFloat(float64(dec.Score), 'f', 3, 32)}
-		}
+	if semantic {
+		setExplain(w.Header(), s, &dec)
 	}
 	al.pool = e
 	fr := proxy.Request{
@@ -219,6 +219,27 @@ func (g *Gateway) forward(c *gin.Context) {
 	al.status = res.Status
 	if res.Aborted {
 		panic(http.ErrAbortHandler) // after the deferred accounting: the client must see the response break
+	}
+}
+
+// setExplain sets the x-triage-* headers of a routed decision, when the
+// rules ask for them: the route, the reason, and the verdict of the tier
+// that decided (class, score, and the route's mass and the floor it had to
+// clear).
+func setExplain(h http.Header, s *snapshot, dec *rules.Decision) {
+	if !s.rules.Explain() {
+		return
+	}
+	h["X-Triage-Route"] = []string{orDefault(dec.Route)}
+	h["X-Triage-Reason"] = []string{dec.Reason}
+	if dec.Tier > 0 {
+		h["X-Triage-Class"] = []string{dec.Class}
+		h["X-Triage-Tier"] = []string{strconv.Itoa(dec.Tier)}
+		h["X-Triage-Score"] = []string{strconv.FormatFloat(float64(dec.Score), 'f', 3, 32)}
+	}
+	if dec.Floor > 0 || dec.Mass > 0 {
+		h["X-Triage-Mass"] = []string{strconv.FormatFloat(float64(dec.Mass), 'f', 3, 32)}
+		h["X-Triage-Floor"] = []string{strconv.FormatFloat(float64(dec.Floor), 'f', 3, 32)}
 	}
 }
 
@@ -295,6 +316,12 @@ func (g *Gateway) account(s *snapshot, al *accessLine) {
 				l.str("class", d.Class)
 				l.int("tier", int64(d.Tier))
 				l.float("score", d.Score)
+			}
+			if d.Mass > 0 {
+				l.float("mass", d.Mass)
+			}
+			if d.Block {
+				l.bool("blocked", true)
 			}
 			l.us("decision_us", al.decideTime)
 		}

@@ -63,15 +63,28 @@ type Class struct {
 	pos           Pos
 }
 
-// Route sends matching requests to a pool.
+// Route sends matching requests to a pool, or blocks them.
 type Route struct {
 	Name string
 	When When
 	// Pool serves the route; Fallback takes over when Pool has no healthy
-	// replica.
+	// replica. A block route has neither.
 	Pool, Fallback string
-	pos            Pos
+	// Floors are the route's own floors per tier: the least mass of its
+	// classes at which that tier's verdict takes the route. Unset, they
+	// come from the heads artifact's fitted route floors, else from the
+	// route's classes (the lowest of their floors).
+	Floors Floors
+	// Action is "route" (the default: send to Pool) or "block": answer 400
+	// with code "blocked", the route's name and Message, and send nothing
+	// upstream (for guard classes, or keyword and pattern rules).
+	Action  string
+	Message string
+	pos     Pos
 }
+
+// Blocks reports whether the route answers with an error instead of a pool.
+func (r *Route) Blocks() bool { return r.Action == "block" }
 
 // When is a route's condition; every field set must hold.
 type When struct {
@@ -84,7 +97,22 @@ type When struct {
 	// Headers: the request carries these headers with these values
 	// (names case-insensitive, values exact).
 	Headers map[string]string
+	// Keywords: the conversation text holds one of these words or phrases
+	// (case-insensitive, whole words).
+	Keywords []string
+	// Regex: the conversation text matches this RE2 pattern (compiled once;
+	// use (?i) for case-insensitive).
+	Regex string
+	// MinTokens, MaxTokens: the conversation text's length in tier-1
+	// tokens lies within these bounds (0: unbounded).
+	MinTokens, MaxTokens int
+	// Scripts: the text's dominant writing system is one of these Unicode
+	// scripts (latin, cyrillic, han, arabic, ...; case-insensitive).
+	Scripts []string
 }
+
+// classFree reports whether the condition is decided without classifying.
+func (w *When) classFree() bool { return len(w.Classes) == 0 }
 
 // Tier2 configures the second tier.
 type Tier2 struct {
@@ -95,6 +123,21 @@ type Tier2 struct {
 	Budget time.Duration
 	// Warmup loads tier 2 when the rules load instead of on first need.
 	Warmup bool
+	// EscalateAt is tier 1's routed mass (the probability of the classes
+	// the matching routes take) at or above which a request no route is
+	// sure of goes to tier 2; below it, tier 1 is sure enough that no
+	// route applies, and the default pool takes it. Unset: the heads
+	// artifact's fitted value, else 0.2.
+	EscalateAt *float64
+	// FallbackFloor is the route mass at which, when tier 2 is past its
+	// budget or fails, tier 1's best route is taken anyway (lower than the
+	// route's own floor: the request would otherwise go to the default).
+	// Unset: the artifact's, else 0.5.
+	FallbackFloor *float64
+	// Mix is the weight of tier 1's probabilities in the decision tier 2
+	// makes (0: tier 2's alone; the two tiers make different mistakes).
+	// Unset: the artifact's, else 0.
+	Mix *float64
 }
 
 // Shadow configures shadow decisions on live traffic.
@@ -142,7 +185,12 @@ type Window struct {
 
 // Session keeps a conversation on its route.
 type Session struct {
-	// Header names the session id header; empty disables sessions.
+	// Enabled is set by a session section in the file.
+	Enabled bool
+	// Header names a session id header clients may send. Without it (or
+	// when a request lacks it), a conversation is known by a fingerprint:
+	// a hash of its system prompt and first user turn, which stay the same
+	// as a chat grows.
 	Header string
 	// Turns is how many later requests stay on the session's route when
 	// their own decision is not confident. Default 5.
@@ -246,9 +294,18 @@ func Parse(path string, src []byte) (*File, error) {
 				r := &Route{pos: pos(rn)}
 				path := fmt.Sprintf("routes[%d]", i)
 				p.mapping(rn, path, map[string]func(*yaml.Node){
-					"name":     func(n *yaml.Node) { r.Name = p.str(n) },
+					"name":     func(n *yaml.Node) { r.Name = p.str(n); f.pos[path+".name"] = pos(n) },
 					"pool":     func(n *yaml.Node) { r.Pool = p.str(n); f.pos[path+".pool"] = pos(n) },
 					"fallback": func(n *yaml.Node) { r.Fallback = p.str(n); f.pos[path+".fallback"] = pos(n) },
+					"floors":   func(n *yaml.Node) { r.Floors = p.floors(n, path+".floors") },
+					"message":  func(n *yaml.Node) { r.Message = p.str(n) },
+					"action": func(n *yaml.Node) {
+						switch r.Action = p.str(n); r.Action {
+						case "route", "block":
+						default:
+							p.bad(n, fmt.Sprintf("%s.action: want route or block, got %q", path, r.Action))
+						}
+					},
 					"when": func(n *yaml.Node) {
 						p.mapping(n, path+".when", map[string]func(*yaml.Node){
 							"class": func(n *yaml.Node) {
@@ -262,23 +319,43 @@ func Parse(path string, src []byte) (*File, error) {
 							"min_score": func(n *yaml.Node) { r.When.MinScore = p.unit(n) },
 							"model":     func(n *yaml.Node) { r.When.Model = p.str(n) },
 							"headers":   func(n *yaml.Node) { r.When.Headers = p.strMap(n) },
+							"keywords":  func(n *yaml.Node) { r.When.Keywords = p.strs(n); f.pos[path+".when.keywords"] = pos(n) },
+							"regex":     func(n *yaml.Node) { r.When.Regex = p.str(n); f.pos[path+".when.regex"] = pos(n) },
+							"scripts":   func(n *yaml.Node) { r.When.Scripts = p.strs(n); f.pos[path+".when.scripts"] = pos(n) },
+							"tokens": func(n *yaml.Node) {
+								p.mapping(n, path+".when.tokens", map[string]func(*yaml.Node){
+									"min": func(n *yaml.Node) { r.When.MinTokens = p.count(n, 0, 1<<24) },
+									"max": func(n *yaml.Node) { r.When.MaxTokens = p.count(n, 1, 1<<24) },
+								})
+								if r.When.MaxTokens > 0 && r.When.MinTokens > r.When.MaxTokens {
+									p.bad(n, fmt.Sprintf("%s.when.tokens: min %d is above max %d", path, r.When.MinTokens, r.When.MaxTokens))
+								}
+							},
 						})
 					},
 				})
 				if r.Name == "" {
 					p.bad(rn, path+": a route needs a name")
 				}
-				if r.Pool == "" {
-					p.bad(rn, path+": a route needs a pool")
+				switch {
+				case r.Blocks() && (r.Pool != "" || r.Fallback != ""):
+					p.bad(rn, path+": a block route answers with an error: it takes no pool or fallback")
+				case !r.Blocks() && r.Pool == "":
+					p.bad(rn, path+": a route needs a pool (or action: block)")
+				case !r.Blocks() && r.Message != "":
+					p.bad(rn, path+".message: only a block route has a message")
 				}
 				f.Routes = append(f.Routes, r)
 			}
 		},
 		"tier2": func(n *yaml.Node) {
 			p.mapping(n, "tier2", map[string]func(*yaml.Node){
-				"enabled": func(n *yaml.Node) { f.Tier2.Enabled = p.boolean(n); f.pos["tier2.enabled"] = pos(n) },
-				"budget":  func(n *yaml.Node) { f.Tier2.Budget = p.duration(n) },
-				"warmup":  func(n *yaml.Node) { f.Tier2.Warmup = p.boolean(n) },
+				"enabled":        func(n *yaml.Node) { f.Tier2.Enabled = p.boolean(n); f.pos["tier2.enabled"] = pos(n) },
+				"budget":         func(n *yaml.Node) { f.Tier2.Budget = p.duration(n) },
+				"warmup":         func(n *yaml.Node) { f.Tier2.Warmup = p.boolean(n) },
+				"escalate_at":    func(n *yaml.Node) { v := p.unit(n); f.Tier2.EscalateAt = &v },
+				"fallback_floor": func(n *yaml.Node) { v := p.unit(n); f.Tier2.FallbackFloor = &v },
+				"mix":            func(n *yaml.Node) { v := p.unit(n); f.Tier2.Mix = &v },
 			})
 		},
 		"window": func(n *yaml.Node) {
@@ -297,6 +374,7 @@ func Parse(path string, src []byte) (*File, error) {
 			})
 		},
 		"session": func(n *yaml.Node) {
+			f.Session.Enabled = true
 			p.mapping(n, "session", map[string]func(*yaml.Node){
 				"header": func(n *yaml.Node) { f.Session.Header = p.str(n) },
 				"turns":  func(n *yaml.Node) { f.Session.Turns = p.count(n, 1, 1000) },

@@ -201,17 +201,19 @@ func TestDecideCascade(t *testing.T) {
 		want              Decision
 	}{
 		{"explicit model", "llama-3", "deposit", nil, Decision{Reason: ReasonExplicitModel}},
-		{"confident", "auto", "my deposit", nil, Decision{Pool: "legal", Fallback: "general", Route: "legal", Class: "law", Score: 0.9, Tier: 1, Reason: ReasonTier1Confident}},
-		{"second alias", "auto-fast", "git rebase", nil, Decision{Pool: "code", Route: "coding", Class: "code", Score: 0.85, Tier: 1, Reason: ReasonTier1Confident}},
-		{"at the floor", "auto", "tie", nil, Decision{Pool: "code", Route: "coding", Class: "code", Score: 0.6, Tier: 1, Reason: ReasonTier1Confident}},
+		{"confident", "auto", "my deposit", nil, Decision{Pool: "legal", Fallback: "general", Route: "legal", Class: "law", Score: 0.9, Tier: 1, Reason: ReasonTier1Confident, Mass: 0.9, Floor: 0.8}},
+		{"second alias", "auto-fast", "git rebase", nil, Decision{Pool: "code", Route: "coding", Class: "code", Score: 0.85, Tier: 1, Reason: ReasonTier1Confident, Mass: 0.85, Floor: 0.6}},
+		{"at the floor", "auto", "tie", nil, Decision{Pool: "code", Route: "coding", Class: "code", Score: 0.6, Tier: 1, Reason: ReasonTier1Confident, Mass: 0.6, Floor: 0.6}},
 		{"header rule first", "auto", "my deposit", []string{"X-Tier", "gold"}, Decision{Pool: "vip", Route: "vip", Reason: ReasonRule}},
 		{"no route for the class", "auto", "tomato soup", nil, Decision{Pool: "general", Class: "other", Score: 0.99, Tier: 1, Reason: ReasonDefault}},
-		{"below floor, tier 2 confident", "auto", "my lease", nil, Decision{Pool: "legal", Fallback: "general", Route: "legal", Class: "law", Score: 0.75, Tier: 2, Reason: ReasonBelowFloor}},
-		{"requires tier 2, confident", "auto", "a rash", nil, Decision{Pool: "medical", Route: "medical", Class: "health", Score: 0.8, Tier: 2, Reason: ReasonClassRequiresTier2}},
+		{"below floor, tier 2 confident", "auto", "my lease", nil, Decision{Pool: "legal", Fallback: "general", Route: "legal", Class: "law", Score: 0.75, Tier: 2, Reason: ReasonBelowFloor, Mass: 0.75, Floor: 0.7}},
+		{"requires tier 2, confident", "auto", "a rash", nil, Decision{Pool: "medical", Route: "medical", Class: "health", Score: 0.8, Tier: 2, Reason: ReasonClassRequiresTier2, Mass: 0.8, Floor: 0.7}},
 		// Tier 2 clears health's floor (0.5) but not the route's min_score
 		// (0.7): the default pool, with tier 2's verdict.
 		{"requires tier 2, tier 2 below the route minimum", "auto", "an itch", nil, Decision{Pool: "general", Class: "health", Score: 0.6, Tier: 2, Reason: ReasonClassRequiresTier2}},
-		{"tier 2 timeout", "auto", "lease slow", nil, Decision{Pool: "general", Class: "law", Score: 0.7, Tier: 1, Reason: ReasonTier2Timeout}},
+		// Past the budget: tier 1's best route, its mass above the 0.5
+		// fallback floor though below the route's own.
+		{"tier 2 timeout", "auto", "lease slow", nil, Decision{Pool: "legal", Fallback: "general", Route: "legal", Class: "law", Score: 0.7, Tier: 1, Reason: ReasonTier2Timeout, Mass: 0.7, Floor: 0.5}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := s.Decide(context.Background(), input(t, tc.model, tc.text, tc.hdr...))
@@ -227,19 +229,25 @@ func TestDecideCascade(t *testing.T) {
 	s2 := compile(t, cascade, Env{Heads: testHeads(true, nil), Tier1: t1, Tier2: func() (classifier.Classifier, error) {
 		return nil, fmt.Errorf("no model: %w", classifier.ErrUnavailable)
 	}})
-	if d := s2.Decide(context.Background(), input(t, "auto", "my lease")); d.Pool != "general" || d.Reason != ReasonTier2Unavailable {
+	if d := s2.Decide(context.Background(), input(t, "auto", "my lease")); d.Pool != "legal" || d.Reason != ReasonTier2Unavailable || d.Floor != 0.5 {
 		t.Fatalf("tier 2 unavailable: %+v", d)
 	}
 	// The trace tells the whole story.
 	tr := s.ExplainDecision(context.Background(), input(t, "auto", "my lease"))
-	if tr.Tier1 == nil || tr.Tier2 == nil || tr.Floors["tier1"] != 0.8 || tr.Floors["tier2"] != 0.7 ||
-		len(tr.Candidates) != 1 || tr.Decision.Route != "legal" || tr.Text != "my lease" {
+	var legal *RouteTrace
+	for i := range tr.Routes {
+		if tr.Routes[i].Name == "legal" {
+			legal = &tr.Routes[i]
+		}
+	}
+	if tr.Tier1 == nil || tr.Tier2 == nil || legal == nil || legal.Floor1 != 0.8 || legal.Floor2 != 0.7 ||
+		legal.Mass1 != 0.7 || legal.Mass2 != 0.75 || tr.Decision.Route != "legal" || tr.Text != "my lease" {
 		t.Fatalf("trace = %+v", tr)
 	}
 }
 
 func TestTier2NeverLoadedWhenNotNeeded(t *testing.T) {
-	t1 := &classifiertest.Fixed{Default: classifier.Scored{Class: "law", Score: 0.1}}
+	t1 := &classifiertest.Fixed{Default: classifier.Scored{Class: "law", Score: 0.3}} // below law's floor, above escalate_at
 	loaded := false
 	load := func() (classifier.Classifier, error) { loaded = true; return &classifiertest.Fixed{}, nil }
 	// Tier 2 off: below-floor requests go to the default pool; nothing loads.
@@ -474,7 +482,9 @@ func (b *blocking) Classify(_ context.Context, _ string, r *classifier.Result) e
 // tier 1's verdict (tier2_timeout) while tier 2 goes on; a tier 2 that
 // fails says so (tier2_error).
 func TestTier2Budget(t *testing.T) {
-	t1 := &classifiertest.Fixed{Default: classifier.Scored{Class: "law", Score: 0.7}} // below law's 0.8
+	// Below law's 0.8 and the 0.5 fallback floor: without tier 2's answer,
+	// the default pool.
+	t1 := &classifiertest.Fixed{Default: classifier.Scored{Class: "law", Score: 0.45}}
 	body := strings.Replace(cascade, "budget: 50ms", "budget: 20ms", 1)
 
 	// A Run past the budget: the decision does not wait for it.

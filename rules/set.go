@@ -4,16 +4,21 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/triagegw/triage/classifier"
+	"github.com/triagegw/triage/internal/suggest"
 )
 
 // Reasons a Decision gives.
@@ -45,6 +50,14 @@ type Decision struct {
 	Score  float32 `json:"score,omitempty"`
 	Tier   int     `json:"tier"`
 	Reason string  `json:"reason"`
+	// Mass is the route's mass at the tier that decided (the probability
+	// of the classes it takes) and Floor the floor that mass had to clear;
+	// both 0 when no class route decided.
+	Mass  float32 `json:"mass,omitempty"`
+	Floor float32 `json:"floor,omitempty"`
+	// Block: the route blocks the request (an error answer, nothing sent
+	// upstream); Pool is empty then.
+	Block bool `json:"block,omitempty"`
 }
 
 // Signals are what a decision reads of a request, whatever API shape it
@@ -97,12 +110,20 @@ type Set struct {
 	routes  []route
 	def     string
 	tier1   classifier.Classifier
+	counter tokenCounter // tier 1's tokenizer, for token-length conditions; nil: estimated
+	// headIdx maps each tier's head class positions to class indices
+	// (heads normally list the classes in the same order).
+	headIdx [3][]int
+
+	escalateAt, fallbackFloor, mix float32
+	params                         Params // the same, and the routes' floors, as the decision reads them
 
 	tier2On     bool
 	tier2       *classifier.Lazy
 	tier2Budget time.Duration
 
-	scratch sync.Pool
+	scratch  sync.Pool
+	warnings []Problem
 
 	shadow       *Set
 	shadowSample float64
@@ -115,19 +136,43 @@ type classInfo struct {
 
 type route struct {
 	name, pool, fallback string
+	block                bool
+	message              string
 	classes              []bool // by class index; nil: any class (no class condition)
-	minScore             float32
-	model                string
-	headers              [][2]string // canonical name, value
+	// floor is the least mass at tiers 1 and 2 (index 1, 2) that takes the
+	// route: its floor (base), raised to min_score.
+	floor         [3]float32
+	base          [3]float32
+	minScore      float32
+	requiresTier2 bool // one of its classes is never trusted to tier 1 alone
+	unknown       bool // a class, pattern or script in it is wrong (reported)
+	model         string
+	headers       [][2]string // canonical name, value
+	keywords      *regexp.Regexp
+	regex         *regexp.Regexp
+	minTokens     int
+	maxTokens     int
+	scripts       []*unicode.RangeTable
+}
+
+// extra reports whether the route has conditions on the text besides its
+// classes.
+func (r *route) extra() bool {
+	return r.keywords != nil || r.regex != nil || r.minTokens > 0 || r.maxTokens > 0 || len(r.scripts) > 0
 }
 
 type work struct {
 	r1 classifier.Result
 	r2 classifier.Result
+	// taken marks the classes the matching class routes take, by index.
+	taken []bool
+	ev    evidence
 }
 
 // Compile checks f against env and builds its Set. Every problem is
-// reported at once, with the line and column it comes from.
+// reported at once, with the line and column it comes from; a name that
+// is not known (a class, a pool) is reported with the known ones and the
+// closest, whatever its case.
 func Compile(f *File, env Env) (*Set, error) {
 	var problems []Problem
 	bad := func(p Pos, format string, a ...any) {
@@ -142,22 +187,137 @@ func Compile(f *File, env Env) (*Set, error) {
 	if env.Tier2Budget != nil {
 		s.tier2Budget = *env.Tier2Budget
 	}
+	s.counter, _ = env.Tier1.(tokenCounter)
 	if env.Tier1 == nil || h.Tier1 == nil {
 		bad(Pos{}, "heads %s: no tier-1 head; tier 1 is what every decision starts with", h.Dir)
 	}
+	s.headIdx[1] = s.headIndex(h.Tier1)
+	s.headIdx[2] = s.headIndex(h.Tier2)
+	pools := slices.Sorted(maps.Keys(env.Pools))
 	if !env.Pools[f.Default] {
-		bad(f.pos["default"], "default: no pool named %q", f.Default)
+		bad(f.pos["default"], "default: no pool named %q%s", f.Default, known(f.Default, pools, "pools"))
 	}
-	for name, c := range f.Classes {
+	for _, name := range slices.Sorted(maps.Keys(f.Classes)) {
 		if _, ok := s.index[name]; !ok {
-			bad(c.pos, "classes: %q is not a class of the heads in %s (they are %v)", name, h.Dir, h.Classes)
+			bad(f.Classes[name].pos, "classes: %q is not a class of the heads in %s%s", name, h.Dir, known(name, h.Classes, "classes"))
 		}
 	}
-	// Floors: the file's class floor, else the heads' calibrated one, else
-	// the file's default, else 0.5.
-	s.info = make([]classInfo, len(h.Classes))
+	s.info = classFloors(f, h)
+	s.escalateAt, s.fallbackFloor, s.mix = cascadeSettings(f, h)
+	names := map[string]int{}
+	for i, r := range f.Routes {
+		path := fmt.Sprintf("routes[%d]", i)
+		if j, dup := names[r.Name]; dup {
+			bad(r.pos, "%s: route name %q is also routes[%d]'s", path, r.Name, j)
+		}
+		names[r.Name] = i
+		for _, ref := range []struct{ key, pool string }{{"pool", r.Pool}, {"fallback", r.Fallback}} {
+			if ref.pool != "" && !env.Pools[ref.pool] {
+				bad(f.pos[path+"."+ref.key], "%s.%s: no pool named %q%s", path, ref.key, ref.pool, known(ref.pool, pools, "pools"))
+			}
+		}
+		if r.When.Model != "" && !slices.Contains(f.Aliases, r.When.Model) {
+			bad(r.pos, "%s.when.model: %q is not an alias (%v): rules only see requests naming an alias, so this route can never match", path, r.When.Model, f.Aliases)
+		}
+		s.routes = append(s.routes, s.compileRoute(f, h, r, path, bad))
+	}
+	for j := range s.routes {
+		if s.routes[j].unknown {
+			continue // its classes are reported; it shadows nothing and is shadowed by nothing
+		}
+		for i := range j {
+			if !s.routes[i].unknown && shadows(&s.routes[i], &s.routes[j]) {
+				bad(f.Routes[j].pos, "routes[%d] (%s) can never match: routes[%d] (%s) takes every request it would", j, s.routes[j].name, i, s.routes[i].name)
+				break
+			}
+		}
+	}
+	if f.Tier2.Enabled && (h.Tier2 == nil || env.Tier2 == nil) {
+		bad(f.pos["tier2.enabled"], "tier2.enabled: the heads in %s have no tier-2 head, or this build has no tier-2 encoder", h.Dir)
+	}
+	s.tier2On = f.Tier2.Enabled && s.needsTier2()
+	switch {
+	case f.Shadow.Rules != "" && env.Shadow == nil:
+		bad(f.pos["shadow.rules"], "shadow.rules: %s was not loaded", f.Shadow.Rules)
+	case f.Shadow.Rules == "" && env.Shadow != nil:
+		bad(f.pos["shadow"], "shadow: a shadow rule set was given but the file names none (shadow.rules)")
+	case env.Shadow != nil && env.Shadow.shadow != nil:
+		bad(f.pos["shadow.rules"], "shadow.rules: %s has a shadow of its own; a shadow cannot have one", f.Shadow.Rules)
+	case env.Shadow != nil && f.Shadow.Sample <= 0:
+		bad(f.pos["shadow.sample"], "shadow.sample: 0 decides nothing in shadow; remove the shadow section instead")
+	case env.Shadow != nil:
+		s.shadow, s.shadowSample = env.Shadow, f.Shadow.Sample
+	}
+	if len(problems) > 0 {
+		return nil, &Error{Problems: problems}
+	}
+	s.warnings = s.unreachable()
+	sum := sha256.New()
+	if b, err := os.ReadFile(f.Path); err == nil {
+		sum.Write(b)
+	}
+	fmt.Fprintf(sum, "\x00%s\x00%s\x00%s\x00", h.Name, h.Version, h.Dir)
+	// The heads' content too: calibration changes floors (and temperatures)
+	// without changing the artifact's version string.
+	if b, err := os.ReadFile(filepath.Join(h.Dir, classifier.HeadsFile)); err == nil {
+		sum.Write(b)
+	}
+	s.version = hex.EncodeToString(sum.Sum(nil))[:12]
+	n, nr := len(h.Classes), len(s.routes)
+	s.scratch.New = func() any {
+		return &work{taken: make([]bool, n), ev: evidence{match: make([]bool, nr), m1: make([]float32, nr), m2: make([]float32, nr),
+			class1: make([]classifier.Scored, nr), class2: make([]classifier.Scored, nr)}}
+	}
+	s.params = Params{EscalateAt: s.escalateAt, FallbackFloor: s.fallbackFloor, Mix: s.mix}
+	for t := 1; t <= 2; t++ {
+		s.params.Floors[t] = make([]float32, nr)
+		for i, r := range s.routes {
+			s.params.Floors[t][i] = r.base[t]
+		}
+	}
+	return s, nil
+}
+
+// known lists the names a reference could have meant: the closest one
+// (case-insensitive) and all of them.
+func known(name string, names []string, what string) string {
+	msg := ""
+	if c := suggest.ClosestFold(name, names); c != "" {
+		msg = fmt.Sprintf(" (did you mean %q?)", c)
+	}
+	return fmt.Sprintf("%s; the %s are %s", msg, what, quoteList(names))
+}
+
+func quoteList(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = strconv.Quote(n)
+	}
+	return strings.Join(q, ", ")
+}
+
+// headIndex maps a tier's head class positions to the set's class indices.
+func (s *Set) headIndex(t *classifier.Tier) []int {
+	if t == nil {
+		return nil
+	}
+	idx := make([]int, len(t.Head.Classes))
+	for i, c := range t.Head.Classes {
+		if j, ok := s.index[c]; ok {
+			idx[i] = j
+		} else {
+			idx[i] = -1
+		}
+	}
+	return idx
+}
+
+// classFloors resolves each class's floors: the file's class floor, else
+// the heads' calibrated one, else the file's default, else 0.5.
+func classFloors(f *File, h *classifier.Heads) []classInfo {
+	info := make([]classInfo, len(h.Classes))
 	for i, name := range h.Classes {
-		ci := &s.info[i]
+		ci := &info[i]
 		def1, def2 := 0.5, 0.5
 		if f.Floors.Tier1 != nil {
 			def1 = *f.Floors.Tier1
@@ -184,105 +344,145 @@ func Compile(f *File, env Env) (*Set, error) {
 			ci.requiresTier2 = c.RequiresTier2
 		}
 	}
-	names := map[string]int{}
-	for i, r := range f.Routes {
-		path := fmt.Sprintf("routes[%d]", i)
-		cr := route{name: r.Name, pool: r.Pool, fallback: r.Fallback, minScore: float32(r.When.MinScore), model: r.When.Model}
-		if j, dup := names[r.Name]; dup {
-			bad(r.pos, "%s: route name %q is also routes[%d]'s", path, r.Name, j)
+	return info
+}
+
+// Defaults of the escalation settings, when neither the file nor the
+// heads artifact sets them.
+const (
+	DefaultEscalateAt    = 0.2
+	DefaultFallbackFloor = 0.5
+)
+
+// cascadeSettings resolves escalate_at, fallback_floor and mix: the
+// file's, else the artifact's fitted ones, else the defaults.
+func cascadeSettings(f *File, h *classifier.Heads) (escalateAt, fallback, mix float32) {
+	pick := func(file *float64, fitted func(*classifier.Routing) *float32, def float32) float32 {
+		if file != nil {
+			return float32(*file)
 		}
-		names[r.Name] = i
-		if r.Pool != "" && !env.Pools[r.Pool] {
-			bad(f.pos[path+".pool"], "%s.pool: no pool named %q", path, r.Pool)
+		if h.Routing != nil {
+			if v := fitted(h.Routing); v != nil {
+				return *v
+			}
 		}
-		if r.Fallback != "" && !env.Pools[r.Fallback] {
-			bad(f.pos[path+".fallback"], "%s.fallback: no pool named %q", path, r.Fallback)
-		}
-		if r.When.Model != "" && !slices.Contains(f.Aliases, r.When.Model) {
-			bad(r.pos, "%s.when.model: %q is not an alias (%v): rules only see requests naming an alias, so this route can never match", path, r.When.Model, f.Aliases)
-		}
-		if len(r.When.Classes) > 0 {
-			cr.classes = make([]bool, len(h.Classes))
-			for _, c := range r.When.Classes {
-				ci, ok := s.index[c]
-				if !ok {
-					bad(f.pos[path+".when.class"], "%s.when: %q is not a class of the heads (%v)", path, c, h.Classes)
-					continue
-				}
-				cr.classes[ci] = true
-				if s.info[ci].requiresTier2 && !f.Tier2.Enabled {
+		return def
+	}
+	escalateAt = pick(f.Tier2.EscalateAt, func(r *classifier.Routing) *float32 { return r.EscalateAt }, DefaultEscalateAt)
+	fallback = pick(f.Tier2.FallbackFloor, func(r *classifier.Routing) *float32 { return r.FallbackFloor }, DefaultFallbackFloor)
+	mix = pick(f.Tier2.Mix, func(r *classifier.Routing) *float32 { return r.Mix }, 0)
+	return
+}
+
+// compileRoute checks one route and builds it: its classes, its floors per
+// tier (the file's, else the artifact's fitted ones for the same classes,
+// else the lowest of its classes' floors; raised to min_score), and its
+// text conditions.
+func (s *Set) compileRoute(f *File, h *classifier.Heads, r *Route, path string, bad func(Pos, string, ...any)) route {
+	cr := route{name: r.Name, pool: r.Pool, fallback: r.Fallback, block: r.Blocks(), message: r.Message,
+		minScore: float32(r.When.MinScore), model: r.When.Model, minTokens: r.When.MinTokens, maxTokens: r.When.MaxTokens}
+	if len(r.When.Classes) > 0 {
+		cr.classes = make([]bool, len(h.Classes))
+		cr.floor = [3]float32{0, 1, 1}
+		for _, c := range r.When.Classes {
+			ci, ok := s.index[c]
+			if !ok {
+				cr.unknown = true
+				bad(f.pos[path+".when.class"], "%s.when: %q is not a class of the heads in %s%s", path, c, h.Dir, known(c, h.Classes, "classes"))
+				continue
+			}
+			cr.classes[ci] = true
+			info := s.info[ci]
+			cr.floor[1], cr.floor[2] = min(cr.floor[1], info.floor1), min(cr.floor[2], info.floor2)
+			if info.requiresTier2 {
+				cr.requiresTier2 = true
+				if !f.Tier2.Enabled {
 					bad(f.pos[path+".when.class"], "%s.when: class %q requires tier 2 but tier2.enabled is false: this route can never take it", path, c)
 				}
 			}
 		}
-		for k, v := range r.When.Headers {
-			cr.headers = append(cr.headers, [2]string{http.CanonicalHeaderKey(k), v})
-		}
-		slices.SortFunc(cr.headers, func(a, b [2]string) int { return cmpStr(a[0], b[0]) })
-		s.routes = append(s.routes, cr)
-	}
-	for j := range s.routes {
-		for i := range j {
-			if shadows(&s.routes[i], &s.routes[j]) {
-				bad(f.Routes[j].pos, "routes[%d] (%s) can never match: routes[%d] (%s) takes every request it would", j, s.routes[j].name, i, s.routes[i].name)
-				break
+		if fit, ok := fittedFloors(h, r); ok {
+			if fit.Tier1 != nil {
+				cr.floor[1] = *fit.Tier1
+			}
+			if fit.Tier2 != nil {
+				cr.floor[2] = *fit.Tier2
 			}
 		}
-	}
-	if f.Tier2.Enabled {
-		if h.Tier2 == nil || env.Tier2 == nil {
-			bad(f.pos["tier2.enabled"], "tier2.enabled: the heads in %s have no tier-2 head, or this build has no tier-2 encoder", h.Dir)
+		if r.Floors.Tier1 != nil {
+			cr.floor[1] = float32(*r.Floors.Tier1)
 		}
+		if r.Floors.Tier2 != nil {
+			cr.floor[2] = float32(*r.Floors.Tier2)
+		}
+		cr.base = cr.floor
+		cr.floor[1], cr.floor[2] = max(cr.floor[1], cr.minScore), max(cr.floor[2], cr.minScore)
 	}
-	s.tier2On = f.Tier2.Enabled && s.needsTier2()
-	switch {
-	case f.Shadow.Rules != "" && env.Shadow == nil:
-		bad(f.pos["shadow.rules"], "shadow.rules: %s was not loaded", f.Shadow.Rules)
-	case f.Shadow.Rules == "" && env.Shadow != nil:
-		bad(f.pos["shadow"], "shadow: a shadow rule set was given but the file names none (shadow.rules)")
-	case env.Shadow != nil && env.Shadow.shadow != nil:
-		bad(f.pos["shadow.rules"], "shadow.rules: %s has a shadow of its own; a shadow cannot have one", f.Shadow.Rules)
-	case env.Shadow != nil && f.Shadow.Sample <= 0:
-		bad(f.pos["shadow.sample"], "shadow.sample: 0 decides nothing in shadow; remove the shadow section instead")
-	case env.Shadow != nil:
-		s.shadow, s.shadowSample = env.Shadow, f.Shadow.Sample
+	for k, v := range r.When.Headers {
+		cr.headers = append(cr.headers, [2]string{http.CanonicalHeaderKey(k), v})
 	}
-	if len(problems) > 0 {
-		return nil, &Error{Problems: problems}
+	slices.SortFunc(cr.headers, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
+	if len(r.When.Keywords) > 0 {
+		alts := make([]string, len(r.When.Keywords))
+		for i, k := range r.When.Keywords {
+			alts[i] = regexp.QuoteMeta(strings.TrimSpace(k))
+		}
+		cr.keywords = regexp.MustCompile(`(?i)(?:^|[^\pL\pN_])(?:` + strings.Join(alts, "|") + `)(?:$|[^\pL\pN_])`)
 	}
-	sum := sha256.New()
-	if b, err := os.ReadFile(f.Path); err == nil {
-		sum.Write(b)
+	if r.When.Regex != "" {
+		re, err := regexp.Compile(r.When.Regex)
+		if err != nil {
+			cr.unknown = true
+			bad(f.pos[path+".when.regex"], "%s.when.regex: %v", path, err)
+		}
+		cr.regex = re
 	}
-	fmt.Fprintf(sum, "\x00%s\x00%s\x00%s\x00", h.Name, h.Version, h.Dir)
-	// The heads' content too: calibration changes floors (and temperatures)
-	// without changing the artifact's version string.
-	if b, err := os.ReadFile(filepath.Join(h.Dir, classifier.HeadsFile)); err == nil {
-		sum.Write(b)
+	for _, name := range r.When.Scripts {
+		t := scriptTable(name)
+		if t == nil {
+			cr.unknown = true
+			hint := ""
+			if c := suggest.ClosestFold(name, scriptNames()); c != "" {
+				hint = fmt.Sprintf(" (did you mean %q?)", c)
+			}
+			bad(f.pos[path+".when.scripts"], "%s.when.scripts: %q is not a Unicode script%s; for example latin, cyrillic, greek, arabic, hebrew, devanagari, han, hiragana, katakana, hangul, thai", path, name, hint)
+			continue
+		}
+		cr.scripts = append(cr.scripts, t)
 	}
-	s.version = hex.EncodeToString(sum.Sum(nil))[:12]
-	s.scratch.New = func() any { return new(work) }
-	return s, nil
+	return cr
 }
 
-func cmpStr(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
+// fittedFloors are the floors calibration fitted for a route of this name
+// taking exactly these classes.
+func fittedFloors(h *classifier.Heads, r *Route) (classifier.Floors, bool) {
+	if h.Routing == nil {
+		return classifier.Floors{}, false
 	}
-	return 0
+	fit, ok := h.Routing.Routes[r.Name]
+	if !ok || !sameSet(fit.Classes, r.When.Classes) {
+		return classifier.Floors{}, false
+	}
+	return fit.Floors, true
+}
+
+func sameSet(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(slices.Compact(a), slices.Compact(b))
 }
 
 // shadows reports whether route a (earlier) takes every request route b
-// would: its conditions are each no stricter than b's.
+// would: its conditions are each no stricter than b's. A class route takes
+// b's requests when its classes include b's (its mass is then at least
+// b's) and its floors are no higher.
 func shadows(a, b *route) bool {
 	if a.model != "" && a.model != b.model {
 		return false
 	}
-	if a.minScore > b.minScore {
-		return false
+	if a.extra() {
+		return false // conditions on the text: not compared
 	}
 	for _, ha := range a.headers {
 		if !slices.Contains(b.headers, ha) {
@@ -295,6 +495,9 @@ func shadows(a, b *route) bool {
 	if b.classes == nil {
 		return false
 	}
+	if a.floor[1] > b.floor[1] || a.floor[2] > b.floor[2] || a.requiresTier2 && !b.requiresTier2 {
+		return false
+	}
 	for c, in := range b.classes {
 		if in && !a.classes[c] {
 			return false
@@ -303,18 +506,67 @@ func shadows(a, b *route) bool {
 	return true
 }
 
-// needsTier2 reports whether any route could escalate: a routed class that
-// requires tier 2 or whose tier-1 floor (or the route's minimum) can fail.
+// needsTier2 reports whether any decision could escalate: a class route
+// whose tier-1 floor can fail, or that tier 1 may never take.
 func (s *Set) needsTier2() bool {
 	for _, r := range s.routes {
-		for c, in := range r.classes {
-			if in && (s.info[c].requiresTier2 || s.info[c].floor1 > 0 || r.minScore > 0) {
-				return true
-			}
+		if r.classes != nil && (r.requiresTier2 || r.floor[1] > 0) {
+			return true
 		}
 	}
 	return false
 }
+
+// unreachable lists the routes no request can take (a floor of 1 at every
+// tier that can decide: a mass never reaches past it) and the classes
+// named only by such routes.
+func (s *Set) unreachable() []Problem {
+	var out []Problem
+	dead := map[int]bool{}
+	for i, r := range s.routes {
+		if r.classes == nil || r.unknown {
+			continue
+		}
+		t1 := !r.requiresTier2 && r.floor[1] < 1
+		t2 := s.tier2On && r.floor[2] < 1
+		if t1 || t2 {
+			continue
+		}
+		dead[i] = true
+		p := s.file.Routes[i].pos
+		out = append(out, Problem{File: s.file.Path, Line: p.Line, Col: p.Col, Msg: fmt.Sprintf(
+			"routes[%d] (%s) can never fire: its floor is %.2f at tier 1 and %.2f at tier 2 (tier 2 %s); lower its floors or refit them with triage calibrate --rules",
+			i, r.name, r.floor[1], r.floor[2], map[bool]string{true: "on", false: "off"}[s.tier2On])})
+	}
+	for c, name := range s.classes {
+		named, live := false, false
+		for i, r := range s.routes {
+			if r.classes != nil && r.classes[c] {
+				named = true
+				live = live || !dead[i]
+			}
+		}
+		if named && !live {
+			out = append(out, Problem{File: s.file.Path, Msg: fmt.Sprintf("class %q can never be routed: every route that names it can never fire", name)})
+		}
+	}
+	return out
+}
+
+// BlockMessage is the message a block route answers with ("" for none,
+// or for a route that does not block).
+func (s *Set) BlockMessage(route string) string {
+	for _, r := range s.routes {
+		if r.name == route && r.block {
+			return r.message
+		}
+	}
+	return ""
+}
+
+// Warnings are what Compile found that is allowed but probably wrong:
+// routes that can never fire, classes no route can take.
+func (s *Set) Warnings() []Problem { return s.warnings }
 
 // NeedsTier2 reports whether any decision can reach tier 2. When false the
 // tier-2 model is never loaded.
@@ -432,16 +684,20 @@ func (s *Set) Tier2State() string {
 // Tier2Loaded reports whether tier 2 has been loaded (successfully).
 func (s *Set) Tier2Loaded() bool { return s.tier2On && s.tier2.Loaded() }
 
-// Trace is the whole story of one decision, for `triage route`.
+// Trace is the whole story of one decision, for `triage route`: what each
+// tier said, every class route's mass and floors, and the decision.
 type Trace struct {
 	Model      string             `json:"model"`
 	Text       string             `json:"text,omitempty"`
 	Tier1      *classifier.Result `json:"tier1,omitempty"`
 	Tier2      *classifier.Result `json:"tier2,omitempty"`
 	Tier2Error string             `json:"tier2_error,omitempty"`
-	Floors     map[string]float32 `json:"floors_applied,omitempty"` // tier → floor of the class it judged
-	Candidates []string           `json:"candidate_routes,omitempty"`
-	Decision   Decision           `json:"decision"`
+	// Routes are the class routes whose other conditions held, in order,
+	// with their mass at each tier that ran and their floors.
+	Routes []RouteTrace `json:"routes,omitempty"`
+	// EscalateAt is the routed mass from which tier 1 escalates.
+	EscalateAt float32  `json:"escalate_at"`
+	Decision   Decision `json:"decision"`
 }
 
 // Decide routes one request by its signals. For a model that is not an
@@ -461,7 +717,7 @@ func (s *Set) ExplainDecision(ctx context.Context, sig Signals) Trace {
 
 func (s *Set) decide(ctx context.Context, sig *Signals, tr *Trace) Decision {
 	if tr != nil {
-		tr.Model = sig.Model
+		tr.Model, tr.EscalateAt = sig.Model, s.escalateAt
 	}
 	if _, ok := s.Alias([]byte(sig.Model)); !ok {
 		return Decision{Reason: ReasonExplicitModel}
@@ -475,137 +731,3 @@ func (s *Set) decide(ctx context.Context, sig *Signals, tr *Trace) Decision {
 	return d
 }
 
-// matches reports whether r's conditions other than the class hold.
-func (r *route) matches(sig *Signals) bool {
-	if r.model != "" && sig.Model != r.model {
-		return false
-	}
-	for _, h := range r.headers {
-		if v := sig.Header[h[0]]; len(v) == 0 || v[0] != h[1] {
-			return false
-		}
-	}
-	return true
-}
-
-func (s *Set) pick(r *route, res *classifier.Result, tier int, reason string) Decision {
-	return Decision{Pool: r.pool, Fallback: r.fallback, Route: r.name, Class: res.Class, Score: res.Score, Tier: tier, Reason: reason}
-}
-
-func (s *Set) cascade(ctx context.Context, sig *Signals, w *work, tr *Trace) Decision {
-	// A route without a class condition that comes before any class route
-	// the request could take settles it without classifying.
-	for i := range s.routes {
-		r := &s.routes[i]
-		if !r.matches(sig) {
-			continue
-		}
-		if r.classes == nil {
-			return Decision{Pool: r.pool, Fallback: r.fallback, Route: r.name, Reason: ReasonRule}
-		}
-		break
-	}
-	if tr != nil {
-		tr.Text = sig.Text
-	}
-	_ = s.tier1.Classify(ctx, sig.Text, &w.r1) // tier 1 does not fail
-	if tr != nil {
-		r1 := w.r1
-		r1.Top = append([]classifier.Scored(nil), w.r1.Top...)
-		tr.Tier1 = &r1
-	}
-	c, ok := s.index[w.r1.Class]
-	if !ok {
-		return Decision{Pool: s.def, Class: w.r1.Class, Score: w.r1.Score, Tier: 1, Reason: ReasonDefault}
-	}
-	info := &s.info[c]
-	routed := false
-	var catchAll *route // a class-free route after the class routes: it takes what they leave
-	for i := range s.routes {
-		r := &s.routes[i]
-		if !r.matches(sig) {
-			continue
-		}
-		if r.classes == nil {
-			catchAll = r
-			break
-		}
-		if !r.classes[c] {
-			continue
-		}
-		routed = true
-		if tr != nil {
-			tr.Candidates = append(tr.Candidates, r.name)
-			if tr.Floors == nil {
-				tr.Floors = map[string]float32{"tier1": info.floor1}
-			}
-		}
-		if !info.requiresTier2 && w.r1.Score >= max(info.floor1, r.minScore) {
-			return s.pick(r, &w.r1, 1, ReasonTier1Confident)
-		}
-	}
-	def := Decision{Pool: s.def, Class: w.r1.Class, Score: w.r1.Score, Tier: 1, Reason: ReasonDefault}
-	if catchAll != nil {
-		def.Pool, def.Fallback, def.Route, def.Reason = catchAll.pool, catchAll.fallback, catchAll.name, ReasonRule
-	}
-	if !routed {
-		return def
-	}
-	reason := ReasonBelowFloor
-	if info.requiresTier2 {
-		reason = ReasonClassRequiresTier2
-	}
-	def.Reason = reason
-	if !s.tier2On {
-		return def
-	}
-	return s.escalate(ctx, sig, w, tr, reason, def)
-}
-
-func (s *Set) escalate(ctx context.Context, sig *Signals, w *work, tr *Trace, reason string, def Decision) Decision {
-	// The budget covers the load (the first time) and the classification;
-	// past it the request goes on with tier 1's verdict.
-	err := s.tier2.ClassifyWithin(ctx, s.tier2Budget, sig.Text, &w.r2)
-	if err != nil {
-		if tr != nil {
-			tr.Tier2Error = err.Error()
-		}
-		var le *classifier.LoadError
-		switch {
-		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
-			def.Reason = ReasonTier2Timeout
-		case errors.Is(err, classifier.ErrUnavailable) || errors.As(err, &le):
-			def.Reason = ReasonTier2Unavailable
-		default:
-			def.Reason = ReasonTier2Error
-		}
-		return def
-	}
-	if tr != nil {
-		r2 := w.r2
-		r2.Top = append([]classifier.Scored(nil), w.r2.Top...)
-		tr.Tier2 = &r2
-	}
-	c, ok := s.index[w.r2.Class]
-	if !ok {
-		return def
-	}
-	info := &s.info[c]
-	if tr != nil {
-		if tr.Floors == nil {
-			tr.Floors = map[string]float32{}
-		}
-		tr.Floors["tier2"] = info.floor2
-	}
-	for i := range s.routes {
-		r := &s.routes[i]
-		if r.classes == nil || !r.classes[c] || !r.matches(sig) {
-			continue
-		}
-		if w.r2.Score >= max(info.floor2, r.minScore) {
-			return s.pick(r, &w.r2, 2, reason)
-		}
-	}
-	def.Class, def.Score, def.Tier = w.r2.Class, w.r2.Score, 2
-	return def
-}

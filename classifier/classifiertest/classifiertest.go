@@ -74,3 +74,37 @@ func (f *Fixed) Last() string {
 	defer f.mu.Unlock()
 	return f.last
 }
+
+// Dist answers with a whole probability distribution over Classes (what
+// the real tiers give, in Result.Probs): the first rule whose Contains is
+// in the text, else Default. Probabilities not given are 0; they need not
+// sum to 1.
+type Dist struct {
+	Classes []string
+	Rules   []DistRule
+	Default map[string]float32
+}
+
+// DistRule maps a substring to a distribution.
+type DistRule struct {
+	Contains string
+	Probs    map[string]float32
+}
+
+// Classify implements classifier.Classifier.
+func (d *Dist) Classify(_ context.Context, text string, r *classifier.Result) error {
+	m := d.Default
+	for _, rule := range d.Rules {
+		if strings.Contains(text, rule.Contains) {
+			m = rule.Probs
+			break
+		}
+	}
+	probs := make([]float32, len(d.Classes))
+	for i, c := range d.Classes {
+		probs[i] = m[c]
+	}
+	r.SetTop(d.Classes, probs, 3)
+	r.SetProbs(probs)
+	return nil
+}

@@ -251,6 +251,7 @@ func (c *Classifier) Classify(ctx context.Context, text string, r *classifier.Re
 	r.Tier = 2
 	r.Tokens = n
 	r.SetTop(c.head.Classes, s.probs, TopK)
+	r.SetProbs(s.probs)
 	return nil
 }
 

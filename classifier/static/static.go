@@ -231,6 +231,7 @@ func (m *Model) Classify(_ context.Context, text string, r *classifier.Result) e
 	classifier.Softmax(s.probs, m.head.Temperature)
 	r.Tier = 1
 	r.SetTop(m.head.Classes, s.probs, TopK)
+	r.SetProbs(s.probs)
 	m.pool.Put(s)
 	return nil
 }

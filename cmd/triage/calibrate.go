@@ -27,6 +27,7 @@ type calibrateFlags struct {
 	place                                 placeFlags // --config, --heads, --models
 	heads                                 string     // the heads calibrated, resolved
 	data, groupBy, classes, labelMap, out string
+	rules                                 string // --rules: fit a rule set's route floors instead
 	tier, folds                           int
 	target, maxEsc                        float64
 	temperature, diff, asJSON             bool
@@ -37,6 +38,7 @@ func parseCalibrateFlags(args []string, stderr io.Writer) (*calibrateFlags, erro
 	fs := flag.NewFlagSet("triage calibrate", flag.ContinueOnError)
 	f.place.register(fs, "heads artifact to calibrate")
 	fs.StringVar(&f.data, "data", "", "labelled calibration set, .jsonl or .csv (required); not the training data")
+	fs.StringVar(&f.rules, "rules", "", "a rules file: fit its routes' floors per tier, escalate_at, mix and fallback_floor at the level the rules decide (route precision), instead of per-class floors")
 	fs.IntVar(&f.tier, "tier", 1, "tier to calibrate")
 	fs.Float64Var(&f.target, "target-precision", 0.9, "precision each class's floor must reach")
 	fs.Float64Var(&f.maxEsc, "max-escalation", 0, "cap on the share of items below their floor (0: no cap); the target gives way")
@@ -63,6 +65,9 @@ func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	f, err := parseCalibrateFlags(args, stderr)
 	if err != nil {
 		return err
+	}
+	if f.rules != "" {
+		return runCalibrateRules(ctx, f, stdout, stderr)
 	}
 	cfg, err := f.place.loadConfig()
 	if err != nil {

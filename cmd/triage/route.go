@@ -146,6 +146,9 @@ func checkRules(cfgPath, file string, stdout io.Writer) (*rules.Set, error) {
 	}
 	fmt.Fprintf(stdout, "%s: ok — version %s, aliases %v, %d routes, default pool %s, tier 2 %s\n",
 		cfg.RulesPath(), s.Version(), s.Aliases(), len(s.File().Routes), s.Default(), t2)
+	for _, w := range s.Warnings() {
+		fmt.Fprintf(stdout, "warning: %s\n", w)
+	}
 	return s, nil
 }
 
@@ -201,6 +204,11 @@ func dryRun(ctx context.Context, s *rules.Set, data string, stdout, stderr io.Wr
 		fmt.Fprintf(tw, "%s\t%d\t%.1f%%\t%s\n", k, st.n, 100*float64(st.n)/float64(n), prec)
 	}
 	tw.Flush()
+	for _, r := range s.Routes() {
+		if st := byRoute[r.Name]; st != nil && st.n == 0 {
+			fmt.Fprintf(stdout, "warning: route %s took none of the %d requests of %s\n", r.Name, n, data)
+		}
+	}
 	fmt.Fprintf(stdout, "\nescalation (tier 1 not enough): %.1f%% of %d\nreasons:", 100*float64(escalated)/float64(n), n)
 	for _, k := range slices.Sorted(maps.Keys(reasons)) {
 		fmt.Fprintf(stdout, " %s=%d", k, reasons[k])

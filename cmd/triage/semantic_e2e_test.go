@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/triagegw/triage/classifier"
 	"github.com/triagegw/triage/internal/testenv"
 )
 
@@ -163,24 +162,34 @@ func TestRouteAndRulesCheckCLI(t *testing.T) {
 			Class string `json:"class"`
 			Top   []any  `json:"top"`
 		} `json:"tier1"`
-		Floors   map[string]float64 `json:"floors_applied"`
+		Routes []struct {
+			Name   string
+			Mass1  float64 `json:"mass_tier1"`
+			Floor1 float64 `json:"floor_tier1"`
+		} `json:"routes"`
 		Decision struct {
 			Pool, Route, Reason string
+			Mass, Floor         float64
 		} `json:"decision"`
 		Version string `json:"rules_version"`
 	}
 	if err := json.Unmarshal(out.Bytes(), &tr); err != nil {
 		t.Fatalf("route printed %s: %v", out.String(), err)
 	}
-	h, err := classifier.LoadHeads(filepath.Join(root, "models", "heads", "subjects"))
-	if err != nil {
-		t.Fatal(err)
+	// The trace shows every class route's mass and floor; the decision the
+	// floor it cleared.
+	var coding *struct {
+		Name   string
+		Mass1  float64 `json:"mass_tier1"`
+		Floor1 float64 `json:"floor_tier1"`
 	}
-	wantFloor := 0.6 // the rules file's default, unless calibration stored one
-	if f := h.Floors["computer science"].Tier1; f != nil {
-		wantFloor = float64(*f)
+	for i := range tr.Routes {
+		if tr.Routes[i].Name == "coding" {
+			coding = &tr.Routes[i]
+		}
 	}
-	if tr.Tier1.Class != "computer science" || len(tr.Tier1.Top) != 3 || math.Abs(tr.Floors["tier1"]-wantFloor) > 1e-6 ||
+	if tr.Tier1.Class != "computer science" || len(tr.Tier1.Top) != 3 || coding == nil ||
+		math.Abs(coding.Floor1-tr.Decision.Floor) > 1e-6 || coding.Mass1 < coding.Floor1 || math.Abs(coding.Mass1-tr.Decision.Mass) > 1e-6 ||
 		tr.Decision.Pool != "code" || tr.Decision.Route != "coding" || tr.Decision.Reason != "tier1_confident" || tr.Version == "" {
 		t.Fatalf("route trace: %s", out.String())
 	}
@@ -209,7 +218,7 @@ func TestRouteAndRulesCheckCLI(t *testing.T) {
 	// A broken rules file given on the command line: every problem, with lines.
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	writeFile(t, bad, "heads: "+filepath.Join(root, "models", "heads", "subjects")+"\nroutes:\n  - {name: x, when: {class: astrology}, pool: nowhere}\ndefault: general\n")
-	err = runRules(context.Background(), []string{"check", "--config", cfg, bad}, &out, &errb)
+	err := runRules(context.Background(), []string{"check", "--config", cfg, bad}, &out, &errb)
 	if err == nil || !strings.Contains(err.Error(), `bad.yaml:3:`) || !strings.Contains(err.Error(), `no pool named "nowhere"`) || !strings.Contains(err.Error(), `"astrology" is not a class`) {
 		t.Fatalf("rules check of a broken file: %v", err)
 	}

@@ -2,7 +2,10 @@
 // "did you mean" in config and rules errors. Pure functions.
 package suggest
 
-import "sort"
+import (
+	"sort"
+	"strings"
+)
 
 // Closest returns the name in names within edit distance 2 of word (the
 // nearest; the first alphabetically on ties), or "" when none is that close.
@@ -37,4 +40,24 @@ func Distance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// ClosestFold is Closest ignoring case: "Computer Science" finds
+// "computer science", "generl" finds "general". A name equal but for case
+// is always the answer.
+func ClosestFold(word string, names []string) string {
+	lower := make([]string, len(names))
+	for i, n := range names {
+		if strings.EqualFold(n, word) {
+			return n
+		}
+		lower[i] = strings.ToLower(n)
+	}
+	c := Closest(strings.ToLower(word), lower)
+	for i, l := range lower {
+		if l == c && c != "" {
+			return names[i]
+		}
+	}
+	return ""
 }
