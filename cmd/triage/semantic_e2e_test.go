@@ -298,3 +298,42 @@ func TestShadowEndToEnd(t *testing.T) {
 		t.Fatalf("--log with --a: %v", err)
 	}
 }
+
+// TestConversationEndToEnd: a real multi-turn exchange through the
+// gateway with the default tier-1 heads and no session header: "Write a Go
+// HTTP server", then "now add TLS", then "and tests?". Alone, the later
+// turns read as something else ("and tests?" is math to tier 1); the
+// window and the conversation's fingerprint keep every turn on the coding
+// pool.
+func TestConversationEndToEnd(t *testing.T) {
+	root := repoRoot()
+	models := testenv.Models(t, "tables/subjects-tier1.tbl")
+	t.Parallel()
+	gen := startSim(t, "m-gen", "gen")
+	code := startSim(t, "m-code", "code")
+	dir := t.TempDir()
+	cfgPath := filepath.Join(dir, "triage.yaml")
+	writeFile(t, filepath.Join(dir, "rules.yaml"), "alias: auto\nheads: "+filepath.Join(root, "models", "heads", "subjects")+
+		"\nroutes:\n  - {name: coding, when: {class: computer science}, pool: code}\ndefault: general\nwindow: {user_turns: 3}\nsession: {turns: 5}\n")
+	writeFile(t, cfgPath, "models_dir: "+models+"\nrules: rules.yaml\n"+gatewayConfig("",
+		poolSpec{name: "general", model: "m-gen", replicas: []*proc{gen}},
+		poolSpec{name: "code", model: "m-code", replicas: []*proc{code}}))
+	gw := startGateway(t, cfgPath)
+	c := newClient(t)
+	msgs := []map[string]string{{"role": "system", "content": "You are a helpful assistant."}}
+	for i, turn := range []string{"Write a Go HTTP server", "now add TLS", "and tests?"} {
+		msgs = append(msgs, map[string]string{"role": "user", "content": turn})
+		body, _ := json.Marshal(map[string]any{"model": "auto", "messages": msgs})
+		resp, err := c.Post(gw.url("/v1/chat/completions"), "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || resp.Header.Get("X-Sim-Replica") != "code" {
+			t.Fatalf("turn %d %q: %d from %q (route %q, reason %q); want the coding pool", i+1, turn, resp.StatusCode,
+				resp.Header.Get("X-Sim-Replica"), resp.Header.Get("X-Triage-Route"), resp.Header.Get("X-Triage-Reason"))
+		}
+		msgs = append(msgs, map[string]string{"role": "assistant", "content": "Here you go."})
+	}
+}
