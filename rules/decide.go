@@ -187,7 +187,8 @@ func (s *Set) take(i int, top classifier.Scored, tier int, reason string, mass, 
 }
 
 // RouteTrace is one class route's mass and floor at each tier, for `triage
-// route`.
+// route`: Mass2 is the mass tier 2 decided on, mixed with tier 1's by the
+// set's mix.
 type RouteTrace struct {
 	Name   string  `json:"name"`
 	Mass1  float32 `json:"mass_tier1"`
@@ -325,6 +326,9 @@ func (s *Set) cascade(ctx context.Context, sig *Signals, w *work, tr *Trace) Dec
 				rt := RouteTrace{Name: r.name, Mass1: ev.m1[i], Floor1: r.floor[1], Floor2: r.floor[2]}
 				if ev.tier2 == 1 {
 					rt.Mass2 = ev.m2[i]
+					if mix := s.params.Mix; mix > 0 {
+						rt.Mass2 = mix*ev.m1[i] + (1-mix)*ev.m2[i]
+					}
 				}
 				tr.Routes = append(tr.Routes, rt)
 			}

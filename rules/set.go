@@ -256,7 +256,10 @@ func Compile(f *File, env Env) (*Set, error) {
 	if b, err := os.ReadFile(f.Path); err == nil {
 		sum.Write(b)
 	}
-	fmt.Fprintf(sum, "\x00%s\x00%s\x00%s\x00", h.Name, h.Version, h.Dir)
+	// The heads by name, version and content, not by where they were
+	// found: the same rules and heads have the same version whatever the
+	// working directory.
+	fmt.Fprintf(sum, "\x00%s\x00%s\x00", h.Name, h.Version)
 	// The heads' content too: calibration changes floors (and temperatures)
 	// without changing the artifact's version string.
 	if b, err := os.ReadFile(filepath.Join(h.Dir, classifier.HeadsFile)); err == nil {
