@@ -17,6 +17,12 @@ type BagOptions struct {
 	// Dropout drops each row of an example with this probability at each
 	// step (never all of them): a regulariser for long, noisy texts.
 	Dropout float32
+	// Targets, when set, are each doc's target distribution over the
+	// classes (soft labels, such as a teacher's probabilities): the loss is
+	// the cross-entropy against them instead of against y, whose class
+	// then only picks the Balance weight. A one-hot row is y's loss
+	// exactly; a mix a·onehot + (1-a)·q is the same mix of the two losses.
+	Targets [][]float32
 	// Progress, if set, is called after each epoch with the mean loss.
 	Progress func(epoch int, loss float64)
 }
@@ -25,7 +31,7 @@ type BagOptions struct {
 // supervised way: an example's features are the plain mean of its rows of
 // emb (rows of d values, flat), and each example's gradient flows into the
 // head and into those rows. emb is updated in place. Deterministic for a
-// seed (single-threaded SGD).
+// seed (single-threaded SGD). With o.Targets, it learns soft labels.
 func TrainBag(emb []float32, d int, docs [][]int32, y []int, classes []string, o BagOptions) *Linear {
 	if o.Epochs == 0 {
 		o.Epochs = 20
@@ -94,11 +100,23 @@ func TrainBag(emb []float32, d int, docs [][]int32, y []int, classes []string, o
 			head.Logits(h, p)
 			Softmax(p, 1)
 			c := y[idx]
-			loss -= math.Log(math.Max(float64(p[c]), 1e-12)) * float64(weight[c])
+			var t []float32
+			if o.Targets != nil {
+				t = o.Targets[idx]
+				for j, tj := range t {
+					if tj > 0 {
+						loss -= float64(tj) * math.Log(math.Max(float64(p[j]), 1e-12)) * float64(weight[c])
+					}
+				}
+			} else {
+				loss -= math.Log(math.Max(float64(p[c]), 1e-12)) * float64(weight[c])
+			}
 			clear(gh)
 			for j := range k {
 				g := p[j]
-				if j == c {
+				if t != nil {
+					g -= t[j]
+				} else if j == c {
 					g -= 1
 				}
 				g *= weight[c] * lr

@@ -2,6 +2,7 @@ package datasets
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -60,6 +61,32 @@ func TestExamplesSubjects(t *testing.T) {
 	for _, c := range classes {
 		if count[c] != perClass {
 			t.Errorf("class %q has %d rows, want %d", c, count[c], perClass)
+		}
+	}
+}
+
+// TestExamplesMisses checks the known misses: the example set's format, a
+// class label, source triage-misses, and no text shared with the example
+// set.
+func TestExamplesMisses(t *testing.T) {
+	m, err := ReadJSONL(filepath.Join("examples", "misses.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ReadJSONL(filepath.Join("examples", "subjects.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels, texts := map[string]bool{}, map[string]bool{}
+	for _, r := range s.Rows {
+		labels[r.Label], texts[r.Text] = true, true
+	}
+	if len(m.Rows) == 0 {
+		t.Fatal("no rows")
+	}
+	for i, r := range m.Rows {
+		if !labels[r.Label] || r.Text == "" || r.Source != "triage-misses" || !strings.HasPrefix(r.ID, "miss-") || texts[r.Text] {
+			t.Errorf("line %d: %+v", i+1, r)
 		}
 	}
 }

@@ -13,7 +13,10 @@
 // in the Result, for the caller to print. Tier 2 sees its encoder only
 // through the Embedder interface, so the package does not depend on the
 // ONNX runtime: the caller opens the encoder (classifier/onnx) and passes
-// it in.
+// it in. So does the teacher of a distilled tier 1 (Tier1Options.Distill:
+// tier 1 learns an artifact's tier-2 probabilities on the training texts
+// and on unlabelled ones), whose scores are cached like tier 2's
+// embeddings.
 //
 // The functions are safe to call concurrently on different output
 // directories; each returns when its work is done and leaves no goroutine

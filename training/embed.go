@@ -79,30 +79,47 @@ feed:
 // Embedding a training set takes minutes; fitting a head on it, seconds.
 // An empty path caches nothing.
 func cachedEmbeddings(ctx context.Context, path string, e Embedder, texts []string, workers int, progress func(done, total int)) ([][]float32, error) {
-	d := e.Dims()
-	if b, err := os.ReadFile(path); path != "" && err == nil && len(b) == 4*d*len(texts) {
-		x := make([][]float32, len(texts))
-		for i := range x {
-			x[i] = make([]float32, d)
-			for j := range x[i] {
-				x[i][j] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*(i*d+j):]))
-			}
-		}
+	if x, ok := readRows(path, len(texts), e.Dims()); ok {
 		return x, nil
 	}
 	x, err := Embed(ctx, e, texts, workers, progress)
 	if err != nil || path == "" {
 		return x, err
 	}
-	b := make([]byte, 0, 4*d*len(texts))
+	writeRows(path, x)
+	return x, nil
+}
+
+// readRows reads a cache of n rows of d float32 (little-endian) from path;
+// false when path is empty, absent or holds another shape.
+func readRows(path string, n, d int) ([][]float32, bool) {
+	if path == "" {
+		return nil, false
+	}
+	b, err := os.ReadFile(path)
+	if err != nil || len(b) != 4*d*n {
+		return nil, false
+	}
+	x := make([][]float32, n)
+	for i := range x {
+		x[i] = make([]float32, d)
+		for j := range x[i] {
+			x[i][j] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*(i*d+j):]))
+		}
+	}
+	return x, true
+}
+
+// writeRows writes x to path as readRows reads it. A cache that cannot be
+// written costs the next run time, nothing else.
+func writeRows(path string, x [][]float32) {
+	var b []byte
 	for _, v := range x {
 		for _, f := range v {
 			b = binary.LittleEndian.AppendUint32(b, math.Float32bits(f))
 		}
 	}
-	// A cache that cannot be written costs the next run time, nothing else.
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err == nil {
 		_ = atomicfile.WriteBytes(path, b)
 	}
-	return x, nil
 }

@@ -23,7 +23,8 @@ type Tier1Options struct {
 	// needs a label, and there must be two classes at least.
 	Data string
 	// Out is the heads artifact directory to write: heads.json and, for
-	// the tuned method, the trained table.
+	// the tuned method, the trained table. With Distill, heads.json also
+	// keeps the teacher's tier 2.
 	Out string
 	// Name is the artifact's name (default: Out's base name).
 	Name string
@@ -55,6 +56,10 @@ type Tier1Options struct {
 	Fold         bool
 	MinCount     int
 	Quant        models.Quant
+
+	// Distill, if set, trains the tuned method on a teacher's
+	// probabilities (see Distillation); nil trains on the labels.
+	Distill *Distillation
 
 	// Balance weighs examples by inverse class frequency. Seed makes
 	// training deterministic. MaxTokens caps the tokens a text
@@ -100,6 +105,8 @@ func (o *Tier1Options) check() error {
 		return fmt.Errorf("training: quant %q: want i8, f16 or f32", o.Quant)
 	case o.Method == "tuned" && o.Ensemble < 1:
 		return fmt.Errorf("training: ensemble %d: want at least 1", o.Ensemble)
+	case o.Distill != nil && o.Method != "tuned":
+		return fmt.Errorf("training: method %s: a teacher trains the tuned method only", o.Method)
 	}
 	return nil
 }
@@ -112,6 +119,8 @@ type tier1Data struct {
 	tok      *tokenize.WordPiece
 	base     *models.Table
 	tokSum   string
+	// soft, with a teacher, replaces fit as what the tuned method learns.
+	soft *distilled
 }
 
 // Tier1 trains tier 1 on o.Data and writes the heads artifact (and, for the
@@ -137,6 +146,14 @@ func Tier1(ctx context.Context, o Tier1Options) (*Result, error) {
 		At: o.At.Format(time.RFC3339), Tool: o.Tool,
 		Params: map[string]any{"holdout": o.Holdout, "max_tokens": o.MaxTokens, "balance": o.Balance},
 	}}
+	if o.Distill != nil {
+		if d.soft, err = o.Distill.distill(ctx, d, logf); err != nil {
+			return nil, err
+		}
+		for k, v := range d.soft.params {
+			tier.Training.Params[k] = v
+		}
+	}
 	start := time.Now()
 	var model *static.Model
 	if o.Method == "tuned" {
@@ -161,6 +178,16 @@ func Tier1(ctx context.Context, o Tier1Options) (*Result, error) {
 	tier.Head = *head
 
 	h := &classifier.Heads{Name: o.Name, Version: o.At.Format("2006-01-02T150405Z"), Classes: d.classes, Tier1: tier, Floors: map[string]classifier.Floors{}}
+	if o.Distill != nil {
+		// The student's artifact pairs it with its teacher, ready for
+		// calibration to fit the tier-1 floors.
+		h.Tier2 = o.Distill.Teacher.Tier2
+		for c, f := range o.Distill.Teacher.Floors {
+			if f.Tier2 != nil {
+				h.Floors[c] = classifier.Floors{Tier2: f.Tier2}
+			}
+		}
+	}
 	res := &Result{Heads: h}
 	if o.Eval != "" {
 		if tier.Eval, err = res.evaluate(o.Eval, model.Probs, d.classes); err != nil {
@@ -270,15 +297,21 @@ func tune(ctx context.Context, o Tier1Options, d *tier1Data, tier *classifier.Ti
 	var model *static.Model
 	var tuned *models.Table
 	var enc classifier.Encoder
+	texts, y := d.fit.text, d.fit.y
+	var targets [][]float32
+	if d.soft != nil {
+		texts, y, targets = d.soft.text, d.soft.y, d.soft.targets
+	}
 	for i := range o.Ensemble {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		var head *classifier.Linear
 		var err error
-		tuned, head, enc, err = static.Tune(d.tok, d.base, d.fit.text, d.fit.y, d.classes, static.TuneOptions{
+		tuned, head, enc, err = static.Tune(d.tok, d.base, texts, y, d.classes, static.TuneOptions{
 			Epochs: o.Epochs, LearningRate: float32(o.LearningRate), Balance: o.Balance, Dropout: float32(o.Dropout),
 			Seed: o.Seed + uint64(i), MaxTokens: o.MaxTokens, Bigrams: o.Bigrams, MinCount: o.MinCount, SIF: o.SIF, Prune: o.Prune,
+			Targets: targets,
 			Progress: func(e int, loss float64) {
 				logf("train: model %d/%d epoch %d/%d loss %.4f (%s)", i+1, o.Ensemble, e, o.Epochs, loss, time.Since(start).Round(time.Second))
 			},

@@ -316,3 +316,143 @@ func TestCalibrate(t *testing.T) {
 		t.Fatalf("40 rows: %v", err)
 	}
 }
+
+// teacherFixture trains a tier-2 head on the fixture's data with e and
+// returns the artifact, as a teacher, and unlabelled texts: new ones, and
+// two of the data's own, which distillation leaves out.
+func (f *fixture) teacher(t *testing.T, e *hashEmbedder) (*classifier.Heads, string) {
+	t.Helper()
+	dir := filepath.Join(f.dir, "teacher")
+	o := f.tier2(dir, e)
+	o.Eval = ""
+	if _, err := Tier2(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	h, err := classifier.LoadHeads(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	floor := float32(0.8)
+	h.Floors = map[string]classifier.Floors{"music": {Tier1: &floor, Tier2: &floor}}
+	set, err := datasets.ReadJSONL(f.data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	b.WriteString("text,intent\n")
+	for i := range 40 {
+		fmt.Fprintf(&b, "my %s now %d,x\n", []string{"guitar", "soccer"}[i%2], i)
+	}
+	fmt.Fprintf(&b, "%q,x\n%q,x\n", set.Rows[0].Text, set.Rows[1].Text)
+	path := filepath.Join(f.dir, "unlabelled.csv")
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return h, path
+}
+
+// TestTier1Distill trains tier 1 on a teacher's probabilities: the same
+// artifact twice, byte for byte, the second time from the teacher's cache
+// without opening its encoder; the artifact keeps the teacher's tier 2
+// and its tier-2 floors, and records the distillation.
+func TestTier1Distill(t *testing.T) {
+	f := newFixture(t, true)
+	var e hashEmbedder
+	h, unlabelled := f.teacher(t, &e)
+	var files [2][2][]byte
+	for i := range files {
+		opened := 0
+		out := filepath.Join(f.dir, fmt.Sprint("run", i), "heads")
+		var log bytes.Buffer
+		o := f.tier1(out)
+		o.Log = &log
+		o.Distill = &Distillation{Teacher: h, Open: func() (Embedder, error) { opened++; return &e, nil }, Unlabeled: []string{unlabelled},
+			HardWeight: 0.5, CacheDir: filepath.Join(f.dir, "cache", "teacher"), Workers: 2}
+		res, err := Tier1(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []int{1, 0}[i]; opened != want {
+			t.Errorf("run %d opened the teacher %d times, want %d", i, opened, want)
+		}
+		got, err := classifier.LoadHeads(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := got.Tier1.Training.Params
+		if got.Tier2 == nil || got.Tier2.Head.Dims != 32 || got.Floors["music"].Tier1 != nil || *got.Floors["music"].Tier2 != 0.8 ||
+			p["hard_weight"] != 0.5 || p["unlabeled_rows"] != float64(40) || p["teacher_model_sha256"] != h.Tier2.Encoder.ModelSHA256 {
+			t.Fatalf("artifact: tier 2 %v, floors %+v, params %v", got.Tier2 != nil, got.Floors, p)
+		}
+		if acc := res.Reports[""].Accuracy; acc < 0.75 {
+			t.Errorf("accuracy %.3f on its own easy data", acc)
+		}
+		for _, want := range []string{"unlabelled.csv: 42 texts, 40 new", "243 labelled and 40 unlabelled texts to fit"} {
+			if !strings.Contains(log.String(), want) {
+				t.Errorf("log lacks %q:\n%s", want, log.String())
+			}
+		}
+		for j, name := range []string{classifier.HeadsFile, "heads-tier1.tbl"} {
+			if files[i][j], err = os.ReadFile(filepath.Join(out, name)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if !bytes.Equal(files[0][0], files[1][0]) || !bytes.Equal(files[0][1], files[1][1]) {
+		t.Fatal("a second distillation, from the cache, wrote a different artifact")
+	}
+}
+
+// TestTier1DistillHardLabels: with the labels' whole weight and no
+// unlabelled texts, distillation trains exactly what the labels do.
+func TestTier1DistillHardLabels(t *testing.T) {
+	f := newFixture(t, true)
+	var e hashEmbedder
+	h, _ := f.teacher(t, &e)
+	plain, err := Tier1(context.Background(), f.tier1(filepath.Join(f.dir, "plain")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := f.tier1(filepath.Join(f.dir, "hard"))
+	o.Distill = &Distillation{Teacher: h, Open: func() (Embedder, error) { return &e, nil }, HardWeight: 1}
+	hard, err := Tier1(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := plain.Heads.Tier1.Head, hard.Heads.Tier1.Head
+	if fmt.Sprint(a.W, a.B, a.Temperature) != fmt.Sprint(b.W, b.B, b.Temperature) || plain.Reports[""].Accuracy != hard.Reports[""].Accuracy || plain.Reports[""].NLL != hard.Reports[""].NLL {
+		t.Fatalf("hard weight 1 trained another head: temperature %v against %v, NLL %v against %v", b.Temperature, a.Temperature, hard.Reports[""].NLL, plain.Reports[""].NLL)
+	}
+}
+
+func TestTier1DistillErrors(t *testing.T) {
+	f := newFixture(t, true)
+	var e hashEmbedder
+	h, _ := f.teacher(t, &e)
+	other := *h
+	other.Classes = []string{"a", "b"}
+	noTier2 := *h
+	noTier2.Tier2 = nil
+	for _, c := range []struct {
+		name string
+		edit func(*Tier1Options)
+		want string
+	}{
+		{"method", func(o *Tier1Options) { o.Method = "softmax" }, "tuned method only"},
+		{"no tier 2", func(o *Tier1Options) { o.Distill.Teacher = &noTier2 }, "no tier 2"},
+		{"classes", func(o *Tier1Options) { o.Distill.Teacher = &other }, "classes [a b]"},
+		{"hard weight", func(o *Tier1Options) { o.Distill.HardWeight = 1.5 }, "hard weight 1.5"},
+		{"temperature", func(o *Tier1Options) { o.Distill.Temperature = -1 }, "temperature -1"},
+		{"open", func(o *Tier1Options) {
+			o.Distill.Open = func() (Embedder, error) { return nil, errors.New("no runtime") }
+		}, "no runtime"},
+		{"unlabelled", func(o *Tier1Options) { o.Distill.Unlabeled = []string{filepath.Join(f.dir, "absent.jsonl")} }, "absent.jsonl"},
+	} {
+		o := f.tier1(filepath.Join(f.dir, "err"))
+		o.Distill = &Distillation{Teacher: h, Open: func() (Embedder, error) { return &e, nil }}
+		c.edit(&o)
+		if _, err := Tier1(context.Background(), o); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want %q", c.name, err, c.want)
+		}
+	}
+}

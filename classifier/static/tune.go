@@ -31,6 +31,10 @@ type TuneOptions struct {
 	// many times in the training texts and the vocabulary would split it
 	// (starting from the mean of its pieces' vectors). 0: no new words.
 	MinCount int
+	// Targets, when set, are each text's target distribution over the
+	// classes (soft labels: a teacher's probabilities, or a mix of them
+	// with the labels), learned instead of y (see classifier.BagOptions).
+	Targets [][]float32
 	// Progress, if set, is called after each epoch with the mean loss.
 	Progress func(epoch int, loss float64)
 }
@@ -42,6 +46,9 @@ type TuneOptions struct {
 // returns a new f32 table with uniform weights (plus the bigram rows), the
 // head, and the encoder settings that reproduce the features.
 func Tune(tok *tokenize.WordPiece, base *models.Table, texts []string, y []int, classes []string, o TuneOptions) (*models.Table, *classifier.Linear, classifier.Encoder, error) {
+	if o.Targets != nil && len(o.Targets) != len(texts) {
+		return nil, nil, classifier.Encoder{}, fmt.Errorf("static: %d targets for %d texts", len(o.Targets), len(texts))
+	}
 	if o.Epochs == 0 {
 		o.Epochs = 25
 	}
@@ -128,6 +135,10 @@ func Tune(tok *tokenize.WordPiece, base *models.Table, texts []string, y []int, 
 	m.Method = "tuned"
 	m.Source = fmt.Sprintf("tuned from %s (%s) on %d labelled texts; %d of %d extra words kept, %d added (min count %d)",
 		base.Manifest.Name, base.Manifest.Method, len(texts), len(fromBase), len(base.ExtraWords()), len(newWords), o.MinCount)
+	if o.Targets != nil {
+		m.Source = fmt.Sprintf("tuned from %s (%s) on the soft targets of %d texts; %d of %d extra words kept, %d added (min count %d)",
+			base.Manifest.Name, base.Manifest.Method, len(texts), len(fromBase), len(base.ExtraWords()), len(newWords), o.MinCount)
+	}
 	m.Weighting = "uniform"
 	m.Quant = ""
 	m.ExtraWords = 0
@@ -143,7 +154,7 @@ func Tune(tok *tokenize.WordPiece, base *models.Table, texts []string, y []int, 
 		docs[i] = AppendBigrams(Rows(tok, layout, nil, t, o.MaxTokens), rows, o.Bigrams)
 	}
 	bo := classifier.BagOptions{
-		Epochs: o.Epochs, LearningRate: o.LearningRate, Balance: o.Balance, Dropout: o.Dropout, Seed: o.Seed, Progress: o.Progress,
+		Epochs: o.Epochs, LearningRate: o.LearningRate, Balance: o.Balance, Dropout: o.Dropout, Seed: o.Seed, Targets: o.Targets, Progress: o.Progress,
 	}
 	if o.SIF {
 		bo.RowWeight = ones

@@ -1,20 +1,27 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
+	"sync"
 	"text/tabwriter"
+	"time"
 
 	"github.com/triagegw/triage/classifier"
 	"github.com/triagegw/triage/classifier/onnx"
 	"github.com/triagegw/triage/classifier/static"
+	"github.com/triagegw/triage/internal/progress"
 	"github.com/triagegw/triage/models"
 	"github.com/triagegw/triage/training"
 )
@@ -26,6 +33,7 @@ const DefaultTier2Model = "use"
 // trainFlags are the flags of "triage train".
 type trainFlags struct {
 	data, out, evalData, models, name string
+	modelsSet                         bool
 	tier                              int
 	seed                              uint64
 	balance                           bool
@@ -35,6 +43,9 @@ type trainFlags struct {
 	epochs, bigrams, ensemble, minCount, maxTk int
 	lr, dropout                                float64
 	prune, sif, fold                           bool
+	// tier 1 from a teacher
+	teacher, unlabeled   string
+	hardWeight, teacherT float64
 	// tier 2
 	encoder, head               string
 	threads, hidden, headEpochs int
@@ -48,7 +59,7 @@ func parseTrainFlags(args []string, stderr io.Writer) (*trainFlags, error) {
 	fs.StringVar(&f.out, "out", "", "heads artifact directory to write (required)")
 	fs.IntVar(&f.tier, "tier", 1, "tier to train: 1 (static table and head) or 2 (a head on the tier-2 encoder's embeddings, added to --out)")
 	fs.StringVar(&f.encoder, "encoder", "", "tier 2: the encoder's model directory (default MODELS/use)")
-	fs.IntVar(&f.threads, "threads", 0, "tier 2: encoder runs in parallel (default: one per core)")
+	fs.IntVar(&f.threads, "threads", 0, "tier 2 and --teacher: encoder runs in parallel (default: one per core)")
 	fs.StringVar(&f.head, "head", "mlp", "tier 2: the head on the embeddings: mlp (one hidden layer) or softmax (regression)")
 	fs.IntVar(&f.hidden, "hidden", 256, "tier 2, mlp: hidden units")
 	fs.Float64Var(&f.headDropout, "head-dropout", 0, "tier 2, mlp: dropout on the hidden layer (default 0.1; negative: none)")
@@ -57,7 +68,7 @@ func parseTrainFlags(args []string, stderr io.Writer) (*trainFlags, error) {
 	fs.Float64Var(&f.headL2, "head-l2", 0, "tier 2: weight decay (default mlp 1e-4, softmax 1e-5)")
 	fs.StringVar(&f.method, "method", "tuned", "tuned: token vectors and head trained together (fastText-style); softmax: softmax regression on the frozen table; centroid: nearest centroid")
 	fs.StringVar(&f.evalData, "eval", "", "labelled JSONL to report on (accuracy, macro F1, calibration, by realism)")
-	fs.StringVar(&f.models, "models", modelsDir(), "directory of model files built by setup ($TRIAGE_MODELS)")
+	fs.StringVar(&f.models, "models", modelsDir(), "directory of model files built by setup (default $TRIAGE_MODELS, else var/models)")
 	fs.StringVar(&f.table, "table", "", "base table (default: MODELS/tables/glove-100d-i8.tbl)")
 	fs.StringVar(&f.tokenizer, "tokenizer", "", "tokenizer.json (default: MODELS/tokenizer/bert-base-uncased.json)")
 	fs.StringVar(&f.name, "name", "", "artifact name (default: the output directory's name)")
@@ -70,6 +81,10 @@ func parseTrainFlags(args []string, stderr io.Writer) (*trainFlags, error) {
 	fs.IntVar(&f.ensemble, "ensemble", 3, "tuned: train this many models (seeds seed, seed+1, ...) and average their logits")
 	fs.BoolVar(&f.fold, "fold", false, "tuned: store each row's class contributions instead of its vectors (smaller; implied by --ensemble > 1)")
 	fs.IntVar(&f.minCount, "min-count", 0, "tuned: give a word split into pieces a row of its own when it appears this often (0: never)")
+	fs.StringVar(&f.teacher, "teacher", "", "tuned: learn the tier-2 probabilities of this heads artifact (its encoder and head) on --data's texts and --unlabeled's, instead of the labels alone (distillation); the artifact keeps the teacher's tier 2. Needs the ort build")
+	fs.StringVar(&f.unlabeled, "unlabeled", "", "with --teacher: comma-separated JSONL or CSV files of more texts (a text column; labels ignored) for the teacher to label")
+	fs.Float64Var(&f.hardWeight, "hard-weight", 0, "with --teacher: the labels' share of each --data row's target, the teacher's the rest (0: the teacher alone, 1: the labels alone)")
+	fs.Float64Var(&f.teacherT, "teacher-temperature", 1, "with --teacher: soften the teacher's probabilities by this factor on its own temperature")
 	fs.BoolVar(&f.balance, "balance", false, "weight examples by inverse class frequency")
 	fs.StringVar(&f.quant, "quant", "i8", "tuned: storage of the trained table: i8, f16 or f32")
 	fs.Uint64Var(&f.seed, "seed", 1, "random seed (training is deterministic for a seed)")
@@ -78,8 +93,19 @@ func parseTrainFlags(args []string, stderr io.Writer) (*trainFlags, error) {
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return nil, err
 	}
+	fs.Visit(func(fl *flag.Flag) { f.modelsSet = f.modelsSet || fl.Name == "models" })
 	if f.data == "" || f.out == "" {
 		fmt.Fprintln(stderr, "triage train: --data and --out are required")
+		return nil, errUsage
+	}
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	if f.teacher == "" && (set["unlabeled"] || set["hard-weight"] || set["teacher-temperature"]) {
+		fmt.Fprintln(stderr, "triage train: --unlabeled, --hard-weight and --teacher-temperature need --teacher")
+		return nil, errUsage
+	}
+	if f.teacher != "" && (f.tier != 1 || f.method != "tuned") {
+		fmt.Fprintln(stderr, "triage train: --teacher trains tier 1's tuned method")
 		return nil, errUsage
 	}
 	return &f, nil
@@ -140,12 +166,158 @@ func trainTier1(ctx context.Context, f *trainFlags, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
+	if f.teacher != "" {
+		var closeTeacher func()
+		if o.Distill, closeTeacher, err = f.distillation(stderr); err != nil {
+			return err
+		}
+		defer closeTeacher()
+	}
+	if err := needBaseFiles(o, f); err != nil {
+		return err
+	}
+	total := 0
+	if o.Method == "tuned" {
+		total = o.Ensemble * o.Epochs
+	}
+	log := newTrainLog(stderr, total, progress.Options{})
+	o.Log = log
 	res, err := training.Tier1(ctx, o)
+	log.finish()
 	if err != nil {
 		return err
 	}
-	printTrained(stdout, stderr, res, "train: wrote "+f.out)
+	printTrained(stdout, stderr, res, "train: wrote "+describeFiles(f.out))
 	return nil
+}
+
+// needBaseFiles checks that the base table and tokenizer tier-1 training
+// starts from are there, and says where they were looked for when not.
+func needBaseFiles(o training.Tier1Options, f *trainFlags) error {
+	for _, file := range []struct{ path, flag string }{{o.Table, "--table"}, {o.Tokenizer, "--tokenizer"}} {
+		if _, err := os.Stat(file.path); err == nil {
+			continue
+		}
+		if f.table != "" && file.flag == "--table" || f.tokenizer != "" && file.flag == "--tokenizer" {
+			return fmt.Errorf("%s %s: no such file", file.flag, file.path)
+		}
+		why := "--models " + f.models
+		if !f.modelsSet {
+			why = defaultModels().why
+		}
+		return fmt.Errorf("%s is not there\n  it is looked for in the models directory %s, from %s\n  setup writes model files to var/models in the checkout it runs in (or to $TRIAGE_MODELS): name that directory with --models or TRIAGE_MODELS, or the file with %s",
+			file.path, f.models, why, file.flag)
+	}
+	return nil
+}
+
+// trainLog passes training's log lines to w and follows its epoch lines
+// ("train: model 2/3 epoch 7/25 ...") with a bar of the epochs: on a
+// terminal the bar stands below the other lines; elsewhere the epoch lines
+// are printed as they come, with the time left every 15 s.
+type trainLog struct {
+	mu    sync.Mutex
+	w     io.Writer
+	bar   *progress.Bar // nil: no epochs to count
+	tty   bool
+	total int
+	part  []byte
+}
+
+var epochLine = regexp.MustCompile(`model (\d+)/(\d+) epoch (\d+)/(\d+)`)
+
+func newTrainLog(w io.Writer, epochs int, o progress.Options) *trainLog {
+	l := &trainLog{w: w, total: epochs, tty: progress.IsTerminal(w)}
+	if o.Terminal != nil {
+		l.tty = *o.Terminal
+	}
+	if epochs > 0 {
+		o.Unit = "epochs"
+		if o.Every == 0 {
+			o.Every = 15 * time.Second
+		}
+		l.bar = progress.New(w, "train: tier 1", int64(epochs), o)
+	}
+	return l
+}
+
+func (l *trainLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.part = append(l.part, p...)
+	for {
+		i := bytes.IndexByte(l.part, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		line := string(l.part[:i])
+		l.part = l.part[i+1:]
+		l.line(line)
+	}
+}
+
+func (l *trainLog) line(line string) {
+	if l.bar == nil {
+		fmt.Fprintln(l.w, line)
+		return
+	}
+	m := epochLine.FindStringSubmatch(line)
+	if m != nil {
+		model, _ := strconv.Atoi(m[1])
+		epoch, _ := strconv.Atoi(m[3])
+		epochs, _ := strconv.Atoi(m[4])
+		if !l.tty {
+			l.bar.Log(line)
+		}
+		l.bar.Set(int64((model-1)*epochs + epoch))
+		return
+	}
+	l.bar.Log(line)
+}
+
+func (l *trainLog) finish() {
+	if l.bar != nil {
+		l.bar.Finish()
+	}
+}
+
+// distillation loads the --teacher artifact and returns what training
+// needs of it: its tier-2 encoder is opened only if some text's scores are
+// not cached (under MODELS/cache/teacher). The returned func closes it.
+func (f *trainFlags) distillation(stderr io.Writer) (*training.Distillation, func(), error) {
+	h, err := classifier.LoadHeads(f.teacher)
+	if err != nil {
+		return nil, nil, err
+	}
+	if h.Tier2 == nil {
+		return nil, nil, fmt.Errorf("--teacher %s: the artifact has no tier 2 to learn from", f.teacher)
+	}
+	threads := f.threads
+	if threads <= 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	var opened *onnx.Classifier
+	open := func() (training.Embedder, error) {
+		c, err := onnx.Load(h, f.models, onnx.Options{Threads: 1, MaxConcurrent: threads})
+		if err != nil {
+			return nil, fmt.Errorf("--teacher %s: %w", f.teacher, err)
+		}
+		opened = c
+		return c.Model, nil
+	}
+	var unlabeled []string
+	for _, p := range strings.Split(f.unlabeled, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			unlabeled = append(unlabeled, p)
+		}
+	}
+	d := &training.Distillation{Teacher: h, Open: open, Unlabeled: unlabeled, HardWeight: f.hardWeight, Temperature: f.teacherT,
+		CacheDir: filepath.Join(f.models, "cache", "teacher"), Workers: threads, Progress: progressBar(stderr)}
+	return d, func() {
+		if opened != nil {
+			opened.Close()
+		}
+	}, nil
 }
 
 // trainTier2 is "triage train --tier 2": a head on the tier-2 encoder's
@@ -179,15 +351,27 @@ func trainTier2(ctx context.Context, f *trainFlags, stdout, stderr io.Writer) er
 		opened = m
 		return enc, err
 	}
+	cacheDir := filepath.Join(f.models, "cache", "embeddings")
+	before, _ := dirSize(cacheDir)
+	fmt.Fprintf(stderr, "train: embeddings are cached in %s (%s now): a later run on the same data and encoder reads them instead of embedding again\n", cacheDir, progress.Size(before))
+	labels := []string{"train: embedding " + filepath.Base(f.data) + " with the tier-2 encoder"}
+	if f.evalData != "" {
+		labels = append(labels, "train: embedding "+filepath.Base(f.evalData)+" to evaluate")
+	}
+	report, finish := progress.Func(stderr, progress.Options{Unit: "texts"}, labels...)
 	res, err := training.Tier2(ctx, training.Tier2Options{Data: f.data, Eval: f.evalData, Out: f.out, Name: f.name, Open: open,
-		CacheDir: filepath.Join(f.models, "cache", "embeddings"), Workers: threads,
+		CacheDir: cacheDir, Workers: threads,
 		Head: f.head, Hidden: f.hidden, Epochs: f.headEpochs, LearningRate: f.headLR, WeightDecay: f.headL2, Dropout: f.headDropout,
 		Balance: f.balance, Seed: f.seed, Holdout: f.holdout,
-		At: at, Tool: "triage " + versionString(), Log: stderr, Progress: progressBar(stderr)})
+		At: at, Tool: "triage " + versionString(), Log: stderr, Progress: report})
+	finish()
 	if err != nil {
 		return err
 	}
-	printTrained(stdout, stderr, res, "train: wrote tier 2 to "+f.out)
+	if after, files := dirSize(cacheDir); after != before {
+		fmt.Fprintf(stderr, "train: the embedding cache %s holds %d files, %s (delete it to reclaim the space)\n", cacheDir, files, progress.Size(after))
+	}
+	printTrained(stdout, stderr, res, "train: wrote tier 2 to "+describeFiles(f.out))
 	return nil
 }
 

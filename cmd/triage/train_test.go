@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -168,5 +169,39 @@ func TestTrainAndClassifyCLI(t *testing.T) {
 	// Usage errors.
 	if err := runTrain(context.Background(), []string{"--out", dir}, &stdout, &stderr); err != errUsage {
 		t.Fatalf("train without --data = %v, want a usage error", err)
+	}
+}
+
+// TestTrainTeacherFlags: the distillation flags need --teacher, and a
+// teacher trains tier 1's tuned method only.
+func TestTrainTeacherFlags(t *testing.T) {
+	base := []string{"--data", "d.jsonl", "--out", "o"}
+	for _, c := range []struct {
+		args []string
+		want string // in stderr; "" parses
+	}{
+		{[]string{"--unlabeled", "u.jsonl"}, "need --teacher"},
+		{[]string{"--hard-weight", "0.5"}, "need --teacher"},
+		{[]string{"--teacher-temperature", "2"}, "need --teacher"},
+		{[]string{"--teacher", "h", "--method", "softmax"}, "tuned method"},
+		{[]string{"--teacher", "h", "--tier", "2"}, "tuned method"},
+		{[]string{"--teacher", "h", "--unlabeled", "a.jsonl, b.csv", "--hard-weight", "0.3"}, ""},
+	} {
+		var stderr bytes.Buffer
+		f, err := parseTrainFlags(append(append([]string{}, base...), c.args...), &stderr)
+		if c.want == "" {
+			if err != nil || f.teacher != "h" || f.hardWeight != 0.3 || f.teacherT != 1 {
+				t.Errorf("parseTrainFlags(%q) = %+v, %v (%s)", c.args, f, err, stderr.String())
+			}
+			continue
+		}
+		if err != errUsage || !strings.Contains(stderr.String(), c.want) {
+			t.Errorf("parseTrainFlags(%q) = %v, stderr %q, want a usage error saying %q", c.args, err, stderr.String(), c.want)
+		}
+	}
+	var stderr bytes.Buffer
+	err := runTrain(context.Background(), append(base, "--teacher", filepath.Join(t.TempDir(), "absent")), io.Discard, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "absent") {
+		t.Errorf("train --teacher absent: %v", err)
 	}
 }
