@@ -66,7 +66,7 @@ tier2: {enabled: true, escalate_at: 0.25}
 		tier, calls        int
 	}{
 		{"certain", "legal", ReasonTier1Confident, 1, 0},
-		{"faint", "general", ReasonDefault, 1, 0},    // 0.1 < escalate_at 0.25: sure it is no route's
+		{"faint", "general", ReasonDefault, 1, 0},     // 0.1 < escalate_at 0.25: sure it is no route's
 		{"hesitant", "legal", ReasonBelowFloor, 2, 1}, // "other" on top, law at 0.4: tier 2 decides
 	} {
 		d := s.Decide(context.Background(), input(t, "auto", tc.text))

@@ -733,4 +733,3 @@ func (s *Set) decide(ctx context.Context, sig *Signals, tr *Trace) Decision {
 	}
 	return d
 }
-
