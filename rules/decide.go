@@ -228,6 +228,9 @@ func (s *Set) measure(tier int, res *classifier.Result, ev *evidence, taken []bo
 		ev.top2, ev.res2 = classifier.Scored{Class: res.Class, Score: res.Score}, res
 	} else {
 		ev.top1, ev.res1 = classifier.Scored{Class: res.Class, Score: res.Score}, res
+	}
+	full := tier == 1 && s.full(res, tier)
+	if tier == 1 {
 		clear(taken)
 	}
 	for i := range s.routes {
@@ -240,7 +243,12 @@ func (s *Set) measure(tier int, res *classifier.Result, ev *evidence, taken []bo
 		if keep {
 			cls[i].Class, cls[i].Score = s.routeTop(r, res, tier)
 		}
-		if tier == 1 {
+		switch {
+		case full:
+			for _, p := range r.heads[1] {
+				taken[p] = true
+			}
+		case tier == 1:
 			for c, in := range r.classes {
 				taken[c] = taken[c] || in
 			}
@@ -251,20 +259,39 @@ func (s *Set) measure(tier int, res *classifier.Result, ev *evidence, taken []bo
 	}
 }
 
+// full reports whether a tier's verdict has the probability of every
+// class of its head (a stand-in in tests may give only its top classes).
+func (s *Set) full(res *classifier.Result, tier int) bool {
+	return len(res.Probs) > 0 && len(res.Probs) == len(s.headIdx[tier])
+}
+
 // mass is the route's mass in a tier's verdict: the probability of the
 // classes it takes. A tier without full probabilities (a stand-in in
 // tests) counts its top classes.
 func (s *Set) mass(r *route, res *classifier.Result, tier int) float32 {
-	return s.takenMass(r.classes, res, tier)
+	var m float32
+	if s.full(res, tier) {
+		for _, p := range r.heads[tier] {
+			m += res.Probs[p]
+		}
+		return m
+	}
+	for _, sc := range res.Top {
+		if j, ok := s.index[sc.Class]; ok && r.classes[j] {
+			m += sc.Score
+		}
+	}
+	return m
 }
 
-// takenMass is the probability of the classes marked in taken.
+// takenMass is the probability of the classes marked in taken (by head
+// position for a full verdict, else by class index).
 func (s *Set) takenMass(taken []bool, res *classifier.Result, tier int) float32 {
 	var m float32
-	if idx := s.headIdx[tier]; len(res.Probs) == len(idx) && len(idx) > 0 {
-		for i, p := range res.Probs {
-			if j := idx[i]; j >= 0 && taken[j] {
-				m += p
+	if s.full(res, tier) {
+		for p, v := range res.Probs {
+			if taken[p] {
+				m += v
 			}
 		}
 		return m

@@ -139,6 +139,9 @@ type route struct {
 	block                bool
 	message              string
 	classes              []bool // by class index; nil: any class (no class condition)
+	// heads lists, per tier, the head positions (in the verdict's Probs)
+	// of its classes, ascending: its mass is their sum.
+	heads [3][]int
 	// floor is the least mass at tiers 1 and 2 (index 1, 2) that takes the
 	// route: its floor (base), raised to min_score.
 	floor         [3]float32
@@ -164,7 +167,8 @@ func (r *route) extra() bool {
 type work struct {
 	r1 classifier.Result
 	r2 classifier.Result
-	// taken marks the classes the matching class routes take, by index.
+	// taken marks the classes the matching class routes take: by head
+	// position when the verdict has full probabilities, else by class index.
 	taken []bool
 	ev    evidence
 }
@@ -267,6 +271,20 @@ func Compile(f *File, env Env) (*Set, error) {
 	}
 	s.version = hex.EncodeToString(sum.Sum(nil))[:12]
 	n, nr := len(h.Classes), len(s.routes)
+	for t := 1; t <= 2; t++ {
+		n = max(n, len(s.headIdx[t]))
+		for i := range s.routes {
+			r := &s.routes[i]
+			if r.classes == nil {
+				continue
+			}
+			for p, c := range s.headIdx[t] {
+				if c >= 0 && r.classes[c] {
+					r.heads[t] = append(r.heads[t], p)
+				}
+			}
+		}
+	}
 	s.scratch.New = func() any {
 		return &work{taken: make([]bool, n), ev: evidence{match: make([]bool, nr), m1: make([]float32, nr), m2: make([]float32, nr),
 			class1: make([]classifier.Scored, nr), class2: make([]classifier.Scored, nr)}}
