@@ -1,0 +1,543 @@
+package main
+
+// The README is the front door: every `bin/triage` command it shows runs,
+// from the repository root, with the built binary, and says what the README
+// says it says. Output the README quotes in full is compared line for line;
+// output it abbreviates ("...") or quotes in a comment is checked field by
+// field ("key": value pairs, numbers to the digits shown). The quickstart's
+// curl requests run against `serve --sim` on the shipped triage.yaml, and
+// the X-* headers shown are the headers the gateway sends.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/triagegw/triage/internal/testenv"
+)
+
+// readmeCmd is one `bin/triage` command shown in the README.
+type readmeCmd struct {
+	line     int      // where it starts
+	raw      string   // as shown
+	args     []string // after bin/triage
+	redirect bool     // it uses <, > or |
+	output   []string // the lines shown after it (its output)
+	comments []string // "# ..." lines shown after it
+}
+
+// readmeCurl is one curl request of the quickstart, and the response
+// headers shown after it (one line per request sent).
+type readmeCurl struct {
+	line   int
+	path   string
+	body   string // -d; empty: GET
+	expect []string
+}
+
+// readmeSkips are the README commands this test does not run, by their
+// first words, and why.
+var readmeSkips = []struct{ prefix, why string }{
+	{"serve", "runs until stopped; the quickstart test runs it"},
+	{"train", "trains for minutes; train_test.go and train_ort_test.go train on samples"},
+	{"models pull", "needs the Hugging Face hub (models_pull_test.go uses a local server)"},
+	{"models import", "needs a TF.js model directory; setup runs it, models_tfjs_test.go tests it"},
+	{"models quantize", "minutes on the 2-core machine; models_quantize_test.go quantizes a small model"},
+	{"models gen-bert", "writes bge-small's 130 MB of weights; tier2_e2e_test.go generates a smaller one"},
+	{"distill", "runs every vocabulary token through tier 2; distill_ort_test.go distills a small one"},
+}
+
+// parseREADME finds the README's triage commands (in code blocks and in
+// inline code) and the quickstart's curl requests.
+func parseREADME(t *testing.T, path string) ([]readmeCmd, []readmeCurl) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(string(b), "\n")
+	var cmds []readmeCmd
+	var curls []readmeCurl
+	var para []string // prose lines, for inline code spanning lines
+	paraLine := 0
+	inline := regexp.MustCompile("`(bin/triage [^`]+)`")
+	flush := func() {
+		text := strings.Join(para, " ")
+		for _, m := range inline.FindAllStringSubmatch(text, -1) {
+			c := readmeCmd{line: paraLine, raw: m[1]}
+			c.args, c.redirect = shellWords(strings.TrimPrefix(m[1], "bin/triage "))
+			cmds = append(cmds, c)
+		}
+		para = para[:0]
+	}
+	for i := 0; i < len(lines); i++ {
+		l := lines[i]
+		if !strings.HasPrefix(l, "```") {
+			if strings.TrimSpace(l) == "" {
+				flush()
+			} else {
+				if len(para) == 0 {
+					paraLine = i + 1
+				}
+				para = append(para, l)
+			}
+			continue
+		}
+		flush()
+		lang := strings.TrimPrefix(l, "```")
+		i++
+		var last *readmeCmd // the command the lines that follow belong to
+		var lastCurl *readmeCurl
+		for ; i < len(lines) && !strings.HasPrefix(lines[i], "```"); i++ {
+			if lang != "" {
+				continue // yaml, json: not commands
+			}
+			start := i
+			logical := lines[i]
+			for strings.HasSuffix(logical, "\\") && i+1 < len(lines) {
+				i++
+				logical = strings.TrimSuffix(logical, "\\") + " " + strings.TrimSpace(lines[i])
+			}
+			text := strings.TrimPrefix(logical, "$ ")
+			switch {
+			case strings.HasPrefix(text, "bin/triage "):
+				c := readmeCmd{line: start + 1, raw: text}
+				c.args, c.redirect = shellWords(strings.TrimPrefix(text, "bin/triage "))
+				cmds = append(cmds, c)
+				last, lastCurl = &cmds[len(cmds)-1], nil
+			case strings.HasPrefix(text, "curl "):
+				cu := readmeCurl{line: start + 1, path: "/v1/chat/completions"}
+				if m := regexp.MustCompile(`localhost:\d+(/\S*)`).FindStringSubmatch(text); m != nil {
+					cu.path = m[1]
+				}
+				if m := regexp.MustCompile(`-d '([^']*)'`).FindStringSubmatch(text); m != nil {
+					cu.body = m[1]
+				}
+				curls = append(curls, cu)
+				last, lastCurl = nil, &curls[len(curls)-1]
+			case strings.HasPrefix(logical, "$ ") || strings.HasPrefix(text, "make ") || strings.HasPrefix(text, "docker "):
+				last, lastCurl = nil, nil // another program's command
+			case lastCurl != nil:
+				lastCurl.expect = append(lastCurl.expect, text)
+			case last != nil && strings.HasPrefix(strings.TrimSpace(text), "#"):
+				last.comments = append(last.comments, strings.TrimSpace(text))
+			case last != nil:
+				last.output = append(last.output, text)
+			}
+		}
+	}
+	flush()
+	return cmds, curls
+}
+
+// shellWords splits a command line as sh would (quotes, backslashes),
+// stopping at a comment; redirect reports an unquoted <, > or |.
+func shellWords(s string) (words []string, redirect bool) {
+	var w strings.Builder
+	inWord := false
+	end := func() {
+		if inWord {
+			words = append(words, w.String())
+			w.Reset()
+			inWord = false
+		}
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == ' ' || c == '\t':
+			end()
+		case c == '#' && !inWord:
+			return words, redirect
+		case c == '<' || c == '>' || c == '|':
+			end()
+			redirect = true
+		case c == '\'':
+			j := strings.IndexByte(s[i+1:], '\'')
+			if j < 0 {
+				j = len(s) - i - 1
+			}
+			w.WriteString(s[i+1 : i+1+j])
+			inWord, i = true, i+1+j
+		case c == '"':
+			i++
+			for ; i < len(s) && s[i] != '"'; i++ {
+				if s[i] == '\\' && i+1 < len(s) {
+					i++
+				}
+				w.WriteByte(s[i])
+			}
+			inWord = true
+		case c == '\\' && i+1 < len(s):
+			i++
+			w.WriteByte(s[i])
+			inWord = true
+		default:
+			w.WriteByte(c)
+			inWord = true
+		}
+	}
+	end()
+	return words, redirect
+}
+
+// placeholder names an input the README stands in for the user's own
+// (my-labelled.jsonl, heldout.jsonl, DIR, [optional flags]): the command
+// cannot run as shown.
+func placeholder(root string, args []string) string {
+	for i, a := range args {
+		if strings.HasPrefix(a, "[") {
+			return a
+		}
+		if i > 0 && (args[i-1] == "--out" || args[i-1] == "--html") {
+			continue // written, not read
+		}
+		if a == "-" {
+			return "standard input"
+		}
+		if upperWord.MatchString(a) {
+			return a // FILE, DIR
+		}
+		if !strings.HasPrefix(a, "-") && pathLike(a) {
+			if _, err := os.Stat(filepath.Join(root, a)); err != nil {
+				return a
+			}
+		}
+	}
+	return ""
+}
+
+var upperWord = regexp.MustCompile(`^[A-Z]+(\.[a-z]+)?$`)
+
+func pathLike(a string) bool {
+	if strings.ContainsAny(a, " ?") {
+		return false // a prompt
+	}
+	for _, ext := range []string{".jsonl", ".json", ".csv", ".yaml", ".tbl", ".html"} {
+		if strings.Contains(a, ext) {
+			return true
+		}
+	}
+	return strings.HasPrefix(a, "var/") || strings.HasPrefix(a, "models/") || strings.HasPrefix(a, "../")
+}
+
+// TestREADMECommands runs every triage command the README shows.
+func TestREADMECommands(t *testing.T) {
+	root, _ := readmeRoot(t)
+	cmds, _ := parseREADME(t, filepath.Join(root, "README.md"))
+	ran := 0
+	for _, c := range cmds {
+		name := fmt.Sprintf("line%d", c.line)
+		skip := ""
+		if p := placeholder(root, c.args); p != "" {
+			skip = "its input " + strconv.Quote(p) + " stands for the user's own"
+		}
+		for _, s := range readmeSkips {
+			if skip != "" || slices.Contains(c.args, "--check") {
+				break // serve --check checks and exits
+			}
+			if strings.HasPrefix(strings.Join(c.args, " ")+" ", s.prefix+" ") {
+				skip = s.why
+			}
+		}
+		if skip == "" && c.redirect {
+			skip = "it uses the shell's redirection"
+		}
+		if skip != "" {
+			t.Logf("README:%d: not run (%s): bin/triage %s", c.line, skip, strings.Join(c.args, " "))
+			continue
+		}
+		ran++
+		t.Run(name, func(t *testing.T) {
+			args := make([]string, len(c.args))
+			copy(args, c.args)
+			for i := 1; i < len(args); i++ {
+				if args[i-1] == "--out" || args[i-1] == "--html" {
+					args[i] = filepath.Join(t.TempDir(), filepath.Base(args[i])) // not into the repository
+				}
+			}
+			t0 := time.Now()
+			code, stdout, stderr := runIn(t, root, nil, args...)
+			t.Logf("README:%d: bin/triage %s: exit %d in %v", c.line, strings.Join(args, " "), code, time.Since(t0).Round(time.Millisecond))
+			if code != 0 {
+				t.Fatalf("README:%d: bin/triage %s: exit %d\nstdout:\n%s\nstderr:\n%s", c.line, strings.Join(args, " "), code, stdout, stderr)
+			}
+			var claims []string
+			for _, cm := range c.comments {
+				if strings.HasPrefix(strings.TrimSpace(strings.TrimPrefix(cm, "#")), "{") {
+					claims = append(claims, cm)
+				}
+			}
+			shown := strings.Join(c.output, "\n")
+			switch {
+			case len(c.output) == 0:
+			case strings.Contains(shown, "..."):
+				claims = append(claims, shown)
+			default:
+				if got := trimLines(stdout); got != trimLines(shown) {
+					t.Errorf("README:%d: bin/triage %s prints\n%s\nthe README shows\n%s", c.line, strings.Join(args, " "), got, trimLines(shown))
+				}
+			}
+			for _, cl := range claims {
+				checkClaims(t, c.line, cl, stdout)
+			}
+		})
+	}
+	if ran < 12 {
+		t.Fatalf("ran %d README commands; the README shows more (is the parser broken?)", ran)
+	}
+}
+
+// readmeRoot is the repository root, skipping when the model files are not
+// where the shipped configs look for them or under the race detector (the
+// commands classify thousands of prompts; -race makes that minutes).
+func readmeRoot(t *testing.T) (root, models string) {
+	t.Helper()
+	if raceEnabled() {
+		t.Skip("under -race; make test runs it without")
+	}
+	root, err := filepath.Abs(repoRoot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	models = testenv.Models(t, "tables/subjects-tier1.tbl", "tokenizer/bert-base-uncased.json")
+	if models != filepath.Join(root, "var", "models") {
+		t.Skipf("the model files are in %s, not %s, where the README's commands look for them", models, filepath.Join(root, "var", "models"))
+	}
+	return root, models
+}
+
+func trimLines(s string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimRight(l, " \t")
+	}
+	return strings.Join(lines, "\n")
+}
+
+var claimRE = regexp.MustCompile(`"([A-Za-z_0-9]+)":\s*("(?:[^"\\]|\\.)*"|-?[0-9]+(?:\.[0-9]+)?)`)
+
+// checkClaims checks each "key": value the README shows against the JSON
+// the command printed: some occurrence of the key has that value (a number
+// to the digits shown).
+func checkClaims(t *testing.T, line int, shown, stdout string) {
+	t.Helper()
+	vals := map[string][]any{}
+	dec := json.NewDecoder(strings.NewReader(stdout))
+	dec.UseNumber()
+	for {
+		var v any
+		if err := dec.Decode(&v); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Errorf("README:%d: output is not JSON: %v\n%s", line, err, stdout)
+			return
+		}
+		collect(v, vals)
+	}
+	pairs := claimRE.FindAllStringSubmatch(shown, -1)
+	if len(pairs) == 0 {
+		t.Errorf("README:%d: no \"key\": value in %q", line, shown)
+	}
+	for _, p := range pairs {
+		key, want := p[1], p[2]
+		ok := false
+		for _, got := range vals[key] {
+			ok = ok || claimHolds(want, got)
+		}
+		if !ok {
+			t.Errorf("README:%d: the README shows \"%s\": %s; the output has %v", line, key, want, vals[key])
+		}
+	}
+}
+
+func collect(v any, vals map[string][]any) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			vals[k] = append(vals[k], e)
+			collect(e, vals)
+		}
+	case []any:
+		for _, e := range x {
+			collect(e, vals)
+		}
+	}
+}
+
+// claimHolds reports whether got matches the README's want: a string
+// exactly, a number rounded to want's decimals.
+func claimHolds(want string, got any) bool {
+	if strings.HasPrefix(want, `"`) {
+		s, err := strconv.Unquote(want)
+		g, ok := got.(string)
+		return err == nil && ok && s == g
+	}
+	n, ok := got.(json.Number)
+	if !ok {
+		return false
+	}
+	g, err1 := n.Float64()
+	w, err2 := strconv.ParseFloat(want, 64)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	digits := 0
+	if i := strings.IndexByte(want, '.'); i >= 0 {
+		digits = len(want) - i - 1
+	}
+	scale := math.Pow(10, float64(digits))
+	return math.Round(g*scale) == math.Round(w*scale)
+}
+
+// TestREADMEQuickstart runs the quickstart: the shipped triage.yaml under
+// `serve --sim` (on free ports), and the curl requests the README shows,
+// checking the X-* headers shown after each. A replica is checked by its
+// pool (general-0 and general-1 are both the general pool's).
+func TestREADMEQuickstart(t *testing.T) {
+	root, models := readmeRoot(t)
+	_, curls := parseREADME(t, filepath.Join(root, "README.md"))
+	if len(curls) < 5 {
+		t.Fatalf("found %d curl requests in the README's quickstart", len(curls))
+	}
+	cfg, err := os.ReadFile(filepath.Join(root, "triage.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The shipped config, with its replicas on free ports and its paths
+	// absolute: the same pools, rules and heads.
+	text := regexp.MustCompile(`http://127\.0\.0\.1:\d+`).ReplaceAllStringFunc(string(cfg), func(string) string {
+		return "http://" + freeAddr(t)
+	})
+	text = regexp.MustCompile(`(?m)^rules:\s*rules\.yaml`).ReplaceAllString(text, "rules: "+filepath.Join(root, "rules.yaml"))
+	text = regexp.MustCompile(`(?m)^listen:.*$`).ReplaceAllString(text, "")
+	text = "models_dir: " + models + "\n" + text
+	cfgPath := filepath.Join(t.TempDir(), "triage.yaml")
+	writeFile(t, cfgPath, text)
+	gw := startReady(t, "gateway", "/readyz", "serve", "--config", cfgPath, "--sim")
+	c := newClient(t)
+	for _, cu := range curls {
+		send := func() *http.Response {
+			t.Helper()
+			method, body := http.MethodGet, io.Reader(nil)
+			if cu.body != "" {
+				method, body = http.MethodPost, strings.NewReader(cu.body)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			req, _ := http.NewRequestWithContext(ctx, method, gw.url(cu.path), body)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatalf("README:%d: %v", cu.line, err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			resp.Body = io.NopCloser(bytes.NewReader(b))
+			return resp
+		}
+		// One header a line (the full response shown) is one response;
+		// several on a line are one response each.
+		var wants [][][2]string
+		single := false
+		for _, e := range cu.expect {
+			w := headerClaims(e)
+			switch {
+			case len(w) == 0:
+			case len(w) == 1 && single:
+				wants[len(wants)-1] = append(wants[len(wants)-1], w[0])
+			default:
+				wants = append(wants, w)
+				single = len(w) == 1
+			}
+		}
+		if len(wants) == 0 {
+			resp := send()
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != 200 {
+				t.Errorf("README:%d: %s: %d %s", cu.line, cu.path, resp.StatusCode, b)
+			}
+			if strings.Contains(cu.body, `"stream":true`) && !strings.HasSuffix(strings.TrimSpace(string(b)), "data: [DONE]") {
+				t.Errorf("README:%d: the stream does not end with data: [DONE]:\n%s", cu.line, b)
+			}
+			continue
+		}
+		// The first line shown is the first answer; a later line is what
+		// the same request gets once the gateway has settled (tier 2
+		// loaded), so it is waited for.
+		for i, want := range wants {
+			if i == 0 {
+				resp := send()
+				if bad := headerMismatch(resp, want); bad != "" {
+					t.Errorf("README:%d: %s", cu.line, bad)
+				}
+				continue
+			}
+			eventually(t, 60*time.Second, fmt.Sprintf("README:%d's %v", cu.line, want), func() (bool, string) {
+				bad := headerMismatch(send(), want)
+				return bad == "", bad
+			})
+		}
+	}
+}
+
+// headerClaims parses a line of headers shown after a curl ("HTTP/1.1 200
+// OK", "X-Name: value", or several "X-Name: value" separated by runs of
+// spaces, then an optional # comment).
+func headerClaims(line string) [][2]string {
+	if i := strings.Index(line, "#"); i >= 0 {
+		line = line[:i]
+	}
+	line = strings.TrimSpace(line)
+	if m := regexp.MustCompile(`^HTTP/1\.1 (\d{3})`).FindStringSubmatch(line); m != nil {
+		return [][2]string{{":status", m[1]}}
+	}
+	var out [][2]string
+	for _, part := range regexp.MustCompile(`\s{2,}`).Split(line, -1) {
+		name, value, ok := strings.Cut(part, ": ")
+		if ok && strings.HasPrefix(name, "X-") {
+			out = append(out, [2]string{name, strings.TrimSpace(value)})
+		}
+	}
+	return out
+}
+
+// headerMismatch says how resp differs from the headers shown ("" if not).
+func headerMismatch(resp *http.Response, want [][2]string) string {
+	var bad []string
+	for _, w := range want {
+		got := resp.Header.Get(w[0])
+		switch w[0] {
+		case ":status":
+			got = strconv.Itoa(resp.StatusCode)
+		case "X-Sim-Replica": // the pool: its replicas share the load
+			got, w[1] = poolOf(got), poolOf(w[1])
+		}
+		if got != w[1] {
+			bad = append(bad, fmt.Sprintf("%s: %q, the README shows %q", w[0], got, w[1]))
+		}
+	}
+	if len(bad) == 0 {
+		return ""
+	}
+	return strings.Join(bad, "; ")
+}
+
+func poolOf(replica string) string {
+	if i := strings.LastIndexByte(replica, '-'); i > 0 {
+		return replica[:i]
+	}
+	return replica
+}
