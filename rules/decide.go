@@ -66,8 +66,10 @@ type evidence struct {
 	match   []bool    // by route: its conditions other than classes hold
 	m1, m2  []float32 // by route: the mass of its classes at tier 1, tier 2
 	routed1 float32   // tier 1's mass of the classes the matching class routes take
-	first   int       // the first matching route, if it has no class condition; -1 otherwise
-	after   int       // the first matching route without class conditions after a class route; -1: none
+	// allClass: every class route's conditions other than classes hold.
+	allClass bool
+	first    int // the first matching route, if it has no class condition; -1 otherwise
+	after    int // the first matching route without class conditions after a class route; -1: none
 	// top1, top2 are each tier's top class and score; class1, class2 each
 	// route's most likely class and its score at that tier, when kept
 	// (Gather keeps them; a live decision finds the taken route's from
@@ -201,11 +203,13 @@ type RouteTrace struct {
 func (s *Set) match(sig *Signals, ev *evidence) {
 	tokens := -1
 	ev.first, ev.after = -1, -1
+	ev.allClass = true
 	classRoute := false
 	for i := range s.routes {
 		r := &s.routes[i]
-		ev.match[i] = s.matches(r, sig, &tokens)
+		ev.match[i] = r.always || s.matches(r, sig, &tokens)
 		if !ev.match[i] {
+			ev.allClass = ev.allClass && r.classes == nil
 			continue
 		}
 		switch {
@@ -229,13 +233,12 @@ func (s *Set) measure(tier int, res *classifier.Result, ev *evidence, taken []bo
 	} else {
 		ev.top1, ev.res1 = classifier.Scored{Class: res.Class, Score: res.Score}, res
 	}
-	full := tier == 1 && s.full(res, tier)
-	if tier == 1 {
-		clear(taken)
-	}
 	for i := range s.routes {
 		r := &s.routes[i]
-		m[i], cls[i] = 0, classifier.Scored{}
+		m[i] = 0
+		if keep {
+			cls[i] = classifier.Scored{}
+		}
 		if !ev.match[i] || r.classes == nil {
 			continue
 		}
@@ -243,20 +246,52 @@ func (s *Set) measure(tier int, res *classifier.Result, ev *evidence, taken []bo
 		if keep {
 			cls[i].Class, cls[i].Score = s.routeTop(r, res, tier)
 		}
-		switch {
-		case full:
-			for _, p := range r.heads[1] {
-				taken[p] = true
+	}
+	if tier == 1 {
+		ev.routed1 = s.routedMass(ev, res, taken)
+	}
+}
+
+// routedMass is tier 1's mass of the classes the matching class routes
+// take, each class once, summed in head order.
+func (s *Set) routedMass(ev *evidence, res *classifier.Result, taken []bool) float32 {
+	var m float32
+	if !s.full(res, 1) {
+		clear(taken)
+		for i := range s.routes {
+			if r := &s.routes[i]; ev.match[i] && r.classes != nil {
+				for c, in := range r.classes {
+					taken[c] = taken[c] || in
+				}
 			}
-		case tier == 1:
-			for c, in := range r.classes {
-				taken[c] = taken[c] || in
+		}
+		for _, sc := range res.Top {
+			if j, ok := s.index[sc.Class]; ok && taken[j] {
+				m += sc.Score
+			}
+		}
+		return m
+	}
+	if ev.allClass { // the usual case: every class route's conditions hold
+		for _, p := range s.union1 {
+			m += res.Probs[p]
+		}
+		return m
+	}
+	clear(taken)
+	for i := range s.routes {
+		if ev.match[i] {
+			for _, p := range s.routes[i].heads[1] {
+				taken[p] = true
 			}
 		}
 	}
-	if tier == 1 {
-		ev.routed1 = s.takenMass(taken, res, 1)
+	for p, v := range res.Probs {
+		if taken[p] {
+			m += v
+		}
 	}
+	return m
 }
 
 // full reports whether a tier's verdict has the probability of every
@@ -284,34 +319,14 @@ func (s *Set) mass(r *route, res *classifier.Result, tier int) float32 {
 	return m
 }
 
-// takenMass is the probability of the classes marked in taken (by head
-// position for a full verdict, else by class index).
-func (s *Set) takenMass(taken []bool, res *classifier.Result, tier int) float32 {
-	var m float32
-	if s.full(res, tier) {
-		for p, v := range res.Probs {
-			if taken[p] {
-				m += v
-			}
-		}
-		return m
-	}
-	for _, sc := range res.Top {
-		if j, ok := s.index[sc.Class]; ok && taken[j] {
-			m += sc.Score
-		}
-	}
-	return m
-}
-
 // routeTop is the route's most likely class in a tier's verdict, shown as
 // the decision's class.
 func (s *Set) routeTop(r *route, res *classifier.Result, tier int) (string, float32) {
 	best, score := "", float32(-1)
-	if idx := s.headIdx[tier]; len(res.Probs) == len(idx) && len(idx) > 0 {
-		for i, p := range res.Probs {
-			if j := idx[i]; j >= 0 && r.classes[j] && p > score {
-				best, score = s.classes[j], p
+	if s.full(res, tier) {
+		for _, p := range r.heads[tier] {
+			if v := res.Probs[p]; v > score {
+				best, score = s.classes[s.headIdx[tier][p]], v
 			}
 		}
 		return best, score

@@ -114,6 +114,9 @@ type Set struct {
 	// headIdx maps each tier's head class positions to class indices
 	// (heads normally list the classes in the same order).
 	headIdx [3][]int
+	// union1 lists tier 1's head positions of every class route's
+	// classes, ascending: the routed mass when all class routes match.
+	union1 []int
 
 	escalateAt, fallbackFloor, mix float32
 	params                         Params // the same, and the routes' floors, as the decision reads them
@@ -141,7 +144,8 @@ type route struct {
 	classes              []bool // by class index; nil: any class (no class condition)
 	// heads lists, per tier, the head positions (in the verdict's Probs)
 	// of its classes, ascending: its mass is their sum.
-	heads [3][]int
+	heads  [3][]int
+	always bool // no condition besides classes: it matches every request
 	// floor is the least mass at tiers 1 and 2 (index 1, 2) that takes the
 	// route: its floor (base), raised to min_score.
 	floor         [3]float32
@@ -271,6 +275,18 @@ func Compile(f *File, env Env) (*Set, error) {
 	}
 	s.version = hex.EncodeToString(sum.Sum(nil))[:12]
 	n, nr := len(h.Classes), len(s.routes)
+	for i := range s.routes {
+		r := &s.routes[i]
+		r.always = r.model == "" && len(r.headers) == 0 && !r.extra()
+	}
+	for p, c := range s.headIdx[1] {
+		for i := range s.routes {
+			if r := &s.routes[i]; c >= 0 && r.classes != nil && r.classes[c] {
+				s.union1 = append(s.union1, p)
+				break
+			}
+		}
+	}
 	for t := 1; t <= 2; t++ {
 		n = max(n, len(s.headIdx[t]))
 		for i := range s.routes {
