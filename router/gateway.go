@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"reflect"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/triagegw/triage/openai"
+	"github.com/triagegw/triage/router/access"
 	"github.com/triagegw/triage/router/config"
 	"github.com/triagegw/triage/router/h1"
 	"github.com/triagegw/triage/router/metrics"
@@ -68,6 +70,7 @@ type Gateway struct {
 	shadow    *shadow.Runner
 	shadowLog func(string) (io.Writer, error)
 
+	limiter  *access.Limiter // limit counts, kept across snapshots
 	snap     atomic.Pointer[snapshot]
 	applyMu  sync.Mutex
 	changed  chan struct{} // kicks Run to start or stop health checks
@@ -94,6 +97,8 @@ type snapshot struct {
 	sessionHeader string    // canonical
 	shadowOut     io.Writer // the shadow decision log; nil: none
 	modelList     []byte    // the /v1/models body
+	// access is who may call and how much; nil: everyone, without limit.
+	access *access.Snapshot
 }
 
 // poolEntry is a pool and what the request path needs of it, resolved once.
@@ -129,6 +134,7 @@ func New(cfg *config.Config, routing *rules.Set, o Options) (*Gateway, error) {
 		poolOpts:  o.PoolOptions,
 		changed:   make(chan struct{}, 1),
 		shadowLog: o.ShadowLog,
+		limiter:   access.NewLimiter(),
 	}
 	g.shadow = shadow.NewRunner(o.ShadowQueue, g.metrics)
 	metrics.RegisterBackends(o.Registry, g.backendStates)
@@ -250,8 +256,20 @@ func (g *Gateway) Apply(cfg *config.Config, routing *rules.Set) error {
 			s.shadowOut = w
 		}
 	}
+	if cfg.Access.Enabled() {
+		as, err := g.compileAccess(cfg, s)
+		if err != nil {
+			return err
+		}
+		s.access = as
+	}
 	s.modelList = modelList(s)
 	g.snap.Store(s)
+	if s.access != nil {
+		s.access.Retain()
+	} else {
+		g.limiter.Retain(nil)
+	}
 	if routing != nil {
 		g.metrics.RulesVersion(routing.Version())
 	} else {
@@ -270,6 +288,34 @@ func (g *Gateway) Apply(cfg *config.Config, routing *rules.Set) error {
 	default:
 	}
 	return nil
+}
+
+// compileAccess reads the keys file and compiles the access policies
+// against the snapshot's pools, model names and rules.
+func (g *Gateway) compileAccess(cfg *config.Config, s *snapshot) (*access.Snapshot, error) {
+	known := access.Known{Pools: []string{}, Models: []string{}}
+	for _, e := range s.pools {
+		known.Pools = append(known.Pools, e.pool.Name())
+	}
+	for name := range s.models {
+		known.Models = append(known.Models, name)
+	}
+	if s.rules != nil {
+		known.Models = append(known.Models, s.rules.Aliases()...)
+		for _, r := range s.rules.Routes() {
+			known.Routes = append(known.Routes, r.Name)
+		}
+		known.Classes = s.rules.Classes()
+	}
+	slices.Sort(known.Models)
+	if errs := cfg.Access.Validate(known); len(errs) > 0 {
+		return nil, &config.Error{Path: cfg.Path, Problems: errs}
+	}
+	keys, err := access.LoadKeys(cfg.Access.KeysFile)
+	if err != nil {
+		return nil, fmt.Errorf("access.keys_file: %w", err)
+	}
+	return access.Compile(&cfg.Access, keys, g.limiter)
 }
 
 // samePool reports whether p was built from pc and the TLS files as they

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/triagegw/triage/openai"
+	"github.com/triagegw/triage/router/access"
 	"github.com/triagegw/triage/router/config"
 	"github.com/triagegw/triage/router/metrics"
 	"github.com/triagegw/triage/router/proxy"
@@ -135,6 +136,17 @@ func (g *Gateway) forward(c *gin.Context) {
 		openai.WriteError(w, oe)
 		return
 	}
+	var caller access.Caller
+	if s.access != nil {
+		// Who is calling, before the body is read: a stranger costs a
+		// map lookup and a hash, not a body.
+		var d *access.Denial
+		if caller, d = s.access.Authenticate(r.Header, start); d != nil {
+			g.deny(w, &al, d)
+			return
+		}
+		al.principal = caller.Principal().Name
+	}
 	body, bp, oerr := readBody(r, int64(s.cfg.Limits.MaxBodyBytes))
 	al.bytesIn = len(body)
 	if oerr != nil {
@@ -164,6 +176,21 @@ func (g *Gateway) forward(c *gin.Context) {
 	alias, semantic := "", false
 	if s.rules != nil {
 		alias, semantic = s.rules.Alias(req.Model)
+	}
+	if s.access != nil {
+		if d := caller.AllowModel(string(req.Model), semantic); d != nil {
+			g.deny(w, &al, d)
+			return
+		}
+		// Counted before deciding: a client over its limit does not get
+		// tier 2 run for it.
+		adm, d := caller.Admit(start)
+		rateHeaders(w.Header(), &adm)
+		if d != nil {
+			g.deny(w, &al, d)
+			return
+		}
+		defer adm.Release()
 	}
 	if semantic {
 		t0 := time.Now()
@@ -206,6 +233,16 @@ func (g *Gateway) forward(c *gin.Context) {
 	if semantic {
 		setExplain(w.Header(), s, &dec)
 	}
+	if s.access != nil {
+		class := ""
+		if semantic && dec.Tier > 0 {
+			class = dec.Class
+		}
+		if d := caller.AllowRoute(e.pool.Name(), dec.Route, class); d != nil {
+			g.deny(w, &al, d)
+			return
+		}
+	}
 	al.pool = e
 	fr := proxy.Request{
 		Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: r.Header,
@@ -220,6 +257,43 @@ func (g *Gateway) forward(c *gin.Context) {
 	if res.Aborted {
 		panic(http.ErrAbortHandler) // after the deferred accounting: the client must see the response break
 	}
+}
+
+// deny answers a request access control refused, in OpenAI's shape:
+// 401, 403, or 429 with Retry-After.
+func (g *Gateway) deny(w http.ResponseWriter, al *accessLine, d *access.Denial) {
+	typ := openai.TypePermission
+	switch d.Status {
+	case http.StatusUnauthorized:
+		typ = openai.TypeAuthentication
+	case http.StatusTooManyRequests:
+		typ = openai.TypeRateLimit
+		w.Header()["Retry-After"] = []string{strconv.FormatInt(int64((d.RetryAfter+time.Second-1)/time.Second), 10)}
+	}
+	oe := &openai.Error{Status: d.Status, Message: d.Message, Type: typ, Code: d.Code}
+	al.status, al.err = oe.Status, oe
+	g.metrics.Limited(d.Code)
+	openai.WriteError(w, oe)
+}
+
+// rateHeaders sets OpenAI's x-ratelimit-*-requests headers from the
+// tightest requests-per-minute limit that applies (none: no headers).
+func rateHeaders(h http.Header, a *access.Admission) {
+	if a.Limit == 0 {
+		return
+	}
+	h["X-Ratelimit-Limit-Requests"] = []string{strconv.Itoa(a.Limit)}
+	h["X-Ratelimit-Remaining-Requests"] = []string{strconv.Itoa(a.Remaining)}
+	h["X-Ratelimit-Reset-Requests"] = []string{resetString(a.Reset)}
+}
+
+// resetString renders a duration as OpenAI's reset headers do: "1s",
+// "6m0s", "20ms".
+func resetString(d time.Duration) string {
+	if d < time.Second {
+		return strconv.FormatInt(int64((d+time.Millisecond-1)/time.Millisecond), 10) + "ms"
+	}
+	return ((d + time.Second - 1) / time.Second * time.Second).String()
 }
 
 // setExplain sets the x-triage-* headers of a routed decision, when the
@@ -255,6 +329,7 @@ type accessLine struct {
 	dec        rules.Decision
 	semantic   bool // the request named a rules alias
 	decideTime time.Duration
+	principal  string // who the credential named; "" without access control
 	status     int
 	err        error
 	res        proxy.Result
@@ -308,6 +383,9 @@ func (g *Gateway) account(s *snapshot, al *accessLine) {
 	l.bool("stream", al.stream)
 	l.str("pool", poolName)
 	l.str("backend", backend)
+	if al.principal != "" {
+		l.str("principal", al.principal)
+	}
 	if d := &al.dec; d.Reason != "" {
 		l.str("reason", d.Reason)
 		if al.semantic {

@@ -56,6 +56,7 @@ func commands() []command {
 		{"sim", "run a simulated vLLM replica (for trying triage out, tests and benchmarks)", runSim},
 		{"models", "build, convert, pull and inspect the classifier's model files (tables, encoders)", runModels},
 		{"distill", "build a tier-1 static table from a tier-2 encoder (model2vec)", runDistill},
+		{"keys", "create, list and revoke the gateway's API keys", runKeys},
 		{"datasets", "fetch and list files of Hugging Face dataset repos (to evaluate on)", runDatasets},
 		{"version", "print the version (also triage --version, -v)", func(_ context.Context, _ []string, stdout, _ io.Writer) error {
 			fmt.Fprintln(stdout, versionString())

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/triagegw/triage/internal/testenv"
+	"github.com/triagegw/triage/router/config"
 )
 
 // runIn runs triage in dir with env added to childEnv, and returns its exit
@@ -85,9 +86,14 @@ func TestEveryCommandFromAnywhere(t *testing.T) {
 	}
 	for _, ex := range examples {
 		rel, _ := filepath.Rel(root, filepath.Dir(ex))
+		c, err := config.Load(ex)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rules, _ := filepath.Rel(filepath.Dir(ex), c.RulesPath()) // an example may share the root's rules
 		places = append(places,
-			place{"root/" + rel, root, filepath.Join(rel, "triage.yaml"), filepath.Join(rel, "rules.yaml")},
-			place{rel + "/", filepath.Dir(ex), "triage.yaml", "rules.yaml"})
+			place{"root/" + rel, root, filepath.Join(rel, "triage.yaml"), filepath.Clean(filepath.Join(rel, rules))},
+			place{rel + "/", filepath.Dir(ex), "triage.yaml", rules})
 	}
 	const prompt = "Why does my Python list comprehension raise a TypeError?"
 	for _, p := range places {

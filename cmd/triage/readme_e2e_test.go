@@ -56,6 +56,7 @@ var readmeSkips = []struct{ prefix, why string }{
 	{"models import", "needs a TF.js model directory; setup runs it, models_tfjs_test.go tests it"},
 	{"models quantize", "minutes on the 2-core machine; models_quantize_test.go quantizes a small model"},
 	{"models gen-bert", "writes bge-small's 130 MB of weights; tier2_e2e_test.go generates a smaller one"},
+	{"keys create", "adds a key to the example's keys file; access_e2e_test.go creates and revokes keys in a copy"},
 	{"distill", "runs every vocabulary token through tier 2; distill_ort_test.go distills a small one"},
 }
 

@@ -96,6 +96,9 @@ func (l *gatewayLoader) load() (router.Loaded, error) {
 	if l.edgeTLS != nil {
 		files = append(files, l.edgeTLS.Files()...)
 	}
+	if c.Access.KeysFile != "" {
+		files = append(files, c.Access.KeysFile) // keys created or revoked apply without a restart
+	}
 	for _, p := range c.Pools {
 		for _, f := range []string{p.TLS.CAFile, p.TLS.CertFile, p.TLS.KeyFile} {
 			if f != "" {

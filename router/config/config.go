@@ -22,6 +22,7 @@ import (
 	"github.com/knadh/koanf/v2"
 
 	"github.com/triagegw/triage/internal/suggest"
+	"github.com/triagegw/triage/router/access"
 	"github.com/triagegw/triage/router/pool"
 	"github.com/triagegw/triage/router/tlsconf"
 )
@@ -47,6 +48,9 @@ type Config struct {
 	Limits    Limits `koanf:"limits"`
 	Server    Server `koanf:"server"`
 	Log       Log    `koanf:"log"`
+	// Access is who may call and how much (API keys, policies, limits);
+	// off without a keys file.
+	Access access.Config `koanf:"access"`
 
 	// Path is the file the config was loaded from (not a config key).
 	Path string `koanf:"-"`
@@ -271,6 +275,14 @@ func (c *Config) Validate() error {
 	default:
 		bad("log.level", "must be debug, info, warn or error, got %q", c.Log.Level)
 	}
+	// Names the policies use are checked where the rules are known
+	// (the gateway's Apply); here, their shape and the keys file.
+	errs = append(errs, c.Access.Validate(access.Known{})...)
+	if c.Access.Enabled() {
+		if _, err := access.LoadKeys(c.Access.KeysFile); err != nil {
+			errs = append(errs, fmt.Errorf("access.keys_file: %w", err))
+		}
+	}
 	if c.Server.TLS.Enabled() {
 		if _, err := c.Server.TLS.Load(); err != nil {
 			errs = append(errs, tlsconf.Problems("server.tls", err)...)
@@ -357,6 +369,7 @@ func (c *Config) resolveFiles() {
 			*p = filepath.Join(dir, *p)
 		}
 	}
+	rel(&c.Access.KeysFile)
 	rel(&c.Server.TLS.CertFile)
 	rel(&c.Server.TLS.KeyFile)
 	rel(&c.Server.TLS.ClientCAFile)
@@ -788,4 +801,20 @@ func Exists(path string) error {
 		return fmt.Errorf("%s is a directory", path)
 	}
 	return nil
+}
+
+// KeysFile is the access.keys_file the config at path names, resolved
+// against its directory ("" when it names none). Only that key is read,
+// so `triage keys create` can name a file the config will load once it
+// exists.
+func KeysFile(path string) (string, error) {
+	k := koanf.New(".")
+	if err := k.Load(file.Provider(path), bounded(yaml.Parser())); err != nil {
+		return "", fmt.Errorf("config %s: %w", path, err)
+	}
+	p := k.String("access.keys_file")
+	if p != "" && !filepath.IsAbs(p) {
+		p = filepath.Join(filepath.Dir(path), p)
+	}
+	return p, nil
 }

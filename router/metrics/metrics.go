@@ -27,9 +27,15 @@ type Metrics struct {
 	shadowAgree  prometheus.Counter
 	shadowDiffer prometheus.Counter
 
+	limited map[string]prometheus.Counter // by reason, made up front
+
 	mu    sync.Mutex
 	pools map[string]*Pool
 }
+
+// LimitReasons are the reasons access control refuses a request: the
+// OpenAI error codes it answers with.
+var LimitReasons = []string{"invalid_api_key", "model_not_allowed", "permission_denied", "rate_limit_exceeded"}
 
 type decisionKey struct {
 	route, reason string
@@ -87,12 +93,28 @@ func New(reg prometheus.Registerer) *Metrics {
 		}, []string{"result"}),
 		pools: map[string]*Pool{},
 	}
+	limited := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "triage_limited_total",
+		Help: "Requests access control refused, by reason: invalid_api_key (401), model_not_allowed and permission_denied (403), rate_limit_exceeded (429).",
+	}, []string{"reason"})
+	m.limited = map[string]prometheus.Counter{}
+	for _, r := range LimitReasons {
+		m.limited[r] = limited.WithLabelValues(r)
+	}
+	reg.MustRegister(limited)
 	m.shadowAgree, m.shadowDiffer, m.shadowDrop = m.shadow.WithLabelValues("agree"), m.shadow.WithLabelValues("differ"), m.shadow.WithLabelValues("dropped")
 	reg.MustRegister(m.requests, m.duration, m.ttfb, m.attempts, m.aborted, m.reloads, m.decisions, m.decisionTime, m.rulesInfo, m.shadow)
 	for _, r := range []string{"success", "invalid"} {
 		m.reloads.WithLabelValues(r)
 	}
 	return m
+}
+
+// Limited counts a request access control refused, by its error code.
+func (m *Metrics) Limited(reason string) {
+	if c := m.limited[reason]; c != nil {
+		c.Inc()
+	}
 }
 
 // Reload counts a config reload with result "success" or "invalid".

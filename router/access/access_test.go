@@ -1,0 +1,320 @@
+package access
+
+import (
+	"bytes"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+
+func mustKey(t testing.TB, principal string, groups ...string) (string, Key) {
+	t.Helper()
+	secret, k, err := NewKey(principal, groups, time.Time{}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return secret, k
+}
+
+func bearer(secret string) http.Header {
+	return http.Header{"Authorization": {"Bearer " + secret}}
+}
+
+func compile(t testing.TB, cfg Config, keys ...Key) *Snapshot {
+	t.Helper()
+	if errs := cfg.Validate(Known{Pools: []string{"general", "code", "legal"}, Models: []string{"auto", "llama", "coder"},
+		Routes: []string{"coding", "legal"}, Classes: []string{"law", "computer science", "other"}}); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	s, err := Compile(&cfg, keys, NewLimiter())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestKeysFileRoundTrip(t *testing.T) {
+	secret, k := mustKey(t, "alice", "eng")
+	if !strings.HasPrefix(secret, "sk-triage-"+k.ID+"-") || KeyID(secret) != k.ID {
+		t.Fatalf("secret %q does not carry id %q", secret, k.ID)
+	}
+	var buf bytes.Buffer
+	if err := FormatKeys(&buf, []Key{k}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(buf.String(), secret[len("sk-triage-"+k.ID+"-"):]) {
+		t.Fatal("the keys file holds the secret")
+	}
+	keys, err := ParseKeys(strings.NewReader("# issued by ops\n\n" + buf.String()))
+	if err != nil || len(keys) != 1 || keys[0].Principal != "alice" || keys[0].sum != k.sum {
+		t.Fatalf("ParseKeys: %v %+v", err, keys)
+	}
+	s := compile(t, Config{KeysFile: "k"}, keys...)
+	c, d := s.Authenticate(bearer(secret), t0)
+	if d != nil || c.Principal().Name != "alice" || c.Principal().Groups[0] != "eng" {
+		t.Fatalf("Authenticate: %v", d)
+	}
+}
+
+func TestKeysFileBadLines(t *testing.T) {
+	_, k := mustKey(t, "alice")
+	var good bytes.Buffer
+	_ = FormatKeys(&good, []Key{k})
+	in := "not json\n" + good.String() + good.String() +
+		`{"id":"zz","principal":"b","hash":"sha256:00"}` + "\n" +
+		`{"id":"0123abcd","principal":"","hash":"sha256:` + strings.Repeat("0", 64) + `"}` + "\n" +
+		`{"id":"0123abce","principal":"c","hash":"md5:00","extra":1}` + "\n"
+	_, err := ParseKeys(strings.NewReader(in))
+	if err == nil {
+		t.Fatal("bad lines accepted")
+	}
+	for _, want := range []string{"line 1: not a key", "line 3: id", "is also on line 2", "line 4: id \"zz\"", "line 5: principal", "line 6: not a key"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	if _, err := ParseKeys(strings.NewReader(strings.Repeat("x", 70<<10))); err == nil || !strings.Contains(err.Error(), "longer than") {
+		t.Errorf("an endless line: %v", err)
+	}
+}
+
+func TestAuthenticate(t *testing.T) {
+	secret, k := mustKey(t, "alice")
+	expSecret, exp, _ := NewKey("bob", nil, t0.Add(time.Hour), t0)
+	revSecret, rev := mustKey(t, "carol")
+	rev.Revoked = t0
+	s := compile(t, Config{KeysFile: "k"}, k, exp, rev)
+	wrong := secret[:len(secret)-1] + "x"
+	if secret[len(secret)-1] == 'x' {
+		wrong = secret[:len(secret)-1] + "y"
+	}
+	for _, tc := range []struct {
+		name string
+		h    http.Header
+		at   time.Time
+		want string // "" ok, else a word of the message
+	}{
+		{"bearer", bearer(secret), t0, ""},
+		{"lowercase bearer", http.Header{"Authorization": {"bearer " + secret}}, t0, ""},
+		{"x-api-key", http.Header{"X-Api-Key": {secret}}, t0, ""},
+		{"none", http.Header{}, t0, "No API key"},
+		{"basic", http.Header{"Authorization": {"Basic abc"}}, t0, "No API key"},
+		{"wrong secret", bearer(wrong), t0, "Incorrect"},
+		{"unknown id", bearer("sk-triage-00000000-" + strings.Repeat("a", 40)), t0, "Incorrect"},
+		{"not a key", bearer("hello"), t0, "Incorrect"},
+		{"expiring, valid", bearer(expSecret), t0.Add(59 * time.Minute), ""},
+		{"expired", bearer(expSecret), t0.Add(time.Hour), "expired"},
+		{"revoked", bearer(revSecret), t0, "revoked"},
+	} {
+		c, d := s.Authenticate(tc.h, tc.at)
+		switch {
+		case tc.want == "" && d != nil:
+			t.Errorf("%s: refused: %v", tc.name, d)
+		case tc.want != "" && (d == nil || d.Status != 401 || d.Code != "invalid_api_key" || !strings.Contains(d.Message, tc.want)):
+			t.Errorf("%s: got %+v, want 401 saying %q", tc.name, d, tc.want)
+		case d != nil && strings.Contains(d.Message, secret[20:]):
+			t.Errorf("%s: the message quotes the secret", tc.name)
+		case d == nil && c.Principal() == nil:
+			t.Errorf("%s: no principal", tc.name)
+		}
+	}
+}
+
+func TestPolicies(t *testing.T) {
+	f := false
+	cfg := Config{KeysFile: "k", Policies: []Policy{
+		{Principal: "alice", Models: []string{"auto"}, Direct: &f},
+		{Group: "legal-team", Pools: []string{"legal", "general"}, Routes: []string{"legal", "default"}},
+		{Group: "*", Models: []string{"auto", "llama"}, Classes: []string{"other", "computer science"}},
+	}}
+	_, alice := mustKey(t, "alice", "legal-team")
+	_, lena := mustKey(t, "lena", "legal-team")
+	_, eve := mustKey(t, "eve")
+	s := compile(t, cfg, alice, lena, eve)
+	c := func(k Key) Caller { return Caller{e: s.keys[k.ID]} }
+	check := func(what string, d *Denial, code string) {
+		t.Helper()
+		if code == "" && d != nil || code != "" && (d == nil || d.Code != code || d.Status != 403) {
+			t.Errorf("%s: %+v, want %q", what, d, code)
+		}
+	}
+	// alice's own policy wins over her group's: auto only, no direct names.
+	check("alice auto", c(alice).AllowModel("auto", true), "")
+	check("alice llama", c(alice).AllowModel("llama", false), "model_not_allowed")
+	check("alice code pool", c(alice).AllowRoute("code", "coding", "computer science"), "")
+	// lena: her group's policy (any model; legal and general pools).
+	check("lena coder", c(lena).AllowModel("coder", false), "")
+	check("lena legal", c(lena).AllowRoute("legal", "legal", "law"), "")
+	check("lena coding", c(lena).AllowRoute("code", "coding", "computer science"), "permission_denied")
+	check("lena default", c(lena).AllowRoute("general", "", "other"), "")
+	// eve: everyone's policy.
+	check("eve llama", c(eve).AllowModel("llama", false), "")
+	check("eve coder", c(eve).AllowModel("coder", false), "model_not_allowed")
+	check("eve law", c(eve).AllowRoute("legal", "legal", "law"), "permission_denied")
+	check("eve by name", c(eve).AllowRoute("general", "", ""), "")
+}
+
+func TestConfigValidate(t *testing.T) {
+	cfg := Config{Policies: []Policy{
+		{Principal: "a", Group: "g"},
+		{Group: "g", Pools: []string{"gpu"}, Routes: []string{"x"}, Limits: Limits{RequestsPerMinute: -1, Per: "tenant"}},
+		{Group: "g"},
+		{Principal: "p", Limits: Limits{Per: "group"}},
+	}}
+	errs := cfg.Validate(Known{Pools: []string{"general"}, Routes: []string{"coding"}})
+	all := ""
+	for _, e := range errs {
+		all += e.Error() + "\n"
+	}
+	for _, want := range []string{
+		"access.keys_file: policies need credentials",
+		"access.policies[0]: name exactly one of principal or group",
+		`access.policies[1].pools[0]: no pool named "gpu"; the pools are "general"`,
+		`access.policies[1].routes[0]: no route named "x"; the routes are "coding", "default"`,
+		"access.policies[1].limits.requests_per_minute: must not be negative",
+		`access.policies[1].limits.per: must be key, principal or group, got "tenant"`,
+		`access.policies[2]: a second policy for group "g" (also policies[1])`,
+		`access.policies[3].limits.per: "group" counts a group's members together`,
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("missing %q in:\n%s", want, all)
+		}
+	}
+}
+
+func TestRequestsPerMinute(t *testing.T) {
+	secret, k := mustKey(t, "alice")
+	s := compile(t, Config{KeysFile: "k", Policies: []Policy{{Principal: "alice", Limits: Limits{RequestsPerMinute: 60}}}}, k)
+	c, _ := s.Authenticate(bearer(secret), t0)
+	now := t0
+	// A full minute's burst, then one a second.
+	for i := range 60 {
+		a, d := c.Admit(now)
+		if d != nil {
+			t.Fatalf("request %d refused: %v", i, d)
+		}
+		if a.Limit != 60 || a.Remaining != 59-i {
+			t.Fatalf("request %d: limit %d remaining %d, want 60 and %d", i, a.Limit, a.Remaining, 59-i)
+		}
+	}
+	a, d := c.Admit(now)
+	if d == nil || d.Status != 429 || d.Code != "rate_limit_exceeded" || d.RetryAfter != time.Second || a.Limit != 60 {
+		t.Fatalf("61st request: %+v %+v", a, d)
+	}
+	if !strings.Contains(d.Message, "60 requests per minute") || !strings.Contains(d.Message, "1s") {
+		t.Errorf("message %q", d.Message)
+	}
+	if _, d := c.Admit(now.Add(999 * time.Millisecond)); d == nil {
+		t.Fatal("admitted before the interval passed")
+	}
+	if a, d := c.Admit(now.Add(time.Second)); d != nil || a.Remaining != 0 {
+		t.Fatalf("a second later: %+v %v", a, d)
+	}
+	// A quiet minute refills the whole budget.
+	if a, d := c.Admit(now.Add(2 * time.Minute)); d != nil || a.Remaining != 59 || a.Reset != time.Second {
+		t.Fatalf("after a quiet minute: %+v %v", a, d)
+	}
+}
+
+// Limits of several policies all count; a request one refuses counts
+// against none, and per: group makes one count for all members.
+func TestLimitsCombineAndRefund(t *testing.T) {
+	s1, a := mustKey(t, "alice", "team")
+	s2, b := mustKey(t, "bob", "team")
+	s := compile(t, Config{KeysFile: "k", Policies: []Policy{
+		{Principal: "alice", Limits: Limits{RequestsPerMinute: 100}},
+		{Group: "team", Limits: Limits{RequestsPerMinute: 3, Per: "group"}},
+	}}, a, b)
+	ca, _ := s.Authenticate(bearer(s1), t0)
+	cb, _ := s.Authenticate(bearer(s2), t0)
+	for _, c := range []Caller{ca, cb, ca} {
+		if _, d := c.Admit(t0); d != nil {
+			t.Fatal(d)
+		}
+	}
+	if adm, d := cb.Admit(t0); d == nil || adm.Limit != 3 {
+		t.Fatalf("the group's 4th request: %+v %v", adm, d)
+	}
+	// alice's own 100/min counted 2, not the refused third.
+	if adm, d := ca.Admit(t0); d == nil {
+		t.Fatal("group limit not applied to alice")
+	} else if r := &s.keys[a.ID].rates[0]; r.limit != 100 {
+		t.Fatalf("first rate is %d/min", r.limit)
+	} else if _, rem, _, _ := r.take(t0.Sub(s.keys[a.ID].epoch).Nanoseconds()); rem != 97 {
+		t.Fatalf("alice's own limit: %d left after 2 admitted (+1 now), want 97; admission %+v", rem, adm)
+	}
+}
+
+func TestConcurrentLimit(t *testing.T) {
+	secret, k := mustKey(t, "alice")
+	s := compile(t, Config{KeysFile: "k", Policies: []Policy{{Principal: "alice", Limits: Limits{Concurrent: 2, RequestsPerMinute: 1000}}}}, k)
+	c, _ := s.Authenticate(bearer(secret), t0)
+	a1, _ := c.Admit(t0)
+	a2, _ := c.Admit(t0)
+	if _, d := c.Admit(t0); d == nil || !strings.Contains(d.Message, "at most 2 at once") {
+		t.Fatalf("third concurrent: %v", d)
+	}
+	a1.Release()
+	a1.Release() // once only
+	a3, d := c.Admit(t0)
+	if d != nil {
+		t.Fatalf("after a release: %v", d)
+	}
+	a2.Release()
+	a3.Release()
+	if n := s.keys[k.ID].slots[0].c.inflight.Load(); n != 0 {
+		t.Fatalf("%d in flight after all released", n)
+	}
+}
+
+// Many goroutines on one limit admit exactly the limit.
+func TestRequestsPerMinuteConcurrent(t *testing.T) {
+	secret, k := mustKey(t, "alice")
+	s := compile(t, Config{KeysFile: "k", Policies: []Policy{{Principal: "alice", Limits: Limits{RequestsPerMinute: 500}}}}, k)
+	c, _ := s.Authenticate(bearer(secret), t0)
+	var mu sync.Mutex
+	admitted := 0
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			n := 0
+			for range 200 {
+				if _, d := c.Admit(t0); d == nil {
+					n++
+				}
+			}
+			mu.Lock()
+			admitted += n
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	if admitted != 500 {
+		t.Fatalf("admitted %d of 1600 at a limit of 500", admitted)
+	}
+}
+
+// A reload keeps the counts of the tenants it keeps, and drops the rest.
+func TestLimiterOutlivesSnapshots(t *testing.T) {
+	secret, k := mustKey(t, "alice")
+	_, k2 := mustKey(t, "bob")
+	l := NewLimiter()
+	cfg := Config{KeysFile: "k", Policies: []Policy{{Group: "*", Limits: Limits{RequestsPerMinute: 2}}}}
+	s1, _ := Compile(&cfg, []Key{k, k2}, l)
+	c, _ := s1.Authenticate(bearer(secret), t0)
+	c.Admit(t0)
+	c.Admit(t0)
+	s2, _ := Compile(&cfg, []Key{k}, l)
+	s2.Retain()
+	if l.Len() != 1 {
+		t.Fatalf("%d counters after bob left, want 1", l.Len())
+	}
+	c, _ = s2.Authenticate(bearer(secret), t0)
+	if _, d := c.Admit(t0); d == nil {
+		t.Fatal("the reload forgot alice's count")
+	}
+}

@@ -1,0 +1,168 @@
+package access
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Config is the gateway's access section. Without a keys file (and so
+// without credentials to check) access control is off and every request
+// is served, as before.
+type Config struct {
+	// KeysFile is the API keys file (JSON lines, see ParseKeys), relative
+	// to the config file; `triage keys` manages it. It is re-read on
+	// reload and a bad line rejects the reload whole.
+	KeysFile string `koanf:"keys_file"`
+	// Policies say what principals and groups may do and how much. A
+	// request is judged by its principal's policy, else its first group's
+	// (in the key's order) that has one, else the policy for "*", else it
+	// may use everything; the limits of every policy that applies (the
+	// principal's, each group's, "*") count it.
+	Policies []Policy `koanf:"policies"`
+}
+
+// Policy is what a principal, a group or everyone ("*") may do.
+type Policy struct {
+	// Principal or Group names whom it is for (exactly one); "*" in
+	// either: everyone.
+	Principal string `koanf:"principal"`
+	Group     string `koanf:"group"`
+	// Models lists the model names (as clients send them: pool models,
+	// aliases, rules aliases such as auto) it may name; empty: any.
+	Models []string `koanf:"models"`
+	// Pools, Routes and Classes bound where a request may go: the pool
+	// chosen, the rules route taken ("default" for the default pool), the
+	// class decided; empty: any.
+	Pools   []string `koanf:"pools"`
+	Routes  []string `koanf:"routes"`
+	Classes []string `koanf:"classes"`
+	// Direct: it may name a pool's model directly; false: only rules
+	// aliases (the router decides the pool). Default true.
+	Direct *bool `koanf:"direct"`
+	// Limits count the requests it makes.
+	Limits Limits `koanf:"limits"`
+}
+
+// Limits bound a tenant's traffic. Zero: no limit.
+type Limits struct {
+	// RequestsPerMinute admits this many requests a minute, with a burst
+	// of as many (GCRA: one request back every 60s/limit).
+	RequestsPerMinute int `koanf:"requests_per_minute"`
+	// Concurrent caps the requests in flight at once.
+	Concurrent int `koanf:"concurrent"`
+	// Per is what shares one counter: "key" (each API key its own),
+	// "principal" (default: each principal its own, whichever key it
+	// uses), or "group" (for a group's policy: all its members together).
+	Per string `koanf:"per"`
+}
+
+func (l Limits) any() bool { return l.RequestsPerMinute > 0 || l.Concurrent > 0 }
+
+// Enabled reports whether access control is on.
+func (c *Config) Enabled() bool { return c.KeysFile != "" }
+
+// Known is what the policies may name: the pools, the model names clients
+// may send, the rules' routes and classes.
+type Known struct {
+	Pools, Models, Routes, Classes []string
+}
+
+// Validate reports every problem in c, each with its path under
+// "access"; names the policies use are checked against known.
+func (c *Config) Validate(known Known) []error {
+	var errs []error
+	bad := func(path, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("access.%s: %s", path, fmt.Sprintf(format, a...)))
+	}
+	if !c.Enabled() && len(c.Policies) > 0 {
+		bad("keys_file", "policies need credentials to apply to: name a keys file (triage keys create --file FILE makes one)")
+	}
+	seen := map[string]int{}
+	for i, p := range c.Policies {
+		path := fmt.Sprintf("policies[%d]", i)
+		who := p.who()
+		switch {
+		case (p.Principal == "") == (p.Group == ""):
+			bad(path, "name exactly one of principal or group")
+		case p.Principal == "*" && p.Group == "":
+			who = "*"
+		case p.Group == "*":
+			who = "*"
+		}
+		if j, dup := seen[who]; dup && who != "" {
+			bad(path, "a second policy for %s (also policies[%d])", whoName(p), j)
+		} else {
+			seen[who] = i
+		}
+		check := func(field string, names, valid []string, what string) {
+			if valid == nil {
+				return // not known here
+			}
+			for j, n := range names {
+				if !slices.Contains(valid, n) {
+					bad(fmt.Sprintf("%s.%s[%d]", path, field, j), "no %s named %q; the %ss are %s", what, n, what, quote(valid))
+				}
+			}
+		}
+		check("pools", p.Pools, known.Pools, "pool")
+		check("models", p.Models, known.Models, "model")
+		routes := known.Routes
+		if routes != nil || known.Pools != nil {
+			routes = append(slices.Clone(routes), "default")
+		}
+		check("routes", p.Routes, routes, "route")
+		check("classes", p.Classes, known.Classes, "class")
+		l := p.Limits
+		if l.RequestsPerMinute < 0 {
+			bad(path+".limits.requests_per_minute", "must not be negative, got %d", l.RequestsPerMinute)
+		}
+		if l.Concurrent < 0 {
+			bad(path+".limits.concurrent", "must not be negative, got %d", l.Concurrent)
+		}
+		switch l.Per {
+		case "", "key", "principal":
+		case "group":
+			if p.Group == "" || p.Group == "*" {
+				bad(path+".limits.per", "\"group\" counts a group's members together; this policy is not a group's")
+			}
+		default:
+			bad(path+".limits.per", "must be key, principal or group, got %q", l.Per)
+		}
+	}
+	return errs
+}
+
+// who is the policy's lookup key: "p:NAME", "g:NAME" or "*".
+func (p *Policy) who() string {
+	switch {
+	case p.Principal == "*" || p.Group == "*":
+		return "*"
+	case p.Principal != "":
+		return "p:" + p.Principal
+	case p.Group != "":
+		return "g:" + p.Group
+	}
+	return ""
+}
+
+func whoName(p Policy) string {
+	switch {
+	case p.Principal == "*" || p.Group == "*":
+		return "everyone (*)"
+	case p.Principal != "":
+		return "principal " + fmt.Sprintf("%q", p.Principal)
+	}
+	return "group " + fmt.Sprintf("%q", p.Group)
+}
+
+func quote(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = fmt.Sprintf("%q", n)
+	}
+	return strings.Join(q, ", ")
+}

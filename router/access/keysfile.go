@@ -1,0 +1,89 @@
+package access
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// AppendKey adds k to the keys file at path (created, mode 0600, if it
+// does not exist), keeping the lines already there. The file is replaced
+// atomically, so a gateway reloading it never reads half a write.
+func AppendKey(path string, k Key) error {
+	keys, err := LoadKeys(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	for _, o := range keys {
+		if o.ID == k.ID {
+			return fmt.Errorf("%s: id %s is taken; run the command again", path, k.ID)
+		}
+	}
+	return writeKeys(path, append(keys, k))
+}
+
+// RevokeKey marks the key with id revoked at now. Its line stays, so the
+// file records who had access until when.
+func RevokeKey(path, id string, now time.Time) (Key, error) {
+	keys, err := LoadKeys(path)
+	if err != nil {
+		return Key{}, err
+	}
+	for i := range keys {
+		if keys[i].ID != id {
+			continue
+		}
+		if !keys[i].Revoked.IsZero() {
+			return keys[i], fmt.Errorf("%s: key %s was already revoked at %s", path, id, keys[i].Revoked.Format(time.RFC3339))
+		}
+		keys[i].Revoked = now.UTC().Truncate(time.Second)
+		return keys[i], writeKeys(path, keys)
+	}
+	return Key{}, fmt.Errorf("%s: no key with id %q (triage keys list shows them)", path, id)
+}
+
+// writeKeys replaces the file at path with keys: a temporary file in the
+// same directory, synced, then renamed over it.
+func writeKeys(path string, keys []Key) error {
+	var buf bytes.Buffer
+	buf.WriteString("# triage API keys: sha256 hashes, one key a line; managed by `triage keys`\n")
+	if err := FormatKeys(&buf, keys); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name()) // after a successful rename: nothing to remove
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return err
+	}
+	if _, err := f.Write(buf.Bytes()); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}
+
+// Status is a key's state at now: active, expired or revoked.
+func (k *Key) Status(now time.Time) string {
+	switch {
+	case !k.Revoked.IsZero():
+		return "revoked"
+	case !k.Expires.IsZero() && !now.Before(k.Expires):
+		return "expired"
+	}
+	return "active"
+}

@@ -1,0 +1,292 @@
+package access
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Denial is why a request is refused, in the terms of OpenAI's errors.
+type Denial struct {
+	Status  int    // 401, 403 or 429
+	Code    string // invalid_api_key, model_not_allowed, permission_denied, rate_limit_exceeded
+	Message string // safe to show the client: never a credential
+	// RetryAfter is when a refused request may be admitted (429).
+	RetryAfter time.Duration
+}
+
+func (d *Denial) Error() string { return d.Message }
+
+// Snapshot is the access control compiled from one configuration: keys by
+// id, policies, and the limit counters each key counts against. It is
+// immutable; the request path reads it without locks or I/O.
+type Snapshot struct {
+	keys     map[string]*keyEntry
+	limiter  *Limiter
+	scopes   map[string]bool // the counters it uses, for Limiter.Retain
+	nKeys    int
+	policies int
+}
+
+type keyEntry struct {
+	key       Key
+	principal Principal
+	pol       *policy // what it may do; nil: anything
+	rates     []rate
+	slots     []slots
+	epoch     time.Time // the limiter's: rates count in ns since it
+}
+
+// policy is a Policy with its lists as sets (nil: any).
+type policy struct {
+	models, pools, routes, classes map[string]bool
+	direct                         bool
+}
+
+func set(names []string) map[string]bool {
+	if len(names) == 0 {
+		return nil
+	}
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
+
+// Compile builds the access snapshot of cfg and keys, counting against
+// limiter. cfg is validated already (Config.Validate).
+func Compile(cfg *Config, keys []Key, limiter *Limiter) (*Snapshot, error) {
+	s := &Snapshot{keys: make(map[string]*keyEntry, len(keys)), limiter: limiter, scopes: map[string]bool{}, nKeys: len(keys), policies: len(cfg.Policies)}
+	byWho := map[string]*Policy{}
+	compiled := map[string]*policy{}
+	for i := range cfg.Policies {
+		p := &cfg.Policies[i]
+		byWho[p.who()] = p
+		direct := p.Direct == nil || *p.Direct
+		compiled[p.who()] = &policy{models: set(p.Models), pools: set(p.Pools), routes: set(p.Routes), classes: set(p.Classes), direct: direct}
+	}
+	for _, k := range keys {
+		e := &keyEntry{epoch: limiter.epoch, key: k, principal: Principal{Name: k.Principal, Groups: k.Groups, Key: k.ID, Expires: k.Expires}}
+		// Permissions: the most specific policy.
+		who := []string{"p:" + k.Principal}
+		for _, g := range k.Groups {
+			who = append(who, "g:"+g)
+		}
+		who = append(who, "*")
+		for _, w := range who {
+			if p := compiled[w]; p != nil {
+				e.pol = p
+				break
+			}
+		}
+		// Limits: every policy that applies.
+		for _, w := range who {
+			p := byWho[w]
+			if p == nil || !p.Limits.any() {
+				continue
+			}
+			scope := limitScope(p, w, &k)
+			c := limiter.counter(scope)
+			s.scopes[scope] = true
+			if n := p.Limits.RequestsPerMinute; n > 0 {
+				e.rates = append(e.rates, newRate(c, n))
+			}
+			if n := p.Limits.Concurrent; n > 0 {
+				e.slots = append(e.slots, slots{c: c, limit: int64(n)})
+			}
+		}
+		s.keys[k.ID] = e
+	}
+	return s, nil
+}
+
+// limitScope names the counter a policy's limits use for key k: the
+// policy and what shares the count (the key, the principal, the group).
+func limitScope(p *Policy, who string, k *Key) string {
+	switch p.Limits.Per {
+	case "key":
+		return who + "|key:" + k.ID
+	case "group":
+		return who + "|group"
+	}
+	return who + "|principal:" + k.Principal
+}
+
+// Retain drops the limit counters no longer used, once s is in effect.
+func (s *Snapshot) Retain() { s.limiter.Retain(s.scopes) }
+
+// Keys is the number of keys loaded.
+func (s *Snapshot) Keys() int { return s.nKeys }
+
+// Caller is an authenticated request's principal and what applies to it.
+type Caller struct {
+	e *keyEntry
+}
+
+// Principal is who the request acts for.
+func (c Caller) Principal() *Principal { return &c.e.principal }
+
+// Authenticate finds the caller from the request's Authorization header
+// (Bearer) or, as some clients send it, x-api-key.
+func (s *Snapshot) Authenticate(h http.Header, now time.Time) (Caller, *Denial) {
+	secret := credential(h)
+	if secret == "" {
+		return Caller{}, &Denial{Status: http.StatusUnauthorized, Code: "invalid_api_key",
+			Message: "No API key provided: send it as Authorization: Bearer sk-triage-…"}
+	}
+	e := s.keys[KeyID(secret)]
+	if e == nil {
+		return Caller{}, badKey
+	}
+	var buf [keyLen]byte // KeyID checked the length; on the stack, not the heap
+	sum := sha256.Sum256(buf[:copy(buf[:], secret)])
+	if subtle.ConstantTimeCompare(sum[:], e.key.sum[:]) != 1 {
+		return Caller{}, badKey
+	}
+	if !e.key.Revoked.IsZero() {
+		return Caller{}, &Denial{Status: http.StatusUnauthorized, Code: "invalid_api_key", Message: "This API key (" + e.key.ID + ") has been revoked."}
+	}
+	if !e.key.Expires.IsZero() && !now.Before(e.key.Expires) {
+		return Caller{}, &Denial{Status: http.StatusUnauthorized, Code: "invalid_api_key",
+			Message: "This API key (" + e.key.ID + ") expired at " + e.key.Expires.UTC().Format(time.RFC3339) + "."}
+	}
+	return Caller{e: e}, nil
+}
+
+var badKey = &Denial{Status: http.StatusUnauthorized, Code: "invalid_api_key", Message: "Incorrect API key provided."}
+
+func credential(h http.Header) string {
+	if v := h["Authorization"]; len(v) > 0 {
+		a := v[0]
+		if len(a) > 7 && (a[:7] == "Bearer " || a[:7] == "bearer ") {
+			return trimSpace(a[7:])
+		}
+		return ""
+	}
+	if v := h["X-Api-Key"]; len(v) > 0 {
+		return trimSpace(v[0])
+	}
+	return ""
+}
+
+func trimSpace(s string) string {
+	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
+		s = s[1:]
+	}
+	for len(s) > 0 && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// AllowModel checks the model name a request sends; alias: it names a
+// rules alias (the router decides the pool), not a pool's model.
+func (c Caller) AllowModel(model string, alias bool) *Denial {
+	p := c.e.pol
+	if p == nil {
+		return nil
+	}
+	if !alias && !p.direct {
+		return &Denial{Status: http.StatusForbidden, Code: "model_not_allowed",
+			Message: fmt.Sprintf("%s may not name a model directly: send a routed model (such as auto) instead of %q.", c.e.principal.Name, model)}
+	}
+	if p.models != nil && !p.models[model] {
+		return &Denial{Status: http.StatusForbidden, Code: "model_not_allowed",
+			Message: fmt.Sprintf("%s may not use the model %q.", c.e.principal.Name, model)}
+	}
+	return nil
+}
+
+// AllowRoute checks where the router sends the request: its pool, the
+// route taken (route "" is the default pool's, checked as "default") and
+// the class decided (empty when not routed by class).
+func (c Caller) AllowRoute(pool, route, class string) *Denial {
+	p := c.e.pol
+	if p == nil {
+		return nil
+	}
+	if route == "" {
+		route = "default"
+	}
+	switch {
+	case p.pools != nil && !p.pools[pool]:
+		return denied(c, "the pool "+strconv.Quote(pool))
+	case p.routes != nil && !p.routes[route]:
+		return denied(c, "the route "+strconv.Quote(route))
+	case p.classes != nil && class != "" && !p.classes[class]:
+		return denied(c, "requests classified as "+strconv.Quote(class))
+	}
+	return nil
+}
+
+func denied(c Caller, what string) *Denial {
+	return &Denial{Status: http.StatusForbidden, Code: "permission_denied",
+		Message: fmt.Sprintf("%s may not use %s.", c.e.principal.Name, what)}
+}
+
+// Admission is an admitted request's place in its limits: what the
+// x-ratelimit-* headers report (the tightest requests-per-minute limit),
+// and the concurrent slots it holds until Release.
+type Admission struct {
+	// Limit is the tightest requests-per-minute limit (0: none applies);
+	// Remaining the requests it has left; Reset the time until it is
+	// whole again.
+	Limit, Remaining int
+	Reset            time.Duration
+	held             []slots
+}
+
+// Admit counts the request against every limit that applies at now. A
+// refused request counts against none.
+func (c Caller) Admit(now time.Time) (Admission, *Denial) {
+	e := c.e
+	var a Admission
+	t := now.Sub(e.epoch).Nanoseconds()
+	for i := range e.rates {
+		r := &e.rates[i]
+		ok, rem, reset, retry := r.take(t)
+		if !ok {
+			for j := range i {
+				e.rates[j].refund()
+			}
+			return Admission{Limit: r.limit, Reset: reset}, &Denial{Status: http.StatusTooManyRequests, Code: "rate_limit_exceeded", RetryAfter: retry,
+				Message: fmt.Sprintf("Rate limit reached for %s: %d requests per minute. Try again in %s.", e.principal.Name, r.limit, roundUp(retry))}
+		}
+		if a.Limit == 0 || rem < a.Remaining {
+			a.Limit, a.Remaining, a.Reset = r.limit, rem, reset
+		}
+	}
+	for i := range e.slots {
+		if !e.slots[i].take() {
+			for j := range i {
+				e.slots[j].release()
+			}
+			for j := range e.rates {
+				e.rates[j].refund()
+			}
+			return a, &Denial{Status: http.StatusTooManyRequests, Code: "rate_limit_exceeded", RetryAfter: time.Second,
+				Message: fmt.Sprintf("Too many concurrent requests for %s: at most %d at once.", e.principal.Name, e.slots[i].limit)}
+		}
+	}
+	a.held = e.slots
+	return a, nil
+}
+
+// Release frees the concurrent slots the admission holds (once).
+func (a *Admission) Release() {
+	for i := range a.held {
+		a.held[i].release()
+	}
+	a.held = nil
+}
+
+func roundUp(d time.Duration) time.Duration {
+	if d < time.Second {
+		return d.Round(time.Millisecond)
+	}
+	return d.Round(time.Second)
+}

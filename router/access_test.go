@@ -1,0 +1,212 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/triagegw/triage/router/access"
+	"github.com/triagegw/triage/router/config"
+)
+
+// writeKeys writes a keys file with a key per principal and returns the
+// secrets.
+func writeKeys(t *testing.T, path string, principals ...string) map[string]string {
+	t.Helper()
+	secrets := map[string]string{}
+	for _, p := range principals {
+		name, groups, _ := strings.Cut(p, ":")
+		var gs []string
+		if groups != "" {
+			gs = strings.Split(groups, ",")
+		}
+		secret, k, err := access.NewKey(name, gs, time.Time{}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := access.AppendKey(path, k); err != nil {
+			t.Fatal(err)
+		}
+		secrets[name] = secret
+	}
+	return secrets
+}
+
+func accessConfig(t *testing.T, keys string, policies ...access.Policy) *config.Config {
+	t.Helper()
+	gen := newReplica(t, "llama", "gen-0")
+	code := newReplica(t, "coder", "code-0")
+	cfg := newConfig("general", poolCfg("general", "llama", gen.URL), poolCfg("code", "coder", code.URL))
+	cfg.Access = access.Config{KeysFile: keys, Policies: policies}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func chatFor(model string) string {
+	return `{"model":"` + model + `","messages":[{"role":"user","content":"hi"}]}`
+}
+
+func TestAccessKeysPoliciesAndLimits(t *testing.T) {
+	keys := filepath.Join(t.TempDir(), "keys.jsonl")
+	secrets := writeKeys(t, keys, "alice:eng", "bob")
+	cfg := accessConfig(t, keys,
+		access.Policy{Group: "eng", Pools: []string{"code"}, Limits: access.Limits{RequestsPerMinute: 3}},
+		access.Policy{Group: "*", Models: []string{"llama"}},
+	)
+	h := newHarness(t, cfg)
+	auth := func(who string) []string { return []string{"Authorization", "Bearer " + secrets[who]} }
+
+	// No key, a wrong key: 401, before the body is read, and never upstream.
+	for _, hdr := range [][]string{nil, {"Authorization", "Bearer sk-triage-00000000-" + strings.Repeat("x", 40)}} {
+		r := h.do(t, "POST", "/v1/chat/completions", chatFor("llama"), hdr...)
+		msg, typ, code := openAIError(t, r.body)
+		if r.status != 401 || typ != "authentication_error" || code != "invalid_api_key" {
+			t.Fatalf("%v: %d %s %s %s", hdr, r.status, typ, code, msg)
+		}
+	}
+	// bob: everyone's policy, llama only.
+	if r := h.do(t, "POST", "/v1/chat/completions", chatFor("llama"), auth("bob")...); r.status != 200 || r.header.Get("X-Ratelimit-Limit-Requests") != "" {
+		t.Fatalf("bob llama: %d %v %s", r.status, r.header, r.body)
+	}
+	r := h.do(t, "POST", "/v1/chat/completions", chatFor("coder"), auth("bob")...)
+	if _, typ, code := openAIError(t, r.body); r.status != 403 || typ != "permission_error" || code != "model_not_allowed" {
+		t.Fatalf("bob coder: %d %s", r.status, r.body)
+	}
+	// alice (eng): the code pool only, 3 a minute.
+	r = h.do(t, "POST", "/v1/chat/completions", chatFor("llama"), auth("alice")...)
+	if _, _, code := openAIError(t, r.body); r.status != 403 || code != "permission_denied" || !strings.Contains(r.body, `the pool \"general\"`) {
+		t.Fatalf("alice llama: %d %s", r.status, r.body)
+	}
+	// The refused request counted (it was admitted before the pool was
+	// known): 2 left.
+	for i, want := range []string{"1", "0"} {
+		r := h.do(t, "POST", "/v1/chat/completions", chatFor("coder"), auth("alice")...)
+		if r.status != 200 || r.header.Get("X-Ratelimit-Limit-Requests") != "3" || r.header.Get("X-Ratelimit-Remaining-Requests") != want ||
+			r.header.Get("X-Ratelimit-Reset-Requests") == "" {
+			t.Fatalf("alice coder %d: %d %v", i, r.status, r.header)
+		}
+	}
+	r = h.do(t, "POST", "/v1/chat/completions", chatFor("coder"), auth("alice")...)
+	if _, typ, code := openAIError(t, r.body); r.status != 429 || typ != "rate_limit_error" || code != "rate_limit_exceeded" ||
+		r.header.Get("Retry-After") == "" || r.header.Get("X-Ratelimit-Remaining-Requests") != "0" {
+		t.Fatalf("alice's 4th: %d %v %s", r.status, r.header, r.body)
+	}
+	// The secret is in no log line; the principal is.
+	logs := h.log.String()
+	for _, s := range secrets {
+		if strings.Contains(logs, s[len(s)-20:]) {
+			t.Fatal("a key's secret reached the log")
+		}
+	}
+	if !strings.Contains(logs, `"principal":"alice"`) {
+		t.Fatalf("the access log does not name the principal:\n%s", logs)
+	}
+	m := scrape(t, h)
+	for _, want := range []string{`triage_limited_total{reason="invalid_api_key"} 2`, `triage_limited_total{reason="model_not_allowed"} 1`,
+		`triage_limited_total{reason="permission_denied"} 1`, `triage_limited_total{reason="rate_limit_exceeded"} 1`} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %s:\n%s", want, grep(m, "triage_limited"))
+		}
+	}
+}
+
+// The official SDK sees the errors it knows: 401 and 429 as APIErrors
+// with OpenAI's codes.
+func TestAccessWithOpenAISDK(t *testing.T) {
+	keys := filepath.Join(t.TempDir(), "keys.jsonl")
+	secrets := writeKeys(t, keys, "alice")
+	h := newHarness(t, accessConfig(t, keys, access.Policy{Principal: "alice", Limits: access.Limits{RequestsPerMinute: 1}}))
+	ctx := context.Background()
+	params := openai.ChatCompletionNewParams{Model: "llama", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}}
+	bad := openai.NewClient(option.WithBaseURL(h.URL+"/v1/"), option.WithAPIKey("sk-wrong"), option.WithMaxRetries(0))
+	var ae *openai.Error
+	if _, err := bad.Chat.Completions.New(ctx, params); !errors.As(err, &ae) || ae.StatusCode != 401 || ae.Code != "invalid_api_key" {
+		t.Fatalf("wrong key: %v", err)
+	}
+	good := openai.NewClient(option.WithBaseURL(h.URL+"/v1/"), option.WithAPIKey(secrets["alice"]), option.WithMaxRetries(0))
+	if _, err := good.Chat.Completions.New(ctx, params); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := good.Chat.Completions.New(ctx, params); !errors.As(err, &ae) || ae.StatusCode != 429 || ae.Code != "rate_limit_exceeded" {
+		t.Fatalf("over the limit: %v", err)
+	}
+}
+
+// A key created or revoked applies at the next reload; a bad keys file
+// is rejected whole and the keys in effect stay; counts survive reloads.
+func TestAccessReload(t *testing.T) {
+	dir := t.TempDir()
+	keys := filepath.Join(dir, "keys.jsonl")
+	secrets := writeKeys(t, keys, "alice")
+	cfg := accessConfig(t, keys, access.Policy{Principal: "alice", Limits: access.Limits{RequestsPerMinute: 2}})
+	h := newHarness(t, cfg)
+	auth := func(who string) []string { return []string{"Authorization", "Bearer " + secrets[who]} }
+	if r := h.do(t, "POST", "/v1/chat/completions", chatFor("llama"), auth("alice")...); r.status != 200 {
+		t.Fatal(r.status, r.body)
+	}
+	for k, v := range writeKeys(t, keys, "carol") {
+		secrets[k] = v
+	}
+	if err := h.gw.Apply(cfg, nil); err != nil {
+		t.Fatal(err)
+	}
+	if r := h.do(t, "POST", "/v1/chat/completions", chatFor("llama"), auth("carol")...); r.status != 200 {
+		t.Fatalf("carol after the reload: %d %s", r.status, r.body)
+	}
+	// alice's count outlived the reload: one left, then none.
+	if r := h.do(t, "POST", "/v1/chat/completions", chatFor("llama"), auth("alice")...); r.header.Get("X-Ratelimit-Remaining-Requests") != "0" {
+		t.Fatalf("alice after the reload: %d %v", r.status, r.header)
+	}
+	// A broken line: the reload fails, naming it; carol still gets in.
+	good, _ := os.ReadFile(keys)
+	if err := os.WriteFile(keys, append(good, "{not json\n"...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.gw.Apply(cfg, nil); err == nil || !strings.Contains(err.Error(), "line 4: not a key") {
+		t.Fatalf("a bad keys file applied: %v", err)
+	}
+	if r := h.do(t, "POST", "/v1/chat/completions", chatFor("llama"), auth("carol")...); r.status != 200 {
+		t.Fatalf("carol after a rejected reload: %d", r.status)
+	}
+	// Revoked: 401 once applied.
+	_ = os.WriteFile(keys, good, 0o600)
+	var carol string
+	ks, _ := access.LoadKeys(keys)
+	for _, k := range ks {
+		if k.Principal == "carol" {
+			carol = k.ID
+		}
+	}
+	if _, err := access.RevokeKey(keys, carol, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.gw.Apply(cfg, nil); err != nil {
+		t.Fatal(err)
+	}
+	r := h.do(t, "POST", "/v1/chat/completions", chatFor("llama"), auth("carol")...)
+	if msg, _, _ := openAIError(t, r.body); r.status != 401 || !strings.Contains(msg, "revoked") {
+		t.Fatalf("a revoked key: %d %s", r.status, msg)
+	}
+}
+
+// A policy naming a pool, model or route that does not exist is rejected
+// with its path.
+func TestAccessPolicyNamesChecked(t *testing.T) {
+	keys := filepath.Join(t.TempDir(), "keys.jsonl")
+	writeKeys(t, keys, "alice")
+	cfg := accessConfig(t, keys, access.Policy{Principal: "alice", Pools: []string{"gpu"}, Models: []string{"gpt-5"}})
+	_, err := New(cfg, nil, Options{})
+	if err == nil || !strings.Contains(err.Error(), `access.policies[0].pools[0]: no pool named "gpu"; the pools are "general", "code"`) ||
+		!strings.Contains(err.Error(), `access.policies[0].models[0]: no model named "gpt-5"`) {
+		t.Fatalf("New: %v", err)
+	}
+}
