@@ -59,6 +59,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	envWarnings := first.Config.EnvWarnings(os.Environ())
 	if o.check {
+		// What only the whole gateway knows: alias clashes, the access
+		// policies' names against the pools and rules, the keys file.
+		if _, err := router.New(first.Config, first.Rules, router.Options{}); err != nil {
+			return err
+		}
 		for _, w := range envWarnings {
 			fmt.Fprintf(stderr, "triage serve: warning: %s\n", w)
 		}
