@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
@@ -208,5 +209,72 @@ func TestAccessPolicyNamesChecked(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `access.policies[0].pools[0]: no pool named "gpu"; the pools are "general", "code"`) ||
 		!strings.Contains(err.Error(), `access.policies[0].models[0]: no model named "gpt-5"`) {
 		t.Fatalf("New: %v", err)
+	}
+}
+
+// Tokens from an identity provider: HS256 here, the principal from "sub"
+// and the groups from "groups"; policies and limits apply as to keys, and
+// an API key still works beside them.
+func TestAccessJWT(t *testing.T) {
+	dir := t.TempDir()
+	keys := filepath.Join(dir, "keys.jsonl")
+	secrets := writeKeys(t, keys, "svc")
+	cfgPath := filepath.Join(dir, "triage.yaml")
+	gen := newReplica(t, "llama", "gen-0")
+	secret := strings.Repeat("s3cr3t-", 6)
+	if err := os.WriteFile(cfgPath, []byte(`
+default_pool: general
+pools:
+  - {name: general, model: llama, replicas: [{url: "`+gen.URL+`"}], health: {enabled: false}}
+access:
+  keys_file: keys.jsonl
+  jwt: {secret: "`+secret+`", issuer: https://idp.example, audience: [triage], skew: 10s}
+  policies:
+    - {group: analysts, limits: {requests_per_minute: 2}}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, cfg)
+	sign := func(sub string, groups []string, exp time.Time) string {
+		tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, jwt.MapClaims{
+			"sub": sub, "groups": groups, "iss": "https://idp.example", "aud": "triage", "exp": exp.Unix(),
+		}).SignedString([]byte(secret))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	post := func(bearer string) reply {
+		return h.do(t, "POST", "/v1/chat/completions", chatFor("llama"), "Authorization", "Bearer "+bearer)
+	}
+	ann := sign("ann", []string{"analysts"}, time.Now().Add(time.Hour))
+	if r := post(ann); r.status != 200 || r.header.Get("X-Ratelimit-Limit-Requests") != "2" {
+		t.Fatalf("ann: %d %v %s", r.status, r.header, r.body)
+	}
+	// Another token of ann's shares her count.
+	if r := post(sign("ann", []string{"analysts"}, time.Now().Add(2*time.Hour))); r.status != 200 || r.header.Get("X-Ratelimit-Remaining-Requests") != "0" {
+		t.Fatalf("ann's second token: %d %v", r.status, r.header)
+	}
+	if r := post(ann); r.status != 429 {
+		t.Fatalf("ann's third request: %d", r.status)
+	}
+	// Expired, wrongly signed, garbage: 401 saying why, never quoting it.
+	for _, tc := range []struct{ tok, why string }{
+		{sign("bo", nil, time.Now().Add(-time.Hour)), "expired"},
+		{ann[:len(ann)-4] + "AAAA", "signature"},
+		{"a.b.c", "malformed"},
+	} {
+		r := post(tc.tok)
+		msg, _, code := openAIError(t, r.body)
+		if r.status != 401 || code != "invalid_api_key" || !strings.Contains(msg, tc.why) || strings.Contains(msg, tc.tok) {
+			t.Errorf("%s: %d %q", tc.why, r.status, msg)
+		}
+	}
+	if r := post(secrets["svc"]); r.status != 200 {
+		t.Fatalf("an API key beside tokens: %d %s", r.status, r.body)
 	}
 }

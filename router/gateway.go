@@ -71,6 +71,7 @@ type Gateway struct {
 	shadowLog func(string) (io.Writer, error)
 
 	limiter  *access.Limiter // limit counts, kept across snapshots
+	stopJWT  func()          // stops the JWKS refresh of the snapshot in effect (under applyMu)
 	snap     atomic.Pointer[snapshot]
 	applyMu  sync.Mutex
 	changed  chan struct{} // kicks Run to start or stop health checks
@@ -256,15 +257,17 @@ func (g *Gateway) Apply(cfg *config.Config, routing *rules.Set) error {
 			s.shadowOut = w
 		}
 	}
+	var jwt *access.JWT
 	if cfg.Access.Enabled() {
-		as, err := g.compileAccess(cfg, s)
+		as, j, err := g.compileAccess(cfg, s)
 		if err != nil {
 			return err
 		}
-		s.access = as
+		s.access, jwt = as, j
 	}
 	s.modelList = modelList(s)
 	g.snap.Store(s)
+	g.runJWT(jwt)
 	if s.access != nil {
 		s.access.Retain()
 	} else {
@@ -292,7 +295,7 @@ func (g *Gateway) Apply(cfg *config.Config, routing *rules.Set) error {
 
 // compileAccess reads the keys file and compiles the access policies
 // against the snapshot's pools, model names and rules.
-func (g *Gateway) compileAccess(cfg *config.Config, s *snapshot) (*access.Snapshot, error) {
+func (g *Gateway) compileAccess(cfg *config.Config, s *snapshot) (*access.Snapshot, *access.JWT, error) {
 	known := access.Known{Pools: []string{}, Models: []string{}}
 	for _, e := range s.pools {
 		known.Pools = append(known.Pools, e.pool.Name())
@@ -309,13 +312,39 @@ func (g *Gateway) compileAccess(cfg *config.Config, s *snapshot) (*access.Snapsh
 	}
 	slices.Sort(known.Models)
 	if errs := cfg.Access.Validate(known); len(errs) > 0 {
-		return nil, &config.Error{Path: cfg.Path, Problems: errs}
+		return nil, nil, &config.Error{Path: cfg.Path, Problems: errs}
 	}
-	keys, err := access.LoadKeys(cfg.Access.KeysFile)
-	if err != nil {
-		return nil, fmt.Errorf("access.keys_file: %w", err)
+	var keys []access.Key
+	if cfg.Access.KeysFile != "" {
+		var err error
+		if keys, err = access.LoadKeys(cfg.Access.KeysFile); err != nil {
+			return nil, nil, fmt.Errorf("access.keys_file: %w", err)
+		}
 	}
-	return access.Compile(&cfg.Access, keys, g.limiter)
+	var jwt *access.JWT
+	if cfg.Access.JWT.Enabled() {
+		var err error
+		if jwt, err = access.NewJWT(cfg.Access.JWT, g.log); err != nil {
+			return nil, nil, fmt.Errorf("access.jwt: %w", err)
+		}
+	}
+	as, err := access.Compile(&cfg.Access, keys, jwt, g.limiter)
+	return as, jwt, err
+}
+
+// runJWT keeps jwt's key set fresh (a JWKS URL) until the next snapshot
+// replaces it or the gateway stops.
+func (g *Gateway) runJWT(jwt *access.JWT) {
+	if g.stopJWT != nil {
+		g.stopJWT()
+		g.stopJWT = nil
+	}
+	if jwt == nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	g.stopJWT = cancel
+	go jwt.Run(ctx)
 }
 
 // samePool reports whether p was built from pc and the TLS files as they
@@ -392,6 +421,9 @@ func (g *Gateway) Run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
+			g.applyMu.Lock()
+			g.runJWT(nil) // stops the JWKS refresh
+			g.applyMu.Unlock()
 			for _, cancel := range running {
 				cancel()
 			}

@@ -30,7 +30,7 @@ func compile(t testing.TB, cfg Config, keys ...Key) *Snapshot {
 		Routes: []string{"coding", "legal"}, Classes: []string{"law", "computer science", "other"}}); len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	s, err := Compile(&cfg, keys, NewLimiter())
+	s, err := Compile(&cfg, keys, nil, NewLimiter())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,11 +304,11 @@ func TestLimiterOutlivesSnapshots(t *testing.T) {
 	_, k2 := mustKey(t, "bob")
 	l := NewLimiter()
 	cfg := Config{KeysFile: "k", Policies: []Policy{{Group: "*", Limits: Limits{RequestsPerMinute: 2}}}}
-	s1, _ := Compile(&cfg, []Key{k, k2}, l)
+	s1, _ := Compile(&cfg, []Key{k, k2}, nil, l)
 	c, _ := s1.Authenticate(bearer(secret), t0)
 	c.Admit(t0)
 	c.Admit(t0)
-	s2, _ := Compile(&cfg, []Key{k}, l)
+	s2, _ := Compile(&cfg, []Key{k}, nil, l)
 	s2.Retain()
 	if l.Len() != 1 {
 		t.Fatalf("%d counters after bob left, want 1", l.Len())

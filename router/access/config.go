@@ -14,6 +14,10 @@ type Config struct {
 	// to the config file; `triage keys` manages it. It is re-read on
 	// reload and a bad line rejects the reload whole.
 	KeysFile string `koanf:"keys_file"`
+	// JWT accepts bearer tokens signed by an identity provider: the
+	// principal and groups come from their claims. Prefer setting the
+	// HS256 secret through TRIAGE_ACCESS__JWT__SECRET to writing it here.
+	JWT JWTConfig `koanf:"jwt"`
 	// Policies say what principals and groups may do and how much. A
 	// request is judged by its principal's policy, else its first group's
 	// (in the key's order) that has one, else the policy for "*", else it
@@ -60,7 +64,7 @@ type Limits struct {
 func (l Limits) any() bool { return l.RequestsPerMinute > 0 || l.Concurrent > 0 }
 
 // Enabled reports whether access control is on.
-func (c *Config) Enabled() bool { return c.KeysFile != "" }
+func (c *Config) Enabled() bool { return c.KeysFile != "" || c.JWT.Enabled() }
 
 // Known is what the policies may name: the pools, the model names clients
 // may send, the rules' routes and classes.
@@ -76,7 +80,7 @@ func (c *Config) Validate(known Known) []error {
 		errs = append(errs, fmt.Errorf("access.%s: %s", path, fmt.Sprintf(format, a...)))
 	}
 	if !c.Enabled() && len(c.Policies) > 0 {
-		bad("keys_file", "policies need credentials to apply to: name a keys file (triage keys create --file FILE makes one)")
+		bad("keys_file", "policies need credentials to apply to: name a keys file (triage keys create --file FILE makes one) or configure jwt")
 	}
 	seen := map[string]int{}
 	for i, p := range c.Policies {

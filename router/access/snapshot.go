@@ -5,7 +5,11 @@ import (
 	"crypto/subtle"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,15 +25,26 @@ type Denial struct {
 func (d *Denial) Error() string { return d.Message }
 
 // Snapshot is the access control compiled from one configuration: keys by
-// id, policies, and the limit counters each key counts against. It is
-// immutable; the request path reads it without locks or I/O.
+// id, policies, and the limit counters each principal counts against. It
+// is immutable but for a cache of the token principals seen; the request
+// path reads it without locks or I/O (a principal's first token takes the
+// limiter's lock once).
 type Snapshot struct {
 	keys     map[string]*keyEntry
+	jwt      *JWT // nil: API keys only
 	limiter  *Limiter
-	scopes   map[string]bool // the counters it uses, for Limiter.Retain
-	nKeys    int
-	policies int
+	scopes   map[string]bool // the counters its keys use, for Limiter.Retain
+	byWho    map[string]*Policy
+	compiled map[string]*policy
+	// tokens holds the entries of principals seen in tokens, by name.
+	tokens     sync.Map // string -> *keyEntry
+	tokenCount atomic.Int64
 }
+
+// maxTokenPrincipals bounds the token principals whose entries are kept;
+// past it an entry is built for each request (and its counters still
+// count, being the limiter's).
+const maxTokenPrincipals = 100_000
 
 type keyEntry struct {
 	key       Key
@@ -58,69 +73,82 @@ func set(names []string) map[string]bool {
 }
 
 // Compile builds the access snapshot of cfg and keys, counting against
-// limiter. cfg is validated already (Config.Validate).
-func Compile(cfg *Config, keys []Key, limiter *Limiter) (*Snapshot, error) {
-	s := &Snapshot{keys: make(map[string]*keyEntry, len(keys)), limiter: limiter, scopes: map[string]bool{}, nKeys: len(keys), policies: len(cfg.Policies)}
-	byWho := map[string]*Policy{}
-	compiled := map[string]*policy{}
+// limiter; jwt (nil: none) verifies bearer tokens that are not API keys.
+// cfg is validated already (Config.Validate).
+func Compile(cfg *Config, keys []Key, jwt *JWT, limiter *Limiter) (*Snapshot, error) {
+	s := &Snapshot{keys: make(map[string]*keyEntry, len(keys)), jwt: jwt, limiter: limiter, scopes: map[string]bool{},
+		byWho: map[string]*Policy{}, compiled: map[string]*policy{}}
 	for i := range cfg.Policies {
 		p := &cfg.Policies[i]
-		byWho[p.who()] = p
+		s.byWho[p.who()] = p
 		direct := p.Direct == nil || *p.Direct
-		compiled[p.who()] = &policy{models: set(p.Models), pools: set(p.Pools), routes: set(p.Routes), classes: set(p.Classes), direct: direct}
+		s.compiled[p.who()] = &policy{models: set(p.Models), pools: set(p.Pools), routes: set(p.Routes), classes: set(p.Classes), direct: direct}
 	}
 	for _, k := range keys {
-		e := &keyEntry{epoch: limiter.epoch, key: k, principal: Principal{Name: k.Principal, Groups: k.Groups, Key: k.ID, Expires: k.Expires}}
-		// Permissions: the most specific policy.
-		who := []string{"p:" + k.Principal}
-		for _, g := range k.Groups {
-			who = append(who, "g:"+g)
-		}
-		who = append(who, "*")
-		for _, w := range who {
-			if p := compiled[w]; p != nil {
-				e.pol = p
-				break
-			}
-		}
-		// Limits: every policy that applies.
-		for _, w := range who {
-			p := byWho[w]
-			if p == nil || !p.Limits.any() {
-				continue
-			}
-			scope := limitScope(p, w, &k)
-			c := limiter.counter(scope)
-			s.scopes[scope] = true
-			if n := p.Limits.RequestsPerMinute; n > 0 {
-				e.rates = append(e.rates, newRate(c, n))
-			}
-			if n := p.Limits.Concurrent; n > 0 {
-				e.slots = append(e.slots, slots{c: c, limit: int64(n)})
-			}
-		}
-		s.keys[k.ID] = e
+		s.keys[k.ID] = s.entry(Principal{Name: k.Principal, Groups: k.Groups, Key: k.ID, Expires: k.Expires}, k, s.scopes)
 	}
 	return s, nil
 }
 
+// entry resolves what applies to a principal: the most specific policy's
+// permissions and every applicable policy's limit counters (recording
+// their scopes in scopes when not nil).
+func (s *Snapshot) entry(p Principal, k Key, scopes map[string]bool) *keyEntry {
+	e := &keyEntry{epoch: s.limiter.epoch, key: k, principal: p}
+	who := make([]string, 0, len(p.Groups)+2)
+	who = append(who, "p:"+p.Name)
+	for _, g := range p.Groups {
+		who = append(who, "g:"+g)
+	}
+	who = append(who, "*")
+	for _, w := range who {
+		if pol := s.compiled[w]; pol != nil {
+			e.pol = pol
+			break
+		}
+	}
+	for _, w := range who {
+		pol := s.byWho[w]
+		if pol == nil || !pol.Limits.any() {
+			continue
+		}
+		scope := limitScope(pol, w, p)
+		c := s.limiter.counter(scope)
+		if scopes != nil {
+			scopes[scope] = true
+		}
+		if n := pol.Limits.RequestsPerMinute; n > 0 {
+			e.rates = append(e.rates, newRate(c, n))
+		}
+		if n := pol.Limits.Concurrent; n > 0 {
+			e.slots = append(e.slots, slots{c: c, limit: int64(n)})
+		}
+	}
+	return e
+}
+
 // limitScope names the counter a policy's limits use for key k: the
 // policy and what shares the count (the key, the principal, the group).
-func limitScope(p *Policy, who string, k *Key) string {
-	switch p.Limits.Per {
-	case "key":
-		return who + "|key:" + k.ID
-	case "group":
+func limitScope(p *Policy, who string, pr Principal) string {
+	switch {
+	case p.Limits.Per == "key" && pr.Key != "":
+		return who + "|key:" + pr.Key
+	case p.Limits.Per == "group":
 		return who + "|group"
 	}
-	return who + "|principal:" + k.Principal
+	return who + "|principal:" + pr.Name // a token principal's "key" is itself
 }
 
 // Retain drops the limit counters no longer used, once s is in effect.
-func (s *Snapshot) Retain() { s.limiter.Retain(s.scopes) }
+// Token principals' counters stay (they are not known ahead).
+func (s *Snapshot) Retain() {
+	if s.jwt == nil {
+		s.limiter.Retain(s.scopes)
+	}
+}
 
 // Keys is the number of keys loaded.
-func (s *Snapshot) Keys() int { return s.nKeys }
+func (s *Snapshot) Keys() int { return len(s.keys) }
 
 // Caller is an authenticated request's principal and what applies to it.
 type Caller struct {
@@ -138,6 +166,9 @@ func (s *Snapshot) Authenticate(h http.Header, now time.Time) (Caller, *Denial) 
 		return Caller{}, &Denial{Status: http.StatusUnauthorized, Code: "invalid_api_key",
 			Message: "No API key provided: send it as Authorization: Bearer sk-triage-…"}
 	}
+	if s.jwt != nil && !strings.HasPrefix(secret, keyPrefix) {
+		return s.token(secret, now)
+	}
 	e := s.keys[KeyID(secret)]
 	if e == nil {
 		return Caller{}, badKey
@@ -153,6 +184,28 @@ func (s *Snapshot) Authenticate(h http.Header, now time.Time) (Caller, *Denial) 
 	if !e.key.Expires.IsZero() && !now.Before(e.key.Expires) {
 		return Caller{}, &Denial{Status: http.StatusUnauthorized, Code: "invalid_api_key",
 			Message: "This API key (" + e.key.ID + ") expired at " + e.key.Expires.UTC().Format(time.RFC3339) + "."}
+	}
+	return Caller{e: e}, nil
+}
+
+// token authenticates a JWT: its principal's entry is kept by name, and
+// rebuilt when the token names other groups.
+func (s *Snapshot) token(tok string, now time.Time) (Caller, *Denial) {
+	p, err := s.jwt.Verify(tok, now)
+	if err != nil {
+		return Caller{}, &Denial{Status: http.StatusUnauthorized, Code: "invalid_api_key", Message: "Invalid token: " + strings.TrimPrefix(err.Error(), ErrInvalidToken.Error()+": ")}
+	}
+	if v, ok := s.tokens.Load(p.Name); ok {
+		if e := v.(*keyEntry); slices.Equal(e.principal.Groups, p.Groups) {
+			return Caller{e: e}, nil
+		}
+	}
+	p.Groups = slices.Clone(p.Groups) // the verifier's cache owns its slice
+	e := s.entry(p, Key{}, nil)
+	if s.tokenCount.Load() < maxTokenPrincipals {
+		if _, loaded := s.tokens.Swap(p.Name, e); !loaded {
+			s.tokenCount.Add(1)
+		}
 	}
 	return Caller{e: e}, nil
 }

@@ -278,7 +278,7 @@ func (c *Config) Validate() error {
 	// Names the policies use are checked where the rules are known
 	// (the gateway's Apply); here, their shape and the keys file.
 	errs = append(errs, c.Access.Validate(access.Known{})...)
-	if c.Access.Enabled() {
+	if c.Access.KeysFile != "" {
 		if _, err := access.LoadKeys(c.Access.KeysFile); err != nil {
 			errs = append(errs, fmt.Errorf("access.keys_file: %w", err))
 		}
@@ -370,6 +370,7 @@ func (c *Config) resolveFiles() {
 		}
 	}
 	rel(&c.Access.KeysFile)
+	rel(&c.Access.JWT.JWKSFile)
 	rel(&c.Server.TLS.CertFile)
 	rel(&c.Server.TLS.KeyFile)
 	rel(&c.Server.TLS.ClientCAFile)
