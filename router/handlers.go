@@ -247,6 +247,7 @@ func (g *Gateway) forward(c *gin.Context) {
 	fr := proxy.Request{
 		Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: r.Header,
 		Body: body, Stream: req.Stream, RequestID: id, Start: start,
+		Usage: true, // chat, completions and embeddings all end with their usage
 	}
 	if req.ModelEscaped || string(req.Model) != e.model {
 		fr.ModelSpan, fr.ModelTok = req.ModelSpan, e.tok
@@ -362,6 +363,13 @@ func (g *Gateway) account(s *snapshot, al *accessLine) {
 	if res.Aborted {
 		pm.Aborted.Inc()
 	}
+	if res.UsageFound && al.pool != nil {
+		route := metrics.NoRoute
+		if al.semantic {
+			route = orDefault(al.dec.Route)
+		}
+		g.metrics.Tokens(poolName, route, res.Usage.PromptTokens, res.Usage.CompletionTokens)
+	}
 	if !s.cfg.Log.AccessLog() && !res.Aborted {
 		return
 	}
@@ -410,6 +418,10 @@ func (g *Gateway) account(s *snapshot, al *accessLine) {
 	l.ms("duration_ms", d)
 	l.int("bytes_in", int64(al.bytesIn))
 	l.int("bytes_out", res.Bytes)
+	if res.UsageFound {
+		l.int("prompt_tokens", res.Usage.PromptTokens)
+		l.int("completion_tokens", res.Usage.CompletionTokens)
+	}
 	cause := al.err
 	if res.Err != nil {
 		cause = res.Err

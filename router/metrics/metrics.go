@@ -28,6 +28,8 @@ type Metrics struct {
 	shadowDiffer prometheus.Counter
 
 	limited map[string]prometheus.Counter // by reason, made up front
+	tokens  *prometheus.CounterVec
+	counted sync.Map // tokenKey -> [2]prometheus.Counter (prompt, completion)
 
 	mu    sync.Mutex
 	pools map[string]*Pool
@@ -44,6 +46,12 @@ type decisionKey struct {
 
 // NoPool labels requests that never reached a pool (bad input, unknown model).
 const NoPool = "none"
+
+// NoRoute labels tokens of requests that named a pool's model (not routed
+// by rules).
+const NoRoute = "none"
+
+type tokenKey struct{ pool, route string }
 
 // New creates the collectors and registers them on reg.
 func New(reg prometheus.Registerer) *Metrics {
@@ -102,12 +110,30 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.limited[r] = limited.WithLabelValues(r)
 	}
 	reg.MustRegister(limited)
+	m.tokens = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "triage_tokens_total",
+		Help: "Tokens the replicas reported in their responses' usage, by pool, route (\"none\": the request named a pool's model) and kind (prompt, completion).",
+	}, []string{"pool", "route", "kind"})
+	reg.MustRegister(m.tokens)
 	m.shadowAgree, m.shadowDiffer, m.shadowDrop = m.shadow.WithLabelValues("agree"), m.shadow.WithLabelValues("differ"), m.shadow.WithLabelValues("dropped")
 	reg.MustRegister(m.requests, m.duration, m.ttfb, m.attempts, m.aborted, m.reloads, m.decisions, m.decisionTime, m.rulesInfo, m.shadow)
 	for _, r := range []string{"success", "invalid"} {
 		m.reloads.WithLabelValues(r)
 	}
 	return m
+}
+
+// Tokens counts a response's reported usage; counters are cached per
+// pool and route.
+func (m *Metrics) Tokens(pool, route string, prompt, completion int64) {
+	k := tokenKey{pool, route}
+	v, ok := m.counted.Load(k)
+	if !ok {
+		v, _ = m.counted.LoadOrStore(k, [2]prometheus.Counter{m.tokens.WithLabelValues(pool, route, "prompt"), m.tokens.WithLabelValues(pool, route, "completion")})
+	}
+	c := v.([2]prometheus.Counter)
+	c[0].Add(float64(prompt))
+	c[1].Add(float64(completion))
 }
 
 // Limited counts a request access control refused, by its error code.

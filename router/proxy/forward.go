@@ -31,6 +31,10 @@ type Request struct {
 	// Start is when the gateway received the request; the pool's total
 	// timeout and retry budget count from it, and TTFB is measured from it.
 	Start time.Time
+	// Usage asks for the response's token usage: the last
+	// openai.TailSize bytes of a 2xx body are kept as they pass and
+	// scanned once it ends (Result.Usage). No chunk is parsed.
+	Usage bool
 }
 
 // Result is what happened, for metrics, logs and accounting.
@@ -47,6 +51,10 @@ type Result struct {
 	Aborted bool
 	// ClientGone means the client left (or stopped reading) before the end.
 	ClientGone bool
+	// Usage is the token usage the response's tail reports, when
+	// Request.Usage asked and UsageFound.
+	Usage      openai.Usage
+	UsageFound bool
 
 	start time.Time
 }

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 
+	"github.com/triagegw/triage/openai"
 	"github.com/triagegw/triage/router/internal/wire"
 )
 
@@ -22,6 +24,38 @@ type relayer struct {
 	set   time.Time // the read deadline currently on the connection
 	dirty bool      // bytes written to the client and not flushed
 	n     int64
+	tail  *tail // the body's last bytes, for its usage; nil: not kept
+}
+
+// tail keeps the last openai.TailSize bytes written through it.
+type tail struct {
+	ring [openai.TailSize]byte
+	flat [openai.TailSize]byte
+	n    int64 // bytes seen
+}
+
+var tails = sync.Pool{New: func() any { return new(tail) }}
+
+func (t *tail) add(p []byte) {
+	if len(p) > len(t.ring) {
+		t.n += int64(len(p) - len(t.ring))
+		p = p[len(p)-len(t.ring):]
+	}
+	at := int(t.n % int64(len(t.ring)))
+	k := copy(t.ring[at:], p)
+	copy(t.ring[:], p[k:])
+	t.n += int64(len(p))
+}
+
+// bytes is the kept tail, oldest byte first.
+func (t *tail) bytes() []byte {
+	if t.n <= int64(len(t.ring)) {
+		return t.ring[:t.n]
+	}
+	at := int(t.n % int64(len(t.ring)))
+	k := copy(t.flat[:], t.ring[at:])
+	copy(t.flat[k:], t.ring[:at])
+	return t.flat[:]
 }
 
 // relay reads the response head, sends it and the body to the client, and
@@ -43,6 +77,9 @@ func (t *Transport) relay(ctx context.Context, w http.ResponseWriter, u *upstrea
 	w.WriteHeader(u.status)
 	res.TTFB = time.Since(req.Start)
 	r.dirty = true
+	if req.Usage && u.status/100 == 2 && !fr.noBody {
+		r.tail = tails.Get().(*tail)
+	}
 
 	switch {
 	case fr.noBody:
@@ -55,6 +92,14 @@ func (t *Transport) relay(ctx context.Context, w http.ResponseWriter, u *upstrea
 		fr.reusable = false
 	}
 	res.Bytes = r.n
+	if r.tail != nil {
+		if err == nil {
+			res.Usage, res.UsageFound = openai.ScanUsage(r.tail.bytes())
+		}
+		r.tail.n = 0
+		tails.Put(r.tail)
+		r.tail = nil
+	}
 	if err == nil && r.dirty && fl != nil {
 		fl.Flush() // the end of a stream must not wait for the handler to return
 	}
@@ -285,6 +330,9 @@ func (r *relayer) fill(have int) error {
 }
 
 func (r *relayer) write(p []byte) error {
+	if r.tail != nil {
+		r.tail.add(p)
+	}
 	n, err := r.w.Write(p)
 	r.n += int64(n)
 	r.dirty = true

@@ -1,0 +1,70 @@
+package openai
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestScanUsage(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		want       Usage
+		ok         bool
+	}{
+		{"json body", `{"id":"c1","choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":12,"completion_tokens":5,"total_tokens":17}}`, Usage{12, 5, 17}, true},
+		{"details and spaces", "{\"usage\" : {\"prompt_tokens\": 3, \"completion_tokens\": 4, \"total_tokens\": 7, \"prompt_tokens_details\": {\"cached_tokens\": 0}}}\n", Usage{3, 4, 7}, true},
+		{"no total", `{"usage":{"prompt_tokens":3,"completion_tokens":4}}`, Usage{3, 4, 7}, true},
+		{"stream with include_usage", "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}],\"usage\":null}\n\n" +
+			"data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}],\"usage\":null}\n\n" +
+			"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":2,\"total_tokens\":11}}\n\ndata: [DONE]\n\n", Usage{9, 2, 11}, true},
+		{"stream without", "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: [DONE]\n\n", Usage{}, false},
+		{"stream of nulls", "data: {\"usage\":null}\n\ndata: {\"usage\": null}\n\n", Usage{}, false},
+		{"a key inside a string", `{"usage":{"prompt_tokens":1,"completion_tokens":1},"x":"say \"usage\":{\"prompt_tokens\":99}"}`, Usage{1, 1, 2}, true},
+		{"escaped backslash before the key", `{"x":"a\\","usage":{"prompt_tokens":2,"completion_tokens":0}}`, Usage{2, 0, 2}, true},
+		{"cut off", `{"usage":{"prompt_tokens":2,"completion_tok`, Usage{}, false},
+		{"negative", `{"usage":{"prompt_tokens":-2,"completion_tokens":1}}`, Usage{}, false},
+		{"not numbers", `{"usage":{"prompt_tokens":"2"}}`, Usage{}, false},
+		{"endless object", `{"usage":{"a":"` + strings.Repeat("x", 4096) + `"}}`, Usage{}, false},
+		{"empty", ``, Usage{}, false},
+	} {
+		got, ok := ScanUsage([]byte(tc.body))
+		if ok != tc.ok || got != tc.want {
+			t.Errorf("%s: %+v %v, want %+v %v", tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// FuzzScanUsage: on any bytes it never panics; on a body encoding/json
+// writes (so the escaping is real) with the fuzzed text in a string
+// before and after the usage object, it finds exactly that usage.
+func FuzzScanUsage(f *testing.F) {
+	f.Add([]byte(`{"usage":{"prompt_tokens":1}}`), "hello", `"usage":{"prompt_tokens":5}`, int64(3), int64(4))
+	f.Add([]byte("data: {\"usage\":null}\n\n"), `\"usage\":{`, `"usage"`, int64(0), int64(0))
+	f.Add([]byte(`"usage":{"prompt_tokens":1e3}`), "\\", "\\\\\"", int64(1<<40), int64(7))
+	f.Fuzz(func(t *testing.T, raw []byte, before, after string, p, c int64) {
+		ScanUsage(raw) // never panics
+		if p < 0 || c < 0 || p > 1<<50 || c > 1<<50 {
+			return
+		}
+		body, err := json.Marshal(struct {
+			Before string `json:"content"`
+			Usage  Usage  `json:"usage"`
+			After  string `json:"note"`
+		}{before, Usage{p, c, p + c}, after})
+		if err != nil {
+			t.Skip()
+		}
+		got, ok := ScanUsage(body)
+		if !ok || got != (Usage{p, c, p + c}) {
+			t.Fatalf("ScanUsage(%s) = %+v %v, want %d/%d", body, got, ok, p, c)
+		}
+		// And as the last event of a stream, after events with null usage
+		// whose content is the fuzzed text.
+		ev, _ := json.Marshal(map[string]any{"choices": []any{map[string]any{"delta": map[string]string{"content": before + after}}}, "usage": nil})
+		stream := "data: " + string(ev) + "\n\ndata: " + string(body) + "\n\ndata: [DONE]\n\n"
+		if got, ok := ScanUsage([]byte(stream)); !ok || got != (Usage{p, c, p + c}) {
+			t.Fatalf("in a stream: %+v %v", got, ok)
+		}
+	})
+}
