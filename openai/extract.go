@@ -30,6 +30,10 @@ type Request struct {
 	// Messages, Prompt and Input locate the prompt-bearing fields of chat,
 	// completions and embeddings requests.
 	Messages, Prompt, Input Span
+	// MaxTokens is the largest of max_tokens, max_completion_tokens and
+	// max_output_tokens given as whole numbers (0: none), for admitting a
+	// request against token limits before it runs.
+	MaxTokens int64
 }
 
 // ModelName returns the decoded model name. It allocates; the hot path looks
@@ -137,6 +141,9 @@ func (s *scanner) topObject(r *Request) error {
 			r.Prompt = span
 		case "input":
 			r.Input = span
+		case "max_tokens", "max_completion_tokens", "max_output_tokens":
+			// Not a whole number: the upstream judges it.
+			r.MaxTokens = max(r.MaxTokens, wholeNumber(s.b[vstart:s.i]))
 		}
 		if s.ws() >= len(s.b) {
 			return malformed(s.errAt("unexpected end of input"))
@@ -151,6 +158,22 @@ func (s *scanner) topObject(r *Request) error {
 			return malformed(s.errAt("expected ',' or '}' after object value"))
 		}
 	}
+}
+
+// wholeNumber is the value of a JSON number token made of digits only, up
+// to 10^15; anything else is 0.
+func wholeNumber(tok []byte) int64 {
+	if len(tok) == 0 || len(tok) > 15 {
+		return 0
+	}
+	var n int64
+	for _, c := range tok {
+		if c < '0' || c > '9' {
+			return 0
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n
 }
 
 // decodeToken decodes a JSON string token (quotes included) with escapes.

@@ -68,3 +68,22 @@ func FuzzScanUsage(f *testing.F) {
 		}
 	})
 }
+
+func TestExtractMaxTokens(t *testing.T) {
+	for body, want := range map[string]int64{
+		`{"model":"m","max_tokens":256}`:                                    256,
+		`{"model":"m","max_completion_tokens":100,"max_tokens":50}`:         100,
+		`{"model":"m","max_output_tokens":7}`:                               7,
+		`{"model":"m","max_tokens":1.5}`:                                    0,
+		`{"model":"m","max_tokens":"9"}`:                                    0,
+		`{"model":"m","max_tokens":-3}`:                                     0,
+		`{"model":"m","max_tokens":1e3}`:                                    0,
+		`{"model":"m","max_tokens":99999999999999999999}`:                   0,
+		`{"model":"m","messages":[{"role":"user","content":"max_tokens"}]}`: 0,
+	} {
+		r, err := Extract([]byte(body))
+		if err != nil || r.MaxTokens != want {
+			t.Errorf("%s: %d %v, want %d", body, r.MaxTokens, err, want)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"errors"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -276,5 +277,50 @@ access:
 	}
 	if r := post(secrets["svc"]); r.status != 200 {
 		t.Fatalf("an API key beside tokens: %d %s", r.status, r.body)
+	}
+}
+
+// Tokens per minute and a daily budget: admitted as an estimate, settled
+// with the response's usage, refused with OpenAI's codes; the budget's
+// spending survives a restart through the state file.
+func TestAccessTokenLimitsAndBudgets(t *testing.T) {
+	dir := t.TempDir()
+	keys := filepath.Join(dir, "keys.jsonl")
+	secrets := writeKeys(t, keys, "alice")
+	cfg := accessConfig(t, keys, access.Policy{Principal: "alice",
+		Limits: access.Limits{TokensPerMinute: 100}, Budget: access.Budget{TokensPerDay: 40}})
+	cfg.Access.StateFile = filepath.Join(dir, "state.json")
+	h := newHarness(t, cfg)
+	auth := []string{"Authorization", "Bearer " + secrets["alice"]}
+	body := `{"model":"llama","messages":[{"role":"user","content":"hi"}]}` // 61 bytes: counted as 16 until settled
+	r := h.do(t, "POST", "/v1/chat/completions", body, auth...)
+	if r.status != 200 || r.header.Get("X-Ratelimit-Limit-Tokens") != "100" || r.header.Get("X-Ratelimit-Remaining-Tokens") != "84" {
+		t.Fatalf("first: %d %v", r.status, r.header)
+	}
+	// Settled at the usage the sim reports (1 prompt + 4 completion): 95
+	// left before this one's estimate.
+	r = h.do(t, "POST", "/v1/chat/completions", body, auth...)
+	if got := r.header.Get("X-Ratelimit-Remaining-Tokens"); got != "79" {
+		t.Fatalf("second: remaining tokens %s, want 79 (100 - 5 used - 16 estimated)", got)
+	}
+	n := 2
+	for ; n < 10; n++ {
+		r = h.do(t, "POST", "/v1/chat/completions", body, auth...)
+		if r.status != 200 {
+			break
+		}
+	}
+	if _, typ, code := openAIError(t, r.body); r.status != 429 || code != "insufficient_quota" || typ != "rate_limit_error" || n != 5 {
+		t.Fatalf("request %d: %d %s", n+1, r.status, r.body)
+	}
+	h.gw.saveBudgets()
+	gw2, err := New(cfg, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, d := gw2.snap.Load().access.Authenticate(http.Header{"Authorization": {"Bearer " + secrets["alice"]}}, time.Now()); d != nil {
+		t.Fatal(d)
+	} else if _, d := c.Admit(time.Now(), 16); d == nil || d.Code != "insufficient_quota" {
+		t.Fatalf("after a restart: %v", d)
 	}
 }

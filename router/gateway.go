@@ -137,6 +137,13 @@ func New(cfg *config.Config, routing *rules.Set, o Options) (*Gateway, error) {
 		shadowLog: o.ShadowLog,
 		limiter:   access.NewLimiter(),
 	}
+	if p := cfg.Access.StateFile; p != "" {
+		// What the budgets had spent before a restart (a reload keeps the
+		// limiter, so only New reads it).
+		if err := g.limiter.Load(p); err != nil {
+			return nil, fmt.Errorf("access.state_file: %w", err)
+		}
+	}
 	g.shadow = shadow.NewRunner(o.ShadowQueue, g.metrics)
 	metrics.RegisterBackends(o.Registry, g.backendStates)
 	if err := g.Apply(cfg, routing); err != nil {
@@ -418,12 +425,14 @@ func (g *Gateway) Run(ctx context.Context) {
 	wg.Go(func() { g.shadow.Run(ctx) })
 	janitor := time.NewTicker(time.Second)
 	defer janitor.Stop()
+	ticks := 0
 	for {
 		select {
 		case <-ctx.Done():
 			g.applyMu.Lock()
 			g.runJWT(nil) // stops the JWKS refresh
 			g.applyMu.Unlock()
+			g.saveBudgets()
 			for _, cancel := range running {
 				cancel()
 			}
@@ -434,7 +443,22 @@ func (g *Gateway) Run(ctx context.Context) {
 			reconcile()
 		case <-janitor.C:
 			g.tr.CloseStale()
+			if ticks++; ticks%10 == 0 {
+				g.saveBudgets()
+			}
 		}
+	}
+}
+
+// saveBudgets writes what the budgets have spent to access.state_file, if
+// the config names one; off the request path (Run's loop).
+func (g *Gateway) saveBudgets() {
+	p := g.snap.Load().cfg.Access.StateFile
+	if p == "" {
+		return
+	}
+	if err := g.limiter.Save(p, time.Now()); err != nil {
+		g.log.Error("saving the budgets' state failed; a restart may forget recent spending", "path", p, "error", err.Error())
 	}
 }
 

@@ -137,6 +137,7 @@ func (g *Gateway) forward(c *gin.Context) {
 		return
 	}
 	var caller access.Caller
+	var adm access.Admission
 	if s.access != nil {
 		// Who is calling, before the body is read: a stranger costs a
 		// map lookup and a hash, not a body.
@@ -184,7 +185,8 @@ func (g *Gateway) forward(c *gin.Context) {
 		}
 		// Counted before deciding: a client over its limit does not get
 		// tier 2 run for it.
-		adm, d := caller.Admit(start)
+		var d *access.Denial
+		adm, d = caller.Admit(start, access.EstimateTokens(len(body), req.MaxTokens))
 		rateHeaders(w.Header(), &adm)
 		if d != nil {
 			g.deny(w, &al, d)
@@ -253,6 +255,12 @@ func (g *Gateway) forward(c *gin.Context) {
 		fr.ModelSpan, fr.ModelTok = req.ModelSpan, e.tok
 	}
 	res := g.tr.Forward(r.Context(), w, e.pool, &e.policy, &fr)
+	switch {
+	case res.UsageFound:
+		adm.Settle(res.Usage.PromptTokens + res.Usage.CompletionTokens)
+	case res.Status/100 != 2:
+		adm.Settle(0) // nothing generated: the estimate is refunded
+	}
 	al.res = res
 	al.status = res.Status
 	if res.Aborted {
@@ -277,15 +285,22 @@ func (g *Gateway) deny(w http.ResponseWriter, al *accessLine, d *access.Denial) 
 	openai.WriteError(w, oe)
 }
 
-// rateHeaders sets OpenAI's x-ratelimit-*-requests headers from the
-// tightest requests-per-minute limit that applies (none: no headers).
+// rateHeaders sets OpenAI's x-ratelimit-*-requests and *-tokens headers
+// from the tightest requests- and tokens-per-minute limits that apply.
 func rateHeaders(h http.Header, a *access.Admission) {
-	if a.Limit == 0 {
+	if a.Limit == 0 && a.TokLimit == 0 {
 		return
 	}
-	h["X-Ratelimit-Limit-Requests"] = []string{strconv.Itoa(a.Limit)}
-	h["X-Ratelimit-Remaining-Requests"] = []string{strconv.Itoa(a.Remaining)}
-	h["X-Ratelimit-Reset-Requests"] = []string{resetString(a.Reset)}
+	if a.Limit > 0 {
+		h["X-Ratelimit-Limit-Requests"] = []string{strconv.Itoa(a.Limit)}
+		h["X-Ratelimit-Remaining-Requests"] = []string{strconv.Itoa(a.Remaining)}
+		h["X-Ratelimit-Reset-Requests"] = []string{resetString(a.Reset)}
+	}
+	if a.TokLimit > 0 {
+		h["X-Ratelimit-Limit-Tokens"] = []string{strconv.Itoa(a.TokLimit)}
+		h["X-Ratelimit-Remaining-Tokens"] = []string{strconv.Itoa(a.TokRemaining)}
+		h["X-Ratelimit-Reset-Tokens"] = []string{resetString(a.TokReset)}
+	}
 }
 
 // resetString renders a duration as OpenAI's reset headers do: "1s",

@@ -12,7 +12,13 @@ import (
 )
 
 // Write writes path (mode 0644) through write.
-func Write(path string, write func(io.Writer) error) (err error) {
+func Write(path string, write func(io.Writer) error) error {
+	return WriteMode(path, 0o644, write)
+}
+
+// WriteMode writes path with the given mode through write (0600 for
+// files that hold secrets' hashes or accounts).
+func WriteMode(path string, mode os.FileMode, write func(io.Writer) error) (err error) {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return err
@@ -26,7 +32,7 @@ func Write(path string, write func(io.Writer) error) (err error) {
 	if err = write(f); err != nil {
 		return err
 	}
-	if err = f.Chmod(0o644); err != nil {
+	if err = f.Chmod(mode); err != nil {
 		return err
 	}
 	if err = f.Sync(); err != nil {

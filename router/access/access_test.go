@@ -3,6 +3,7 @@ package access
 import (
 	"bytes"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -193,7 +194,7 @@ func TestRequestsPerMinute(t *testing.T) {
 	now := t0
 	// A full minute's burst, then one a second.
 	for i := range 60 {
-		a, d := c.Admit(now)
+		a, d := c.Admit(now, 0)
 		if d != nil {
 			t.Fatalf("request %d refused: %v", i, d)
 		}
@@ -201,21 +202,21 @@ func TestRequestsPerMinute(t *testing.T) {
 			t.Fatalf("request %d: limit %d remaining %d, want 60 and %d", i, a.Limit, a.Remaining, 59-i)
 		}
 	}
-	a, d := c.Admit(now)
+	a, d := c.Admit(now, 0)
 	if d == nil || d.Status != 429 || d.Code != "rate_limit_exceeded" || d.RetryAfter != time.Second || a.Limit != 60 {
 		t.Fatalf("61st request: %+v %+v", a, d)
 	}
 	if !strings.Contains(d.Message, "60 requests per minute") || !strings.Contains(d.Message, "1s") {
 		t.Errorf("message %q", d.Message)
 	}
-	if _, d := c.Admit(now.Add(999 * time.Millisecond)); d == nil {
+	if _, d := c.Admit(now.Add(999*time.Millisecond), 0); d == nil {
 		t.Fatal("admitted before the interval passed")
 	}
-	if a, d := c.Admit(now.Add(time.Second)); d != nil || a.Remaining != 0 {
+	if a, d := c.Admit(now.Add(time.Second), 0); d != nil || a.Remaining != 0 {
 		t.Fatalf("a second later: %+v %v", a, d)
 	}
 	// A quiet minute refills the whole budget.
-	if a, d := c.Admit(now.Add(2 * time.Minute)); d != nil || a.Remaining != 59 || a.Reset != time.Second {
+	if a, d := c.Admit(now.Add(2*time.Minute), 0); d != nil || a.Remaining != 59 || a.Reset != time.Second {
 		t.Fatalf("after a quiet minute: %+v %v", a, d)
 	}
 }
@@ -232,15 +233,15 @@ func TestLimitsCombineAndRefund(t *testing.T) {
 	ca, _ := s.Authenticate(bearer(s1), t0)
 	cb, _ := s.Authenticate(bearer(s2), t0)
 	for _, c := range []Caller{ca, cb, ca} {
-		if _, d := c.Admit(t0); d != nil {
+		if _, d := c.Admit(t0, 0); d != nil {
 			t.Fatal(d)
 		}
 	}
-	if adm, d := cb.Admit(t0); d == nil || adm.Limit != 3 {
+	if adm, d := cb.Admit(t0, 0); d == nil || adm.Limit != 3 {
 		t.Fatalf("the group's 4th request: %+v %v", adm, d)
 	}
 	// alice's own 100/min counted 2, not the refused third.
-	if adm, d := ca.Admit(t0); d == nil {
+	if adm, d := ca.Admit(t0, 0); d == nil {
 		t.Fatal("group limit not applied to alice")
 	} else if r := &s.keys[a.ID].rates[0]; r.limit != 100 {
 		t.Fatalf("first rate is %d/min", r.limit)
@@ -253,14 +254,14 @@ func TestConcurrentLimit(t *testing.T) {
 	secret, k := mustKey(t, "alice")
 	s := compile(t, Config{KeysFile: "k", Policies: []Policy{{Principal: "alice", Limits: Limits{Concurrent: 2, RequestsPerMinute: 1000}}}}, k)
 	c, _ := s.Authenticate(bearer(secret), t0)
-	a1, _ := c.Admit(t0)
-	a2, _ := c.Admit(t0)
-	if _, d := c.Admit(t0); d == nil || !strings.Contains(d.Message, "at most 2 at once") {
+	a1, _ := c.Admit(t0, 0)
+	a2, _ := c.Admit(t0, 0)
+	if _, d := c.Admit(t0, 0); d == nil || !strings.Contains(d.Message, "at most 2 at once") {
 		t.Fatalf("third concurrent: %v", d)
 	}
 	a1.Release()
 	a1.Release() // once only
-	a3, d := c.Admit(t0)
+	a3, d := c.Admit(t0, 0)
 	if d != nil {
 		t.Fatalf("after a release: %v", d)
 	}
@@ -283,7 +284,7 @@ func TestRequestsPerMinuteConcurrent(t *testing.T) {
 		wg.Go(func() {
 			n := 0
 			for range 200 {
-				if _, d := c.Admit(t0); d == nil {
+				if _, d := c.Admit(t0, 0); d == nil {
 					n++
 				}
 			}
@@ -306,15 +307,89 @@ func TestLimiterOutlivesSnapshots(t *testing.T) {
 	cfg := Config{KeysFile: "k", Policies: []Policy{{Group: "*", Limits: Limits{RequestsPerMinute: 2}}}}
 	s1, _ := Compile(&cfg, []Key{k, k2}, nil, l)
 	c, _ := s1.Authenticate(bearer(secret), t0)
-	c.Admit(t0)
-	c.Admit(t0)
+	c.Admit(t0, 0)
+	c.Admit(t0, 0)
 	s2, _ := Compile(&cfg, []Key{k}, nil, l)
 	s2.Retain()
 	if l.Len() != 1 {
 		t.Fatalf("%d counters after bob left, want 1", l.Len())
 	}
 	c, _ = s2.Authenticate(bearer(secret), t0)
-	if _, d := c.Admit(t0); d == nil {
+	if _, d := c.Admit(t0, 0); d == nil {
 		t.Fatal("the reload forgot alice's count")
+	}
+}
+
+func TestTokensPerMinuteSettle(t *testing.T) {
+	secret, k := mustKey(t, "alice")
+	s := compile(t, Config{KeysFile: "k", Policies: []Policy{{Principal: "alice", Limits: Limits{TokensPerMinute: 1000}}}}, k)
+	c, _ := s.Authenticate(bearer(secret), t0)
+	a, d := c.Admit(t0, 600)
+	if d != nil || a.TokLimit != 1000 || a.TokRemaining != 400 {
+		t.Fatalf("first: %+v %v", a, d)
+	}
+	if _, d := c.Admit(t0, 500); d == nil || d.Code != "rate_limit_exceeded" {
+		t.Fatalf("600+500 of 1000 admitted: %v", d)
+	}
+	// The response used 100: 900 are free again.
+	a.Settle(100)
+	a.Settle(5000) // once only
+	b, d := c.Admit(t0, 900)
+	if d != nil || b.TokRemaining != 0 {
+		t.Fatalf("after settling at 100: %+v %v", b, d)
+	}
+	b.Settle(0) // failed: refunded
+	if _, d := c.Admit(t0, 900); d != nil {
+		t.Fatalf("after a refund: %v", d)
+	}
+	if _, d := c.Admit(t0, 5000); d == nil || !strings.Contains(d.Message, "more than alice's limit of 1000 tokens per minute") {
+		t.Fatalf("a request larger than the limit: %v", d)
+	}
+}
+
+func TestBudgetsPerDayAndRestart(t *testing.T) {
+	secret, k := mustKey(t, "alice", "team")
+	cfg := Config{KeysFile: "k", Policies: []Policy{{Group: "team", Budget: Budget{TokensPerDay: 1000, TokensPerMonth: 1500}, Limits: Limits{Per: "group"}}}}
+	l := NewLimiter()
+	s, _ := Compile(&cfg, []Key{k}, nil, l)
+	c, _ := s.Authenticate(bearer(secret), t0)
+	a, d := c.Admit(t0, 300)
+	if d != nil {
+		t.Fatal(d)
+	}
+	a.Settle(800) // more than estimated: counted in full
+	if _, d := c.Admit(t0, 300); d == nil || d.Code != "insufficient_quota" || d.Status != 429 ||
+		!strings.Contains(d.Message, "budget of 1000 tokens this day") || d.RetryAfter != 12*time.Hour {
+		t.Fatalf("over the daily budget: %+v", d)
+	}
+	// Saved and restored: a restart keeps the 800 spent.
+	path := t.TempDir() + "/state.json"
+	if err := l.Save(path, t0); err != nil {
+		t.Fatal(err)
+	}
+	l2 := NewLimiter()
+	if err := l2.Load(path); err != nil {
+		t.Fatal(err)
+	}
+	s2, _ := Compile(&cfg, []Key{k}, nil, l2)
+	c2, _ := s2.Authenticate(bearer(secret), t0)
+	if _, d := c2.Admit(t0, 300); d == nil {
+		t.Fatal("the restart forgot the day's spending")
+	}
+	// The next day: the daily budget renews, the month's 800 of 1500 stays.
+	next := t0.Add(24 * time.Hour)
+	a, d = c2.Admit(next, 600)
+	if d != nil {
+		t.Fatalf("the next day: %v", d)
+	}
+	a.Settle(600)
+	if _, d := c2.Admit(next, 200); d == nil || !strings.Contains(d.Message, "1500 tokens this month") {
+		t.Fatalf("the month's budget: %v", d)
+	}
+	if err := os.WriteFile(path, []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := NewLimiter().Load(path); err == nil {
+		t.Fatal("a broken state file loaded")
 	}
 }

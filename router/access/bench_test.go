@@ -29,7 +29,7 @@ func BenchmarkRequestPath(b *testing.B) {
 		if d := c.AllowModel("auto", true); d != nil {
 			b.Fatal(d)
 		}
-		a, d := c.Admit(now)
+		a, d := c.Admit(now, 0)
 		if d != nil {
 			b.Fatal(d)
 		}

@@ -24,6 +24,10 @@ type Config struct {
 	// may use everything; the limits of every policy that applies (the
 	// principal's, each group's, "*") count it.
 	Policies []Policy `koanf:"policies"`
+	// StateFile keeps the budgets' use across restarts (written every 10s
+	// and at shutdown, atomically; relative to the config). Default: none,
+	// and a restart forgets what was spent.
+	StateFile string `koanf:"state_file"`
 }
 
 // Policy is what a principal, a group or everyone ("*") may do.
@@ -46,6 +50,9 @@ type Policy struct {
 	Direct *bool `koanf:"direct"`
 	// Limits count the requests it makes.
 	Limits Limits `koanf:"limits"`
+	// Budget caps its tokens per day and month; it counts as Limits.Per
+	// says.
+	Budget Budget `koanf:"budget"`
 }
 
 // Limits bound a tenant's traffic. Zero: no limit.
@@ -55,13 +62,19 @@ type Limits struct {
 	RequestsPerMinute int `koanf:"requests_per_minute"`
 	// Concurrent caps the requests in flight at once.
 	Concurrent int `koanf:"concurrent"`
+	// TokensPerMinute admits this many tokens a minute (GCRA, a minute's
+	// worth at once): a request counts as its estimate (EstimateTokens)
+	// until its response's usage replaces it.
+	TokensPerMinute int `koanf:"tokens_per_minute"`
 	// Per is what shares one counter: "key" (each API key its own),
 	// "principal" (default: each principal its own, whichever key it
 	// uses), or "group" (for a group's policy: all its members together).
 	Per string `koanf:"per"`
 }
 
-func (l Limits) any() bool { return l.RequestsPerMinute > 0 || l.Concurrent > 0 }
+func (l Limits) any() bool {
+	return l.RequestsPerMinute > 0 || l.Concurrent > 0 || l.TokensPerMinute > 0
+}
 
 // Enabled reports whether access control is on.
 func (c *Config) Enabled() bool { return c.KeysFile != "" || c.JWT.Enabled() }
@@ -123,6 +136,15 @@ func (c *Config) Validate(known Known) []error {
 		}
 		if l.Concurrent < 0 {
 			bad(path+".limits.concurrent", "must not be negative, got %d", l.Concurrent)
+		}
+		if l.TokensPerMinute < 0 {
+			bad(path+".limits.tokens_per_minute", "must not be negative, got %d", l.TokensPerMinute)
+		}
+		if p.Budget.TokensPerDay < 0 {
+			bad(path+".budget.tokens_per_day", "must not be negative, got %d", p.Budget.TokensPerDay)
+		}
+		if p.Budget.TokensPerMonth < 0 {
+			bad(path+".budget.tokens_per_month", "must not be negative, got %d", p.Budget.TokensPerMonth)
 		}
 		switch l.Per {
 		case "", "key", "principal":

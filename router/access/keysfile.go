@@ -1,13 +1,13 @@
 package access
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
-	"os"
-	"path/filepath"
 	"time"
+
+	"github.com/triagegw/triage/internal/atomicfile"
 )
 
 // AppendKey adds k to the keys file at path (created, mode 0600, if it
@@ -46,35 +46,14 @@ func RevokeKey(path, id string, now time.Time) (Key, error) {
 	return Key{}, fmt.Errorf("%s: no key with id %q (triage keys list shows them)", path, id)
 }
 
-// writeKeys replaces the file at path with keys: a temporary file in the
-// same directory, synced, then renamed over it.
+// writeKeys replaces the file at path with keys, atomically, mode 0600.
 func writeKeys(path string, keys []Key) error {
-	var buf bytes.Buffer
-	buf.WriteString("# triage API keys: sha256 hashes, one key a line; managed by `triage keys`\n")
-	if err := FormatKeys(&buf, keys); err != nil {
-		return err
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name()) // after a successful rename: nothing to remove
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		return err
-	}
-	if _, err := f.Write(buf.Bytes()); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
+	return atomicfile.WriteMode(path, 0o600, func(w io.Writer) error {
+		if _, err := io.WriteString(w, "# triage API keys: sha256 hashes, one key a line; managed by `triage keys`\n"); err != nil {
+			return err
+		}
+		return FormatKeys(w, keys)
+	})
 }
 
 // Status is a key's state at now: active, expired or revoked.

@@ -25,14 +25,15 @@ type counter struct {
 // Limiter owns the limit counters. They outlive configuration snapshots: a
 // reload that keeps a tenant keeps its counts.
 type Limiter struct {
-	epoch time.Time
-	mu    sync.Mutex
-	byKey map[string]*counter
+	epoch   time.Time
+	mu      sync.Mutex
+	byKey   map[string]*counter
+	budgets map[string]*budgetCounter // kept whatever reloads do: spending is not forgotten
 }
 
 // NewLimiter returns an empty Limiter.
 func NewLimiter() *Limiter {
-	return &Limiter{epoch: time.Now(), byKey: map[string]*counter{}}
+	return &Limiter{epoch: time.Now(), byKey: map[string]*counter{}, budgets: map[string]*budgetCounter{}}
 }
 
 // counter returns the counter for scope (made on first use). Snapshots

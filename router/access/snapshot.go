@@ -52,6 +52,8 @@ type keyEntry struct {
 	pol       *policy // what it may do; nil: anything
 	rates     []rate
 	slots     []slots
+	tpm       []rate // tokens per minute
+	budgets   []budgetRef
 	epoch     time.Time // the limiter's: rates count in ns since it
 }
 
@@ -109,10 +111,26 @@ func (s *Snapshot) entry(p Principal, k Key, scopes map[string]bool) *keyEntry {
 	}
 	for _, w := range who {
 		pol := s.byWho[w]
-		if pol == nil || !pol.Limits.any() {
+		if pol == nil || !pol.Limits.any() && !pol.Budget.any() {
 			continue
 		}
 		scope := limitScope(pol, w, p)
+		if b := pol.Budget; b.TokensPerDay > 0 {
+			e.budgets = append(e.budgets, budgetRef{c: s.limiter.budget(scope + "|day"), limit: b.TokensPerDay})
+		}
+		if b := pol.Budget; b.TokensPerMonth > 0 {
+			e.budgets = append(e.budgets, budgetRef{c: s.limiter.budget(scope + "|month"), limit: b.TokensPerMonth, month: true})
+		}
+		if n := pol.Limits.TokensPerMinute; n > 0 {
+			c := s.limiter.counter(scope + "|tpm")
+			if scopes != nil {
+				scopes[scope+"|tpm"] = true
+			}
+			e.tpm = append(e.tpm, newRate(c, n))
+		}
+		if !pol.Limits.any() {
+			continue
+		}
 		c := s.limiter.counter(scope)
 		if scopes != nil {
 			scopes[scope] = true
@@ -290,12 +308,20 @@ type Admission struct {
 	// whole again.
 	Limit, Remaining int
 	Reset            time.Duration
-	held             []slots
+	// TokLimit, TokRemaining and TokReset are the same for the tightest
+	// tokens-per-minute limit.
+	TokLimit, TokRemaining int
+	TokReset               time.Duration
+	held                   []slots
+	charged                *keyEntry // its token limits hold the estimate until Settle
+	estimate               int64
+	at                     time.Time
 }
 
-// Admit counts the request against every limit that applies at now. A
-// refused request counts against none.
-func (c Caller) Admit(now time.Time) (Admission, *Denial) {
+// Admit counts the request against every limit that applies at now, its
+// tokens as estimate (EstimateTokens) until Settle. A refused request
+// counts against none.
+func (c Caller) Admit(now time.Time, estimate int64) (Admission, *Denial) {
 	e := c.e
 	var a Admission
 	t := now.Sub(e.epoch).Nanoseconds()
@@ -313,8 +339,17 @@ func (c Caller) Admit(now time.Time) (Admission, *Denial) {
 			a.Limit, a.Remaining, a.Reset = r.limit, rem, reset
 		}
 	}
+	if len(e.tpm) > 0 || len(e.budgets) > 0 {
+		if d := a.chargeTokens(e, now, t, estimate); d != nil {
+			for j := range e.rates {
+				e.rates[j].refund()
+			}
+			return a, d
+		}
+	}
 	for i := range e.slots {
 		if !e.slots[i].take() {
+			a.Settle(0)
 			for j := range i {
 				e.slots[j].release()
 			}

@@ -37,7 +37,7 @@ type Metrics struct {
 
 // LimitReasons are the reasons access control refuses a request: the
 // OpenAI error codes it answers with.
-var LimitReasons = []string{"invalid_api_key", "model_not_allowed", "permission_denied", "rate_limit_exceeded"}
+var LimitReasons = []string{"invalid_api_key", "model_not_allowed", "permission_denied", "rate_limit_exceeded", "insufficient_quota"}
 
 type decisionKey struct {
 	route, reason string
@@ -103,7 +103,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	}
 	limited := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "triage_limited_total",
-		Help: "Requests access control refused, by reason: invalid_api_key (401), model_not_allowed and permission_denied (403), rate_limit_exceeded (429).",
+		Help: "Requests access control refused, by reason: invalid_api_key (401), model_not_allowed and permission_denied (403), rate_limit_exceeded and insufficient_quota (429, a budget spent).",
 	}, []string{"reason"})
 	m.limited = map[string]prometheus.Counter{}
 	for _, r := range LimitReasons {

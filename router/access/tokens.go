@@ -1,0 +1,243 @@
+package access
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/triagegw/triage/internal/atomicfile"
+)
+
+// Budget caps the tokens a tenant uses in a calendar day and month (UTC),
+// prompt and completion together. Zero: no cap.
+type Budget struct {
+	TokensPerDay   int64 `koanf:"tokens_per_day"`
+	TokensPerMonth int64 `koanf:"tokens_per_month"`
+}
+
+func (b Budget) any() bool { return b.TokensPerDay > 0 || b.TokensPerMonth > 0 }
+
+// budgetCounter is one tenant's use in the current period. Like counter,
+// it fills a cache line.
+type budgetCounter struct {
+	period atomic.Int64 // the period used counts: days or months since 1970
+	used   atomic.Int64
+	_      [cacheLine - 16]byte
+}
+
+// reserve adds n to the period's use if it stays within limit.
+func (b *budgetCounter) reserve(period, n, limit int64) bool {
+	for {
+		p := b.period.Load()
+		if p == period {
+			break
+		}
+		if p > period { // a clock gone back: count in the newer period
+			period = p
+			break
+		}
+		if b.period.CompareAndSwap(p, period) {
+			b.used.Store(0) // a new period; a reservation racing this reset may be lost (it under-counts)
+			break
+		}
+	}
+	if b.used.Add(n) > limit && n > 0 {
+		b.used.Add(-n)
+		return false
+	}
+	return true
+}
+
+// adjust corrects a reservation made in period (no-op once it ended).
+func (b *budgetCounter) adjust(period, delta int64) {
+	if b.period.Load() == period {
+		b.used.Add(delta)
+	}
+}
+
+// budgetRef is one budget limit on a counter.
+type budgetRef struct {
+	c     *budgetCounter
+	limit int64
+	month bool // else a day
+}
+
+func (r *budgetRef) periodOf(now time.Time) int64 {
+	u := now.UTC()
+	if r.month {
+		return int64(u.Year()-1970)*12 + int64(u.Month()-1)
+	}
+	return u.Unix() / 86400
+}
+
+// periodEnd is when the period holding now ends.
+func (r *budgetRef) periodEnd(now time.Time) time.Time {
+	u := now.UTC()
+	if r.month {
+		return time.Date(u.Year(), u.Month()+1, 1, 0, 0, 0, 0, time.UTC)
+	}
+	return time.Date(u.Year(), u.Month(), u.Day()+1, 0, 0, 0, 0, time.UTC)
+}
+
+// takeTokens charges n tokens to a tokens-per-minute rate (GCRA, as for
+// requests, each token one interval).
+func (r *rate) takeTokens(now, n int64) (ok bool, remaining int, reset, retry time.Duration) {
+	for {
+		t := r.c.tat.Load()
+		next := max(t, now) + n*r.interval
+		if next-now > r.window {
+			return false, max(0, int((now+r.window-max(t, now))/r.interval)), time.Duration(max(t-now, 0)), time.Duration(next - now - r.window)
+		}
+		if r.c.tat.CompareAndSwap(t, next) {
+			return true, int((now + r.window - next) / r.interval), time.Duration(next - now), 0
+		}
+	}
+}
+
+// EstimateTokens is what a request is admitted as before its usage is
+// known: its body's bytes over four (a token is about four bytes of
+// English), plus the completion it may ask for (max_tokens).
+func EstimateTokens(bodyBytes int, maxTokens int64) int64 {
+	return int64(bodyBytes+3)/4 + max(maxTokens, 0)
+}
+
+// chargeTokens admits estimate against the token rates and budgets of e,
+// all or none; on refusal it says why.
+func (a *Admission) chargeTokens(e *keyEntry, now time.Time, t, estimate int64) *Denial {
+	a.estimate, a.at = estimate, now
+	for i := range e.tpm {
+		r := &e.tpm[i]
+		ok, rem, reset, retry := r.takeTokens(t, estimate)
+		if !ok {
+			a.refundTokens(e, i, 0)
+			msg := fmt.Sprintf("Rate limit reached for %s: %d tokens per minute; this request is counted as %d. Try again in %s.", e.principal.Name, r.limit, estimate, roundUp(retry))
+			if estimate > int64(r.limit) {
+				msg = fmt.Sprintf("This request is counted as %d tokens, more than %s's limit of %d tokens per minute: send a shorter prompt or a lower max_tokens.", estimate, e.principal.Name, r.limit)
+				retry = time.Minute
+			}
+			a.TokLimit, a.TokRemaining, a.TokReset = r.limit, rem, reset
+			return &Denial{Status: http.StatusTooManyRequests, Code: "rate_limit_exceeded", RetryAfter: retry, Message: msg}
+		}
+		if a.TokLimit == 0 || rem < a.TokRemaining {
+			a.TokLimit, a.TokRemaining, a.TokReset = r.limit, rem, reset
+		}
+	}
+	for i := range e.budgets {
+		b := &e.budgets[i]
+		if !b.c.reserve(b.periodOf(now), estimate, b.limit) {
+			a.refundTokens(e, len(e.tpm), i)
+			per, end := "day", b.periodEnd(now)
+			if b.month {
+				per = "month"
+			}
+			return &Denial{Status: http.StatusTooManyRequests, Code: "insufficient_quota", RetryAfter: end.Sub(now),
+				Message: fmt.Sprintf("%s has used its budget of %d tokens this %s; it renews at %s.", e.principal.Name, b.limit, per, end.Format(time.RFC3339))}
+		}
+	}
+	a.charged = e
+	return nil
+}
+
+// refundTokens gives back the estimate charged to the first rates token
+// rates and budgets budgets.
+func (a *Admission) refundTokens(e *keyEntry, rates, budgets int) {
+	for i := range rates {
+		e.tpm[i].c.tat.Add(-a.estimate * e.tpm[i].interval)
+	}
+	for i := range budgets {
+		b := &e.budgets[i]
+		b.c.adjust(b.periodOf(a.at), -a.estimate)
+	}
+}
+
+// Settle replaces the estimate the request was admitted with by the tokens
+// it used (the response's usage), in its token limits and budgets. A
+// request that failed (no usage) settles with 0: the estimate is refunded.
+// Only the first call counts.
+func (a *Admission) Settle(used int64) {
+	e := a.charged
+	if e == nil {
+		return
+	}
+	a.charged = nil
+	delta := max(used, 0) - a.estimate
+	if delta == 0 {
+		return
+	}
+	for i := range e.tpm {
+		e.tpm[i].c.tat.Add(delta * e.tpm[i].interval)
+	}
+	for i := range e.budgets {
+		b := &e.budgets[i]
+		b.c.adjust(b.periodOf(a.at), delta)
+	}
+}
+
+// Budgets
+
+// budget returns the budget counter for scope (made on first use).
+func (l *Limiter) budget(scope string) *budgetCounter {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := l.budgets[scope]
+	if c == nil {
+		c = &budgetCounter{}
+		l.budgets[scope] = c
+	}
+	return c
+}
+
+// state is what Save writes: each budget's period and use.
+type state struct {
+	Version int                 `json:"version"`
+	Saved   time.Time           `json:"saved"`
+	Budgets map[string][2]int64 `json:"budgets"` // scope -> period, used
+}
+
+// Save writes the budgets' use to path (atomically, mode 0600), so a
+// restart keeps what was spent.
+func (l *Limiter) Save(path string, now time.Time) error {
+	st := state{Version: 1, Saved: now.UTC(), Budgets: map[string][2]int64{}}
+	l.mu.Lock()
+	for k, c := range l.budgets {
+		if u := c.used.Load(); u != 0 {
+			st.Budgets[k] = [2]int64{c.period.Load(), u}
+		}
+	}
+	l.mu.Unlock()
+	return atomicfile.WriteMode(path, 0o600, func(w io.Writer) error {
+		return json.NewEncoder(w).Encode(st)
+	})
+}
+
+// Load restores budgets Save wrote (a missing file: nothing to restore).
+func (l *Limiter) Load(path string) error {
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var st state
+	if err := json.Unmarshal(b, &st); err != nil {
+		return fmt.Errorf("%s: not a budget state file: %v", path, err)
+	}
+	if st.Version != 1 {
+		return fmt.Errorf("%s: state version %d, want 1", path, st.Version)
+	}
+	for k, v := range st.Budgets {
+		if v[1] < 0 || v[1] > math.MaxInt64/2 {
+			return fmt.Errorf("%s: budget %q: use %d out of range", path, k, v[1])
+		}
+		c := l.budget(k)
+		c.period.Store(v[0])
+		c.used.Store(v[1])
+	}
+	return nil
+}
