@@ -46,6 +46,7 @@ func TestTenancyExample(t *testing.T) {
 	text := regexp.MustCompile(`http://127\.0\.0\.1:\d+`).ReplaceAllStringFunc(string(cfg), func(string) string { return "http://" + freeAddr(t) })
 	text = strings.Replace(text, "rules: ../../rules.yaml", "rules: "+filepath.Join(root, "rules.yaml"), 1)
 	text = strings.Replace(text, "models_dir: ../../var/models", "models_dir: "+models, 1)
+	text = strings.Replace(text, "state_file: ../../var/tenancy-state.json", "state_file: state.json", 1)
 	text = regexp.MustCompile(`(?m)^listen:.*$`).ReplaceAllString(text, "")
 	cfgPath := filepath.Join(dir, "triage.yaml")
 	writeFile(t, cfgPath, text)
@@ -73,6 +74,9 @@ func TestTenancyExample(t *testing.T) {
 	r := post(demo, "auto")
 	if r.StatusCode != 200 || r.Header.Get("X-Ratelimit-Limit-Requests") != "60" || r.Header.Get("X-Ratelimit-Remaining-Requests") != "59" {
 		t.Fatalf("the demo key: %d %v", r.StatusCode, r.Header)
+	}
+	if r.Header.Get("X-Ratelimit-Limit-Tokens") != "20000" {
+		t.Fatalf("the demo key's token limit: %v", r.Header)
 	}
 	if r := post(demo, "saul-7b-instruct"); r.StatusCode != 403 {
 		t.Fatalf("a model the trial group may not use: %d", r.StatusCode)
