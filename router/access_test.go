@@ -2,8 +2,12 @@ package router
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -322,5 +326,48 @@ func TestAccessTokenLimitsAndBudgets(t *testing.T) {
 		t.Fatal(d)
 	} else if _, d := c.Admit(time.Now(), 16); d == nil || d.Code != "insufficient_quota" {
 		t.Fatalf("after a restart: %v", d)
+	}
+}
+
+// The usage log gets a line per authenticated request: who, where, how
+// many tokens the response reported; never the key's secret.
+func TestAccessUsageLog(t *testing.T) {
+	dir := t.TempDir()
+	keys := filepath.Join(dir, "keys.jsonl")
+	secrets := writeKeys(t, keys, "alice:eng")
+	cfg := accessConfig(t, keys)
+	cfg.Access.UsageLog = filepath.Join(dir, "usage.jsonl")
+	out := &syncBuffer{}
+	var opened string
+	gw, err := New(cfg, nil, Options{UsageLog: func(path string, maxBytes int64, keep int) (io.Writer, error) {
+		opened = fmt.Sprintf("%s %d %d", path, maxBytes, keep)
+		return out, nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gw.Handler())
+	defer srv.Close()
+	h := &harness{gw: gw, URL: srv.URL, log: &syncBuffer{}}
+	if r := h.do(t, "POST", "/v1/chat/completions", chatFor("coder"), "Authorization", "Bearer "+secrets["alice"]); r.status != 200 {
+		t.Fatal(r.status, r.body)
+	}
+	if r := h.do(t, "POST", "/v1/chat/completions", chatFor("coder")); r.status != 401 {
+		t.Fatal(r.status)
+	}
+	if opened != cfg.Access.UsageLog+" 104857600 5" {
+		t.Fatalf("opened %q", opened)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	var rec map[string]any
+	if len(lines) != 1 || json.Unmarshal([]byte(lines[0]), &rec) != nil {
+		t.Fatalf("usage log:\n%s", out.String())
+	}
+	if rec["principal"] != "alice" || rec["pool"] != "code" || rec["model"] != "coder" || rec["status"] != 200.0 ||
+		rec["reported"] != true || rec["completion_tokens"] != 4.0 || rec["key"] != access.KeyID(secrets["alice"]) {
+		t.Fatalf("record %v", rec)
+	}
+	if strings.Contains(out.String(), secrets["alice"][20:]) {
+		t.Fatal("the usage log holds the key")
 	}
 }

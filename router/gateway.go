@@ -53,6 +53,10 @@ type Options struct {
 	// writer, logs nothing (agreement is still counted). Give writers that
 	// do not block (logsink.Writer).
 	ShadowLog func(path string) (io.Writer, error)
+	// UsageLog returns the writer of the usage log at path (access.usage_log),
+	// rotated past maxBytes keeping keep old files; nil: no usage log. Give
+	// writers that do not block (logsink.Files).
+	UsageLog func(path string, maxBytes int64, keep int) (io.Writer, error)
 	// ShadowQueue bounds the requests waiting for a shadow decision;
 	// default shadow.DefaultQueue.
 	ShadowQueue int
@@ -69,6 +73,7 @@ type Gateway struct {
 	engine    *gin.Engine
 	shadow    *shadow.Runner
 	shadowLog func(string) (io.Writer, error)
+	usageLog  func(string, int64, int) (io.Writer, error)
 
 	limiter  *access.Limiter // limit counts, kept across snapshots
 	stopJWT  func()          // stops the JWKS refresh of the snapshot in effect (under applyMu)
@@ -100,6 +105,8 @@ type snapshot struct {
 	modelList     []byte    // the /v1/models body
 	// access is who may call and how much; nil: everyone, without limit.
 	access *access.Snapshot
+	// usageOut is the usage log (access.usage_log); nil: none.
+	usageOut io.Writer
 }
 
 // poolEntry is a pool and what the request path needs of it, resolved once.
@@ -135,6 +142,7 @@ func New(cfg *config.Config, routing *rules.Set, o Options) (*Gateway, error) {
 		poolOpts:  o.PoolOptions,
 		changed:   make(chan struct{}, 1),
 		shadowLog: o.ShadowLog,
+		usageLog:  o.UsageLog,
 		limiter:   access.NewLimiter(),
 	}
 	if p := cfg.Access.StateFile; p != "" {
@@ -271,6 +279,13 @@ func (g *Gateway) Apply(cfg *config.Config, routing *rules.Set) error {
 			return err
 		}
 		s.access, jwt = as, j
+		if p := cfg.Access.UsageLog; p != "" && g.usageLog != nil {
+			w, err := g.usageLog(p, cfg.Access.UsageLogSize(), access.UsageLogKeep)
+			if err != nil {
+				return fmt.Errorf("access.usage_log: %w", err)
+			}
+			s.usageOut = w
+		}
 	}
 	s.modelList = modelList(s)
 	g.snap.Store(s)

@@ -3,6 +3,7 @@ package router
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -146,7 +147,7 @@ func (g *Gateway) forward(c *gin.Context) {
 			g.deny(w, &al, d)
 			return
 		}
-		al.principal = caller.Principal().Name
+		al.principal, al.keyID = caller.Principal().Name, caller.Principal().Key
 	}
 	body, bp, oerr := readBody(r, int64(s.cfg.Limits.MaxBodyBytes))
 	al.bytesIn = len(body)
@@ -346,6 +347,7 @@ type accessLine struct {
 	semantic   bool // the request named a rules alias
 	decideTime time.Duration
 	principal  string // who the credential named; "" without access control
+	keyID      string // the API key's id; "" for a token
 	status     int
 	err        error
 	res        proxy.Result
@@ -384,6 +386,9 @@ func (g *Gateway) account(s *snapshot, al *accessLine) {
 			route = orDefault(al.dec.Route)
 		}
 		g.metrics.Tokens(poolName, route, res.Usage.PromptTokens, res.Usage.CompletionTokens)
+	}
+	if s.usageOut != nil && al.principal != "" && al.pool != nil {
+		g.recordUsage(s, al, poolName)
 	}
 	if !s.cfg.Log.AccessLog() && !res.Aborted {
 		return
@@ -445,6 +450,43 @@ func (g *Gateway) account(s *snapshot, al *accessLine) {
 		clipped(&l, "error", cause.Error())
 	}
 	l.end(g.access)
+}
+
+// usageRecord is one line of the usage log.
+type usageRecord struct {
+	Time             time.Time `json:"time"`
+	RequestID        string    `json:"request_id"`
+	Principal        string    `json:"principal"`
+	Key              string    `json:"key,omitempty"`
+	Pool             string    `json:"pool"`
+	Route            string    `json:"route,omitempty"`
+	Class            string    `json:"class,omitempty"`
+	Model            string    `json:"model"`
+	Status           int       `json:"status"`
+	PromptTokens     int64     `json:"prompt_tokens"`
+	CompletionTokens int64     `json:"completion_tokens"`
+	// Reported: the tokens are the response's usage (else the response
+	// had none, and they are 0).
+	Reported bool `json:"reported"`
+}
+
+// recordUsage writes a request's usage line; the writer buffers it for
+// the background flusher.
+func (g *Gateway) recordUsage(s *snapshot, al *accessLine, pool string) {
+	rec := usageRecord{Time: al.start.UTC(), RequestID: al.id, Principal: al.principal, Key: al.keyID, Pool: pool,
+		Model: string(al.model), Status: al.status, Reported: al.res.UsageFound,
+		PromptTokens: al.res.Usage.PromptTokens, CompletionTokens: al.res.Usage.CompletionTokens}
+	if al.semantic {
+		rec.Route = orDefault(al.dec.Route)
+		if al.dec.Tier > 0 {
+			rec.Class = al.dec.Class
+		}
+	}
+	b, err := json.Marshal(&rec)
+	if err != nil {
+		return
+	}
+	_, _ = s.usageOut.Write(append(b, '\n')) // one Write per line: the sink keeps lines whole
 }
 
 func orDefault(route string) string {

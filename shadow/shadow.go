@@ -6,13 +6,9 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/triagegw/triage/internal/logsink"
 	"github.com/triagegw/triage/rules"
 )
 
@@ -137,73 +133,3 @@ func (r *Runner) decide(ctx context.Context, j *job, line []byte) []byte {
 }
 
 func micros(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
-
-// Logs are the shadow decision logs, one buffered writer per file, opened
-// when a rules file first names it and kept across reloads.
-type Logs struct {
-	ctx context.Context
-	wg  sync.WaitGroup
-
-	mu    sync.Mutex
-	sinks map[string]*logsink.Writer
-	files []*os.File
-	// Opened, when set, is told of each file opened.
-	Opened func(path string)
-}
-
-// NewLogs returns Logs whose writers flush in the background until ctx
-// ends.
-func NewLogs(ctx context.Context) *Logs { return &Logs{ctx: ctx} }
-
-// Open returns the writer of the log at path, opening (and creating) the
-// file the first time.
-func (l *Logs) Open(path string) (io.Writer, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if w := l.sinks[path]; w != nil {
-		return w, nil
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return nil, err
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	w := logsink.New(f, 4<<20, time.Second)
-	if l.sinks == nil {
-		l.sinks = map[string]*logsink.Writer{}
-	}
-	l.sinks[path], l.files = w, append(l.files, f)
-	l.wg.Go(func() { w.Run(l.ctx) })
-	if l.Opened != nil {
-		l.Opened(path)
-	}
-	return w, nil
-}
-
-// Dropped counts the lines dropped because a file could not keep up.
-func (l *Logs) Dropped() int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var n int64
-	for _, w := range l.sinks {
-		n += w.Dropped()
-	}
-	return n
-}
-
-// Close waits for the writers' final flushes (once the context given to
-// NewLogs has ended) and closes the files.
-func (l *Logs) Close() error {
-	l.wg.Wait()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var first error
-	for _, f := range l.files {
-		if err := f.Close(); err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
-}

@@ -28,7 +28,6 @@ import (
 	"github.com/triagegw/triage/router"
 	"github.com/triagegw/triage/router/config"
 	"github.com/triagegw/triage/router/tlsconf"
-	"github.com/triagegw/triage/shadow"
 )
 
 // serveOptions are the flags of triage serve.
@@ -133,7 +132,7 @@ func serve(ctx context.Context, o serveOptions, l *gatewayLoader, first router.L
 		}
 		defer stop()
 	}
-	gw, err := router.New(cfg, first.Rules, router.Options{Logger: log, AccessLog: lg.sink, Registry: lg.registry(), ShadowLog: lg.shadow.Open})
+	gw, err := router.New(cfg, first.Rules, router.Options{Logger: log, AccessLog: lg.sink, Registry: lg.registry(), ShadowLog: lg.files.Open, UsageLog: lg.files.OpenRotating})
 	if err != nil {
 		return err
 	}
@@ -308,12 +307,12 @@ func serveDebug(addr string, log *slog.Logger) (stop func(), err error) {
 // the background (the request path never waits on stderr), and the shadow
 // decision logs.
 type logging struct {
-	sink   *logsink.Writer
-	level  *slog.LevelVar
-	log    *slog.Logger
-	shadow *shadow.Logs
-	stop   context.CancelFunc
-	wg     sync.WaitGroup
+	sink  *logsink.Writer
+	level *slog.LevelVar
+	log   *slog.Logger
+	files *logsink.Files // the shadow decision logs and the usage logs
+	stop  context.CancelFunc
+	wg    sync.WaitGroup
 }
 
 func newLogging(stderr io.Writer, level string) *logging {
@@ -322,8 +321,8 @@ func newLogging(stderr io.Writer, level string) *logging {
 	_ = lg.level.UnmarshalText([]byte(level))
 	lg.log = slog.New(slog.NewJSONHandler(lg.sink, &slog.HandlerOptions{Level: lg.level}))
 	slog.SetDefault(lg.log)
-	lg.shadow = shadow.NewLogs(ctx)
-	lg.shadow.Opened = func(path string) { lg.log.Info("shadow decisions logged", "file", path) }
+	lg.files = logsink.NewFiles(ctx)
+	lg.files.Opened = func(path string) { lg.log.Info("logging to a file", "file", path) }
 	lg.wg.Go(func() { lg.sink.Run(ctx) })
 	return lg
 }
@@ -332,7 +331,7 @@ func newLogging(stderr io.Writer, level string) *logging {
 func (lg *logging) close() {
 	lg.stop()
 	lg.wg.Wait()
-	_ = lg.shadow.Close()
+	_ = lg.files.Close()
 }
 
 // registry is the gateway's metrics registry: Go and process collectors,
@@ -342,8 +341,8 @@ func (lg *logging) registry() *prometheus.Registry {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "triage_log_dropped_total", Help: "Log lines dropped because the log output could not keep up."},
 			func() float64 { return float64(lg.sink.Dropped()) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "triage_shadow_log_dropped_total", Help: "Shadow decision log lines dropped because the log file could not keep up."},
-			func() float64 { return float64(lg.shadow.Dropped()) }))
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "triage_shadow_log_dropped_total", Help: "Shadow decision and usage log lines dropped because their file could not keep up."},
+			func() float64 { return float64(lg.files.Dropped()) }))
 	return reg
 }
 

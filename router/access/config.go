@@ -28,6 +28,25 @@ type Config struct {
 	// and at shutdown, atomically; relative to the config). Default: none,
 	// and a restart forgets what was spent.
 	StateFile string `koanf:"state_file"`
+	// UsageLog records each authenticated request's usage, a JSON line
+	// each (time, request_id, principal, key, pool, route, class, model,
+	// status, prompt_tokens, completion_tokens), relative to the config;
+	// written in the background and rotated by size. Default: none.
+	UsageLog string `koanf:"usage_log"`
+	// UsageLogMaxBytes rotates the usage log past this size (keeping 5
+	// old files). Default 100 MiB.
+	UsageLogMaxBytes int64 `koanf:"usage_log_max_bytes"`
+}
+
+// UsageLogKeep is how many rotated usage logs are kept.
+const UsageLogKeep = 5
+
+// UsageLogSize is the usage log's rotation size in effect.
+func (c *Config) UsageLogSize() int64 {
+	if c.UsageLogMaxBytes > 0 {
+		return c.UsageLogMaxBytes
+	}
+	return 100 << 20
 }
 
 // Policy is what a principal, a group or everyone ("*") may do.
@@ -94,6 +113,9 @@ func (c *Config) Validate(known Known) []error {
 	}
 	if !c.Enabled() && len(c.Policies) > 0 {
 		bad("keys_file", "policies need credentials to apply to: name a keys file (triage keys create --file FILE makes one) or configure jwt")
+	}
+	if c.UsageLogMaxBytes < 0 {
+		bad("usage_log_max_bytes", "must not be negative, got %d", c.UsageLogMaxBytes)
 	}
 	seen := map[string]int{}
 	for i, p := range c.Policies {

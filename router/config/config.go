@@ -372,6 +372,7 @@ func (c *Config) resolveFiles() {
 	rel(&c.Access.KeysFile)
 	rel(&c.Access.JWT.JWKSFile)
 	rel(&c.Access.StateFile)
+	rel(&c.Access.UsageLog)
 	rel(&c.Server.TLS.CertFile)
 	rel(&c.Server.TLS.KeyFile)
 	rel(&c.Server.TLS.ClientCAFile)
