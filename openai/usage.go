@@ -2,7 +2,6 @@ package openai
 
 import (
 	"bytes"
-	"encoding/json"
 )
 
 // Usage is a response's token counts, as its "usage" object gives them.
@@ -52,8 +51,8 @@ func ScanUsage(tail []byte) (Usage, bool) {
 		if !ok {
 			continue
 		}
-		var u Usage
-		if json.Unmarshal(obj, &u) != nil || u.PromptTokens < 0 || u.CompletionTokens < 0 {
+		u, ok := usageFields(obj)
+		if !ok {
 			continue
 		}
 		if u.TotalTokens == 0 {
@@ -105,4 +104,136 @@ func object(b []byte) ([]byte, bool) {
 		}
 	}
 	return nil, false
+}
+
+// usageFields reads prompt_tokens, completion_tokens and total_tokens from
+// a usage object (obj, braces included, closed and string-balanced by
+// object). They must be whole non-negative numbers when present; other
+// members are skipped. It allocates nothing.
+func usageFields(obj []byte) (Usage, bool) {
+	var u Usage
+	i := 1
+	for {
+		i = skipWS(obj, i)
+		if i >= len(obj) {
+			return Usage{}, false
+		}
+		switch obj[i] {
+		case '}':
+			return u, true
+		case ',':
+			i++
+			continue
+		case '"':
+		default:
+			return Usage{}, false
+		}
+		k := stringEnd(obj, i)
+		if k < 0 {
+			return Usage{}, false
+		}
+		key := obj[i+1 : k-1]
+		i = skipWS(obj, k)
+		if i >= len(obj) || obj[i] != ':' {
+			return Usage{}, false
+		}
+		i = skipWS(obj, i+1)
+		var dst *int64
+		switch string(key) {
+		case "prompt_tokens":
+			dst = &u.PromptTokens
+		case "completion_tokens":
+			dst = &u.CompletionTokens
+		case "total_tokens":
+			dst = &u.TotalTokens
+		}
+		end := valueEnd(obj, i)
+		if end < 0 {
+			return Usage{}, false
+		}
+		if dst != nil {
+			n, ok := digits(obj[i:end])
+			if !ok {
+				return Usage{}, false
+			}
+			*dst = n
+		}
+		i = end
+	}
+}
+
+func skipWS(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// stringEnd is the index after the string starting at b[i] ('"'), or -1.
+func stringEnd(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return -1
+}
+
+// valueEnd is the index after the JSON value starting at b[i] (a string,
+// an object or array with its nesting, or a scalar up to the next comma
+// or closing brace), or -1.
+func valueEnd(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '"':
+		return stringEnd(b, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				e := stringEnd(b, j)
+				if e < 0 {
+					return -1
+				}
+				j = e - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return -1
+	}
+	j := i
+	for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ' ' && b[j] != '\t' && b[j] != '\n' && b[j] != '\r' {
+		j++
+	}
+	if j == i {
+		return -1
+	}
+	return j
+}
+
+// digits parses a whole non-negative number of at most 18 digits.
+func digits(b []byte) (int64, bool) {
+	if len(b) == 0 || len(b) > 18 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, true
 }

@@ -38,6 +38,46 @@ func TestScanUsage(t *testing.T) {
 // FuzzScanUsage: on any bytes it never panics; on a body encoding/json
 // writes (so the escaping is real) with the fuzzed text in a string
 // before and after the usage object, it finds exactly that usage.
+// FuzzUsageFields: on any object object() accepts, usageFields agrees with
+// encoding/json wherever encoding/json reads whole numbers: the same
+// counts, or both refuse.
+func FuzzUsageFields(f *testing.F) {
+	f.Add(`{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}`)
+	f.Add(`{"prompt_tokens_details":{"cached_tokens":0},"prompt_tokens":5, "x":[1,"}"]}`)
+	f.Add(`{"prompt_tokens":1.5}`)
+	f.Fuzz(func(t *testing.T, s string) {
+		if !strings.HasPrefix(s, "{") {
+			return // ScanUsage hands object only what starts with a brace
+		}
+		obj, ok := object([]byte(s))
+		if !ok {
+			return
+		}
+		got, ok := usageFields(obj)
+		var want Usage
+		var raw map[string]json.RawMessage
+		if json.Unmarshal(obj, &raw) != nil {
+			return // not JSON: usageFields may read it or not
+		}
+		for k := range raw {
+			if l := strings.ToLower(k); l != k && (l == "prompt_tokens" || l == "completion_tokens" || l == "total_tokens") {
+				return // encoding/json matches keys whatever their case; replicas send them lower-case
+			}
+		}
+		jsonOK := json.Unmarshal(obj, &want) == nil
+		for _, k := range []string{"prompt_tokens", "completion_tokens", "total_tokens"} {
+			if v, has := raw[k]; has {
+				if _, whole := digits(v); !whole {
+					return // null, negative, fractional, exponent: encoding/json's reading differs by design
+				}
+			}
+		}
+		if ok != jsonOK || ok && got != want {
+			t.Fatalf("%s: usageFields %+v %v, encoding/json %+v %v", obj, got, ok, want, jsonOK)
+		}
+	})
+}
+
 func FuzzScanUsage(f *testing.F) {
 	f.Add([]byte(`{"usage":{"prompt_tokens":1}}`), "hello", `"usage":{"prompt_tokens":5}`, int64(3), int64(4))
 	f.Add([]byte("data: {\"usage\":null}\n\n"), `\"usage\":{`, `"usage"`, int64(0), int64(0))

@@ -8,8 +8,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/triagegw/triage/router/access"
 )
 
 // instantUpstream answers every request at once with a fixed reply, like
@@ -75,11 +79,33 @@ func BenchmarkRequestPath(b *testing.B) {
 			_ = httptest.NewRecorder()
 		}
 	})
-	for _, stream := range []bool{false, true} {
-		b.Run(fmt.Sprintf("stream=%v", stream), func(b *testing.B) {
+	// With access control: an API key, a policy, requests, concurrency
+	// and token limits and a daily budget (all far above the load).
+	keys := filepath.Join(b.TempDir(), "keys.jsonl")
+	secret, k, err := access.NewKey("bench", []string{"load"}, time.Time{}, time.Now())
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := access.AppendKey(keys, k); err != nil {
+		b.Fatal(err)
+	}
+	for _, tc := range []struct {
+		stream, access bool
+	}{{false, false}, {true, false}, {false, true}} {
+		name := fmt.Sprintf("stream=%v", tc.stream)
+		if tc.access {
+			name += "/access"
+		}
+		b.Run(name, func(b *testing.B) {
+			stream := tc.stream
 			up := instantUpstream(b, stream)
 			pc := poolCfg("p", "gpt-4o-mini", up)
-			gw, err := New(newConfig("", pc), nil, Options{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), AccessLog: io.Discard})
+			cfg := newConfig("", pc)
+			if tc.access {
+				cfg.Access = access.Config{KeysFile: keys, Policies: []access.Policy{{Group: "load", Models: []string{"gpt-4o-mini"},
+					Limits: access.Limits{RequestsPerMinute: 1 << 30, Concurrent: 4096, TokensPerMinute: 1 << 30}, Budget: access.Budget{TokensPerDay: 1 << 50}}}}
+			}
+			gw, err := New(cfg, nil, Options{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), AccessLog: io.Discard})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -89,6 +115,9 @@ func BenchmarkRequestPath(b *testing.B) {
 			for b.Loop() {
 				req := httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(body))
 				req.Header.Set("Content-Type", "application/json")
+				if tc.access {
+					req.Header.Set("Authorization", "Bearer "+secret)
+				}
 				w := httptest.NewRecorder()
 				h.ServeHTTP(w, req)
 				if w.Code != 200 {

@@ -287,30 +287,56 @@ func (g *Gateway) deny(w http.ResponseWriter, al *accessLine, d *access.Denial) 
 }
 
 // rateHeaders sets OpenAI's x-ratelimit-*-requests and *-tokens headers
-// from the tightest requests- and tokens-per-minute limits that apply.
+// from the tightest requests- and tokens-per-minute limits that apply:
+// the values are cut from one string and the headers' slices from one
+// array (two allocations, not twelve).
 func rateHeaders(h http.Header, a *access.Admission) {
 	if a.Limit == 0 && a.TokLimit == 0 {
 		return
 	}
+	var buf [128]byte
+	b := buf[:0]
+	var ends [6]int
+	n := 0
+	add := func(limit, remaining int, reset time.Duration) {
+		b = strconv.AppendInt(b, int64(limit), 10)
+		ends[n] = len(b)
+		b = strconv.AppendInt(b, int64(remaining), 10)
+		ends[n+1] = len(b)
+		b = appendReset(b, reset)
+		ends[n+2] = len(b)
+		n += 3
+	}
+	names := [6]string{}
 	if a.Limit > 0 {
-		h["X-Ratelimit-Limit-Requests"] = []string{strconv.Itoa(a.Limit)}
-		h["X-Ratelimit-Remaining-Requests"] = []string{strconv.Itoa(a.Remaining)}
-		h["X-Ratelimit-Reset-Requests"] = []string{resetString(a.Reset)}
+		add(a.Limit, a.Remaining, a.Reset)
+		names[0], names[1], names[2] = "X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests"
 	}
 	if a.TokLimit > 0 {
-		h["X-Ratelimit-Limit-Tokens"] = []string{strconv.Itoa(a.TokLimit)}
-		h["X-Ratelimit-Remaining-Tokens"] = []string{strconv.Itoa(a.TokRemaining)}
-		h["X-Ratelimit-Reset-Tokens"] = []string{resetString(a.TokReset)}
+		names[n], names[n+1], names[n+2] = "X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens"
+		add(a.TokLimit, a.TokRemaining, a.TokReset)
+	}
+	all := string(b)
+	vals := make([]string, n)
+	start := 0
+	for i := range n {
+		vals[i] = all[start:ends[i]]
+		start = ends[i]
+		h[names[i]] = vals[i : i+1 : i+1]
 	}
 }
 
-// resetString renders a duration as OpenAI's reset headers do: "1s",
-// "6m0s", "20ms".
-func resetString(d time.Duration) string {
+// appendReset renders a duration as OpenAI's reset headers do: "20ms"
+// under a second, else Go's form rounded up to the second ("1s", "6m0s").
+func appendReset(b []byte, d time.Duration) []byte {
 	if d < time.Second {
-		return strconv.FormatInt(int64((d+time.Millisecond-1)/time.Millisecond), 10) + "ms"
+		return append(strconv.AppendInt(b, int64((d+time.Millisecond-1)/time.Millisecond), 10), "ms"...)
 	}
-	return ((d + time.Second - 1) / time.Second * time.Second).String()
+	d = (d + time.Second - 1) / time.Second * time.Second
+	if d < time.Minute {
+		return append(strconv.AppendInt(b, int64(d/time.Second), 10), 's')
+	}
+	return append(b, d.String()...)
 }
 
 // setExplain sets the x-triage-* headers of a routed decision, when the
