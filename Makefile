@@ -30,10 +30,11 @@ vet:
 
 test: setup vet
 	@bash scripts/install-chromium.sh   # the HTML report's render test runs in headless Chromium
+	@bash scripts/install-redis.sh      # the shared limit counters' tests run against a real redis-server
 	CGO_ENABLED=0 $(GO) build ./...
 	CGO_ENABLED=0 $(GO) build -tags ort ./...   # without cgo the ort tag builds the stub
 	# TRIAGE_REQUIRE_*: a missing model file, dataset or runtime fails the tests that need it instead of skipping them
-	TRIAGE_REQUIRE_ORT=1 TRIAGE_REQUIRE_USE=1 TRIAGE_REQUIRE_MODELS=1 $(GO) test -race -count=1 -timeout 20m -tags ort ./...
+	TRIAGE_REQUIRE_ORT=1 TRIAGE_REQUIRE_USE=1 TRIAGE_REQUIRE_MODELS=1 TRIAGE_REQUIRE_REDIS=1 $(GO) test -race -count=1 -timeout 20m -tags ort ./...
 	# and without the runtime: tier 2 says why it cannot run, tier 1 works
 	TRIAGE_REQUIRE_MODELS=1 $(GO) test -count=1 -timeout 5m -run 'WithoutTag|Stub|ABCLI|ShippedConfigs|SemanticRoutingEndToEnd' ./classifier/onnx ./cmd/triage
 	# every triage command the README shows, with the output it shows (without -race: they classify thousands of prompts)

@@ -10,8 +10,10 @@
 // make test sets, it fails instead, so that no test of the classifiers
 // skips unseen. TRIAGE_REQUIRE_USE=1 does the same for the files under use/
 // (Universal Sentence Encoder lite), TRIAGE_REQUIRE_ORT=1 for those under
-// ort/ (the ONNX Runtime library).
+// ort/ (the ONNX Runtime library), and TRIAGE_REQUIRE_REDIS=1 for the
+// redis-server Redis starts for a test (scripts/install-redis.sh).
 //
-// Its functions are safe for concurrent use; they only read the
-// environment and the file system.
+// Its functions are safe for concurrent use; but for Redis, which runs a
+// server for its test, they only read the environment and the file
+// system.
 package testenv

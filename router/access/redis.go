@@ -1,0 +1,381 @@
+package access
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redis/go-redis/v9/maintnotifications"
+)
+
+// Redis defaults and bounds.
+const (
+	// DefaultRedisTimeout bounds each call to Redis: a round trip on a LAN
+	// is well under a millisecond, so 50ms only ever cuts off a Redis that
+	// is down or stalled.
+	DefaultRedisTimeout = 50 * time.Millisecond
+	// MaxRedisTimeout is the longest Timeout allowed: the calls run on a
+	// background loop that refreshes admission leases, and a loop stuck
+	// for longer than a second on a dead Redis leaves replicas counting
+	// on stale leases for too long.
+	MaxRedisTimeout = time.Second
+	// DefaultRedisPrefix starts every key the gateway writes, so that it
+	// can share a Redis (and a database) with others.
+	DefaultRedisPrefix = "triage:"
+)
+
+// redisPoolSize is the connections kept to Redis. The store is called from
+// one background loop (a few calls at a time at most), so a small pool is
+// plenty; it also bounds what a dead Redis costs: go-redis stops dialing
+// after this many failed dials in a row and probes once a second instead.
+const redisPoolSize = 4
+
+// maxRedisPerMinute is the largest requests-per-minute limit TakeRequests
+// counts: the script works in microseconds, and 60s/limit must be one at
+// least.
+const maxRedisPerMinute = int(time.Minute / time.Microsecond)
+
+// RedisConfig is the access section's redis: the Redis that gateway
+// replicas share their limit and budget counts through. Without Addr
+// Redis is off and each replica counts alone.
+type RedisConfig struct {
+	// Addr is Redis's host:port; empty: Redis off.
+	Addr string `koanf:"addr"`
+	// Username is the ACL user (Redis 6+); empty: the default user.
+	Username string `koanf:"username"`
+	// PasswordEnv names the environment variable holding the password,
+	// read when the store is made; the config never holds the password.
+	// Empty: no password.
+	PasswordEnv string `koanf:"password_env"`
+	// DB is the database number (SELECT). Default 0.
+	DB int `koanf:"db"`
+	// Timeout bounds every call (dial, round trip, the whole of one
+	// method): default 50ms, at most 1s. A call that takes longer fails,
+	// so a stalled Redis costs the background loop no more than this.
+	Timeout time.Duration `koanf:"timeout"`
+	// Prefix starts every key written; default "triage:".
+	Prefix string `koanf:"prefix"`
+	// FailClosed refuses requests while Redis does not answer; default
+	// false: fail open, each replica admitting on its local counts (a
+	// Redis outage should not become a gateway outage). The store only
+	// reports failures (errors, Healthy); the caller applies this.
+	FailClosed bool `koanf:"fail_closed"`
+}
+
+// Enabled reports whether Redis is configured.
+func (c *RedisConfig) Enabled() bool { return c.Addr != "" }
+
+// SetDefaults fills zero fields with their defaults.
+func (c *RedisConfig) SetDefaults() {
+	if c.Timeout == 0 {
+		c.Timeout = DefaultRedisTimeout
+	}
+	if c.Prefix == "" {
+		c.Prefix = DefaultRedisPrefix
+	}
+}
+
+// Validate reports every problem in c, each with its path under
+// "access.redis". Zero Timeout and Prefix are valid (their defaults).
+// A PasswordEnv naming an unset variable is a problem: Redis would refuse
+// every call, and better the config check says why than the first
+// request.
+func (c *RedisConfig) Validate() []error {
+	var errs []error
+	bad := func(field, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("access.redis.%s: %s", field, fmt.Sprintf(format, a...)))
+	}
+	if c.Addr != "" {
+		if _, port, err := net.SplitHostPort(c.Addr); err != nil {
+			bad("addr", "must be host:port (such as localhost:6379), got %q", c.Addr)
+		} else if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+			bad("addr", "the port must be a number from 1 to 65535, got %q", port)
+		}
+	}
+	if c.PasswordEnv != "" {
+		if v, ok := os.LookupEnv(c.PasswordEnv); !ok {
+			bad("password_env", "environment variable %s is not set", c.PasswordEnv)
+		} else if v == "" {
+			bad("password_env", "environment variable %s is empty", c.PasswordEnv)
+		}
+	}
+	if c.DB < 0 {
+		bad("db", "must not be negative, got %d", c.DB)
+	}
+	switch {
+	case c.Timeout < 0:
+		bad("timeout", "must not be negative, got %s", c.Timeout)
+	case c.Timeout > MaxRedisTimeout:
+		bad("timeout", "must be at most %s (every call waits this long on a Redis that does not answer), got %s", MaxRedisTimeout, c.Timeout)
+	}
+	return errs
+}
+
+// RedisStore keeps limit and budget counts in Redis, shared by the gateway
+// replicas that use the same Redis. Each method is one round trip (two
+// when Redis has lost a script: EVALSHA, then EVAL), bounded by Timeout;
+// none retries, none blocks for longer. It does I/O, so it is for a
+// background loop that leases admissions and reconciles budgets, never for
+// the request path.
+//
+// It only reports: a failed call returns an error and makes Healthy false
+// until a call succeeds; whether to fail open or closed is the caller's
+// (RedisConfig.FailClosed). It is safe for concurrent use.
+type RedisStore struct {
+	client  *redis.Client
+	timeout time.Duration
+	prefix  string
+	log     *slog.Logger
+	addr    string
+
+	healthy   atomic.Bool
+	calls     atomic.Uint64
+	errs      atomic.Uint64
+	lastErrNs atomic.Int64 // UnixNano of the last failure; 0: none
+}
+
+// RedisStats are a RedisStore's counts, for metrics.
+type RedisStats struct {
+	Calls     uint64    // calls made, NewRedisStore's ping included (one each, whatever its round trips)
+	Errors    uint64    // calls that failed
+	LastError time.Time // when the last failure was; zero: none yet
+	Healthy   bool      // whether the last call succeeded
+}
+
+// NewRedisStore connects to the Redis cfg names. It fails only for a bad
+// config (or Redis off): a Redis that does not answer is not an error, for
+// the gateway must start without it. It pings Redis once, within Timeout,
+// and logs the outcome; the store starts healthy if the ping succeeded,
+// and go-redis connects whenever Redis answers later. log may be nil.
+func NewRedisStore(cfg RedisConfig, log *slog.Logger) (*RedisStore, error) {
+	if errs := cfg.Validate(); len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if !cfg.Enabled() {
+		return nil, errors.New("access.redis.addr: empty: Redis is off")
+	}
+	cfg.SetDefaults()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var password string
+	if cfg.PasswordEnv != "" {
+		password = os.Getenv(cfg.PasswordEnv)
+	}
+	t := cfg.Timeout
+	client := redis.NewClient(&redis.Options{
+		Addr:     cfg.Addr,
+		Username: cfg.Username,
+		Password: password,
+		DB:       cfg.DB,
+		// RESP2: the commands used need nothing of RESP3, and every
+		// Redis-compatible server speaks it.
+		Protocol:     2,
+		DialTimeout:  t,
+		ReadTimeout:  t,
+		WriteTimeout: t,
+		PoolTimeout:  t,
+		// Honour the context's deadline (each method sets one) over the
+		// whole call, handshake and NOSCRIPT fallback included.
+		ContextTimeoutEnabled: true,
+		// No retries: a retry would double the bound, and the caller's
+		// next round comes soon anyway. go-redis reads 0 as its default
+		// (3); -1 is none.
+		MaxRetries: -1,
+		// One dial per call: the default (5, 100ms apart) outlasts any
+		// Timeout.
+		DialerRetries: 1,
+		PoolSize:      redisPoolSize,
+		// No CLIENT SETINFO or CLIENT MAINT_NOTIFICATIONS: each is one
+		// more round trip per new connection (after a restart, within the
+		// first call's Timeout), and neither is of use here.
+		DisableIdentity:          true,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+	})
+	s := &RedisStore{client: client, timeout: t, prefix: cfg.Prefix, log: log, addr: cfg.Addr}
+
+	ctx, cancel := context.WithTimeout(context.Background(), t)
+	defer cancel()
+	start := time.Now()
+	s.calls.Add(1)
+	if err := client.Ping(ctx).Err(); err != nil {
+		s.failed()
+		log.Warn("redis is not answering; calls fail until it does", "addr", cfg.Addr, "db", cfg.DB, "err", err, "fail_closed", cfg.FailClosed)
+	} else {
+		s.healthy.Store(true)
+		log.Info("redis connected", "addr", cfg.Addr, "db", cfg.DB, "ping", time.Since(start).Round(time.Microsecond))
+	}
+	return s, nil
+}
+
+// gcraScript is GCRA for up to n requests at once, at Redis's clock, so
+// that replicas whose clocks disagree still agree on the count.
+//
+// KEYS[1] holds the theoretical arrival time (TAT): microseconds since the
+// Unix epoch, by Redis's TIME, up to which the budget is spent. ARGV: the
+// interval between requests at the sustained rate (µs, 60s/limit), the
+// limit, and n. A request is admitted when the TAT, one interval on,
+// stays within the window (interval × limit) of now, so as many of the n
+// are granted as fit, and the TAT moves on by as many intervals. The key
+// expires when the TAT passes (at most a window on): by then it says only
+// "whole", as no key does.
+//
+// It returns granted, the requests left, and the µs until the budget is
+// whole. Numbers are Lua doubles, exact to 2^53: µs since the epoch are
+// under 2^51. The TAT is written with %.0f, as tostring would shorten it
+// to 14 digits. replicate_commands lets a script write after TIME on
+// Redis before 5 (where it exists and is needed; later it is a no-op).
+var gcraScript = redis.NewScript(`
+if redis.replicate_commands then redis.replicate_commands() end
+local interval = tonumber(ARGV[1])
+local window = interval * tonumber(ARGV[2])
+local n = tonumber(ARGV[3])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local tat = tonumber(redis.call('GET', KEYS[1])) or now
+if tat < now then tat = now end
+local granted = math.floor((now + window - tat) / interval)
+if granted > n then granted = n end
+if granted < 0 then granted = 0 end
+if granted > 0 then
+  tat = tat + granted * interval
+  redis.call('SET', KEYS[1], string.format('%.0f', tat), 'PX', string.format('%.0f', math.ceil((tat - now) / 1000)))
+end
+local remaining = math.floor((now + window - tat) / interval)
+if remaining < 0 then remaining = 0 end
+return {granted, remaining, tat - now}
+`)
+
+// TakeRequests leases up to n admissions from the requests-per-minute
+// budget of scope (a limit counter's scope, as the Limiter names them),
+// counted in Redis for every replica together: it grants as many of the n
+// as the budget holds now (0 to n), and returns them with the requests
+// left after and the time until the budget is whole again. n 0 only
+// reads. When none remain, the next is admitted in
+// reset − (perMinute−1)·interval, interval being 60s/perMinute.
+//
+// The count is GCRA's, as the Limiter's: perMinute at once from a whole
+// budget, then one every 60s/perMinute. It runs as one Lua script, so
+// replicas' calls are atomic with respect to each other.
+func (s *RedisStore) TakeRequests(ctx context.Context, scope string, perMinute, n int) (granted, remaining int, reset time.Duration, err error) {
+	if perMinute < 1 || perMinute > maxRedisPerMinute {
+		return 0, 0, 0, fmt.Errorf("access: redis: requests per minute must be from 1 to %d, got %d", maxRedisPerMinute, perMinute)
+	}
+	if n < 0 {
+		return 0, 0, 0, fmt.Errorf("access: redis: cannot take %d requests", n)
+	}
+	interval := int64(time.Minute/time.Microsecond) / int64(perMinute)
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	r, err := gcraScript.Run(cctx, s.client, []string{s.prefix + "rl:" + scope}, interval, perMinute, n).Int64Slice()
+	if err == nil && len(r) != 3 {
+		err = fmt.Errorf("the script returned %d values, not 3", len(r))
+	}
+	if err = s.done(ctx, "take requests", err); err != nil {
+		return 0, 0, 0, err
+	}
+	return int(r[0]), int(r[1]), time.Duration(r[2]) * time.Microsecond, nil
+}
+
+// addScript adds ARGV[1] to the count at KEYS[1] and, when the key has no
+// expiry (it is new), sets ARGV[2] ms (0: none): INCRBY and PEXPIRE in one
+// round trip, and atomic, so no crash between them leaves a budget that
+// never resets. Checking PTTL rather than the total (== n) tells a new key
+// from one that came back to zero, and restores an expiry lost to PERSIST.
+var addScript = redis.NewScript(`
+local total = redis.call('INCRBY', KEYS[1], ARGV[1])
+local ttl = tonumber(ARGV[2])
+if ttl > 0 and redis.call('PTTL', KEYS[1]) == -1 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return total
+`)
+
+// AddTokens adds n tokens to the budget count key, shared by every
+// replica, and returns the total after. A new count expires after ttl
+// (<= 0: never), which makes it a daily or monthly budget when ttl runs to
+// the period's end; adding to a count does not extend it. n may be
+// negative: a refund, or usage reconciled after being counted twice; the
+// total may go below zero (the store does not judge). Totals beyond 2^53
+// lose precision in Lua.
+func (s *RedisStore) AddTokens(ctx context.Context, key string, n int64, ttl time.Duration) (total int64, err error) {
+	ms := int64(0)
+	if ttl > 0 {
+		ms = max(int64((ttl+time.Millisecond-1)/time.Millisecond), 1)
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	total, err = addScript.Run(cctx, s.client, []string{s.prefix + "budget:" + key}, n, ms).Int64()
+	if err = s.done(ctx, "add tokens", err); err != nil {
+		return 0, err
+	}
+	return total, nil
+}
+
+// GetTokens returns the budget count key (0 when there is none, or it
+// expired).
+func (s *RedisStore) GetTokens(ctx context.Context, key string) (int64, error) {
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	v, err := s.client.Get(cctx, s.prefix+"budget:"+key).Int64()
+	if errors.Is(err, redis.Nil) {
+		v, err = 0, nil
+	}
+	if err = s.done(ctx, "get tokens", err); err != nil {
+		return 0, err
+	}
+	return v, nil
+}
+
+// Healthy reports whether the last call succeeded (for a new store, the
+// ping NewRedisStore made).
+func (s *RedisStore) Healthy() bool { return s.healthy.Load() }
+
+// Stats returns the store's counts.
+func (s *RedisStore) Stats() RedisStats {
+	st := RedisStats{Calls: s.calls.Load(), Errors: s.errs.Load(), Healthy: s.healthy.Load()}
+	if ns := s.lastErrNs.Load(); ns != 0 {
+		st.LastError = time.Unix(0, ns)
+	}
+	return st
+}
+
+// Close closes the connections; calls after it fail.
+func (s *RedisStore) Close() error { return s.client.Close() }
+
+// done counts a call that ended with err (nil: success), updates the
+// health and returns err with what failed. A call the caller canceled
+// says nothing of Redis: it is counted, but neither as a failure nor as a
+// success. (A deadline of the caller's, shorter than Timeout, that passed
+// is a failure: Redis did not answer in the time it had.)
+func (s *RedisStore) done(ctx context.Context, op string, err error) error {
+	s.calls.Add(1)
+	switch {
+	case err == nil:
+		if !s.healthy.Swap(true) {
+			s.log.Info("redis answering again", "addr", s.addr)
+		}
+		return nil
+	case errors.Is(ctx.Err(), context.Canceled):
+		return fmt.Errorf("access: redis %s: %w", op, err)
+	}
+	if s.failed() {
+		s.log.Warn("redis not answering; calls fail until it does", "addr", s.addr, "op", op, "err", err)
+	}
+	return fmt.Errorf("access: redis %s: %w", op, err)
+}
+
+// failed records a failure and reports whether the store was healthy
+// until then.
+func (s *RedisStore) failed() bool {
+	s.errs.Add(1)
+	s.lastErrNs.Store(time.Now().UnixNano())
+	return s.healthy.Swap(false)
+}
