@@ -371,3 +371,25 @@ func TestAccessUsageLog(t *testing.T) {
 		t.Fatal("the usage log holds the key")
 	}
 }
+
+// A request admitted and then refused (a pool its policy does not allow)
+// gives back the tokens it was admitted with; its request still counts.
+func TestAccessRefusedAfterAdmissionRefundsTokens(t *testing.T) {
+	keys := filepath.Join(t.TempDir(), "keys.jsonl")
+	secrets := writeKeys(t, keys, "alice")
+	cfg := accessConfig(t, keys, access.Policy{Principal: "alice", Pools: []string{"code"},
+		Limits: access.Limits{TokensPerMinute: 100}})
+	h := newHarness(t, cfg)
+	auth := []string{"Authorization", "Bearer " + secrets["alice"]}
+	for range 3 {
+		if r := h.do(t, "POST", "/v1/chat/completions", chatFor("llama"), auth...); r.status != 403 {
+			t.Fatal(r.status, r.body)
+		}
+	}
+	// Three refused requests of ~16 tokens each: none of them is still
+	// counted, so this one sees the whole minute's budget less its own.
+	r := h.do(t, "POST", "/v1/chat/completions", chatFor("coder"), auth...)
+	if r.status != 200 || r.header.Get("X-Ratelimit-Remaining-Tokens") != "84" {
+		t.Fatalf("%d %v", r.status, r.header)
+	}
+}

@@ -194,6 +194,9 @@ func (g *Gateway) forward(c *gin.Context) {
 			return
 		}
 		defer adm.Release()
+		// A request refused or failing before a replica answers (a block
+		// route, a pool it may not use) gives its tokens back.
+		defer adm.Settle(0)
 	}
 	if semantic {
 		t0 := time.Now()
@@ -261,6 +264,8 @@ func (g *Gateway) forward(c *gin.Context) {
 		adm.Settle(res.Usage.PromptTokens + res.Usage.CompletionTokens)
 	case res.Status/100 != 2:
 		adm.Settle(0) // nothing generated: the estimate is refunded
+	default:
+		adm.Keep() // answered without usage: the estimate stands
 	}
 	al.res = res
 	al.status = res.Status

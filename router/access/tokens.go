@@ -178,6 +178,10 @@ func (a *Admission) Settle(used int64) {
 	}
 }
 
+// Keep settles the request at its estimate (its response reported no
+// usage).
+func (a *Admission) Keep() { a.charged = nil }
+
 // Budgets
 
 // budget returns the budget counter for scope (made on first use).
