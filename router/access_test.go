@@ -317,6 +317,10 @@ func TestAccessTokenLimitsAndBudgets(t *testing.T) {
 	if _, typ, code := openAIError(t, r.body); r.status != 429 || code != "insufficient_quota" || typ != "rate_limit_error" || n != 5 {
 		t.Fatalf("request %d: %d %s", n+1, r.status, r.body)
 	}
+	// alice's own policy: her budget is reported (40 - 5 answered × 5 tokens).
+	if m := scrape(t, h); !strings.Contains(m, `triage_budget_remaining_tokens{period="day",policy="principal:alice"} 15`) {
+		t.Fatalf("metrics:\n%s", grep(m, "triage_budget"))
+	}
 	h.gw.saveBudgets()
 	gw2, err := New(cfg, nil, Options{})
 	if err != nil {

@@ -154,6 +154,7 @@ func New(cfg *config.Config, routing *rules.Set, o Options) (*Gateway, error) {
 	}
 	g.shadow = shadow.NewRunner(o.ShadowQueue, g.metrics)
 	metrics.RegisterBackends(o.Registry, g.backendStates)
+	metrics.RegisterBudgets(o.Registry, g.budgetStates)
 	if err := g.Apply(cfg, routing); err != nil {
 		return nil, err
 	}
@@ -463,6 +464,19 @@ func (g *Gateway) Run(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// budgetStates are the shared budgets' states, for the metric.
+func (g *Gateway) budgetStates() []metrics.BudgetState {
+	a := g.snap.Load().access
+	if a == nil {
+		return nil
+	}
+	var out []metrics.BudgetState
+	for _, b := range a.Budgets(time.Now()) {
+		out = append(out, metrics.BudgetState{Policy: b.Policy, Period: b.Period, Remaining: b.Remaining})
+	}
+	return out
 }
 
 // saveBudgets writes what the budgets have spent to access.state_file, if

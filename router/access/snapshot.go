@@ -36,6 +36,10 @@ type Snapshot struct {
 	scopes   map[string]bool // the counters its keys use, for Limiter.Retain
 	byWho    map[string]*Policy
 	compiled map[string]*policy
+	// shared are the budgets one policy's tenants share (a group's with
+	// per: group, a principal's own), by scope: what
+	// triage_budget_remaining_tokens reports.
+	shared map[string]sharedBudget
 	// tokens holds the entries of principals seen in tokens, by name.
 	tokens     sync.Map // string -> *keyEntry
 	tokenCount atomic.Int64
@@ -79,7 +83,7 @@ func set(names []string) map[string]bool {
 // cfg is validated already (Config.Validate).
 func Compile(cfg *Config, keys []Key, jwt *JWT, limiter *Limiter) (*Snapshot, error) {
 	s := &Snapshot{keys: make(map[string]*keyEntry, len(keys)), jwt: jwt, limiter: limiter, scopes: map[string]bool{},
-		byWho: map[string]*Policy{}, compiled: map[string]*policy{}}
+		byWho: map[string]*Policy{}, compiled: map[string]*policy{}, shared: map[string]sharedBudget{}}
 	for i := range cfg.Policies {
 		p := &cfg.Policies[i]
 		s.byWho[p.who()] = p
@@ -117,9 +121,11 @@ func (s *Snapshot) entry(p Principal, k Key, scopes map[string]bool) *keyEntry {
 		scope := limitScope(pol, w, p)
 		if b := pol.Budget; b.TokensPerDay > 0 {
 			e.budgets = append(e.budgets, budgetRef{c: s.limiter.budget(scope + "|day"), limit: b.TokensPerDay})
+			s.share(scopes, pol, w, scope+"|day", e.budgets[len(e.budgets)-1])
 		}
 		if b := pol.Budget; b.TokensPerMonth > 0 {
 			e.budgets = append(e.budgets, budgetRef{c: s.limiter.budget(scope + "|month"), limit: b.TokensPerMonth, month: true})
+			s.share(scopes, pol, w, scope+"|month", e.budgets[len(e.budgets)-1])
 		}
 		if n := pol.Limits.TokensPerMinute; n > 0 {
 			c := s.limiter.counter(scope + "|tpm")
@@ -377,4 +383,51 @@ func roundUp(d time.Duration) time.Duration {
 		return d.Round(time.Millisecond)
 	}
 	return d.Round(time.Second)
+}
+
+type sharedBudget struct {
+	policy string // "group:NAME", "principal:NAME"
+	ref    budgetRef
+}
+
+// share records a budget one policy's tenants share as a whole: a group's
+// counted per group, or a principal's own policy counted per principal.
+// Budgets counted per member of a group (or of everyone) are not: a
+// label per member would grow with the users. Only Compile records
+// (scopes not nil): the snapshot is read-only once in use, so token
+// principals seen later are not reported.
+func (s *Snapshot) share(scopes map[string]bool, pol *Policy, who, scope string, ref budgetRef) {
+	if scopes == nil {
+		return
+	}
+	switch {
+	case pol.Limits.Per == "group":
+		s.shared[scope] = sharedBudget{policy: "group:" + pol.Group, ref: ref}
+	case strings.HasPrefix(who, "p:") && pol.Limits.Per != "key":
+		s.shared[scope] = sharedBudget{policy: "principal:" + pol.Principal, ref: ref}
+	}
+}
+
+// BudgetState is one shared budget's state, for metrics.
+type BudgetState struct {
+	Policy, Period string // Period: "day" or "month"
+	Remaining      int64  // tokens left in the current period
+}
+
+// Budgets reports the shared budgets at now, ordered by policy and period.
+func (s *Snapshot) Budgets(now time.Time) []BudgetState {
+	out := make([]BudgetState, 0, len(s.shared))
+	for _, b := range s.shared {
+		per := "day"
+		if b.ref.month {
+			per = "month"
+		}
+		used := int64(0)
+		if b.ref.c.period.Load() == b.ref.periodOf(now) {
+			used = b.ref.c.used.Load()
+		}
+		out = append(out, BudgetState{Policy: b.policy, Period: per, Remaining: max(b.ref.limit-used, 0)})
+	}
+	slices.SortFunc(out, func(a, b BudgetState) int { return strings.Compare(a.Policy+a.Period, b.Policy+b.Period) })
+	return out
 }

@@ -262,3 +262,29 @@ func (c *backendCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(healthyDesc, prometheus.GaugeValue, h, s.Pool, s.Backend)
 	})
 }
+
+// BudgetState is one shared token budget's state (see access.BudgetState).
+type BudgetState struct {
+	Policy, Period string
+	Remaining      int64
+}
+
+// RegisterBudgets registers triage_budget_remaining_tokens, read from list
+// at each scrape.
+func RegisterBudgets(reg prometheus.Registerer, list func() []BudgetState) {
+	reg.MustRegister(&budgetCollector{list: list})
+}
+
+var budgetDesc = prometheus.NewDesc("triage_budget_remaining_tokens",
+	"Tokens left in the current day or month (UTC) of the budgets a policy's tenants share: a group's counted per group, a principal's own policy's. Budgets counted per member are not reported (a label per user).",
+	[]string{"policy", "period"}, nil)
+
+type budgetCollector struct{ list func() []BudgetState }
+
+func (c *budgetCollector) Describe(ch chan<- *prometheus.Desc) { ch <- budgetDesc }
+
+func (c *budgetCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, b := range c.list() {
+		ch <- prometheus.MustNewConstMetric(budgetDesc, prometheus.GaugeValue, float64(b.Remaining), b.Policy, b.Period)
+	}
+}
