@@ -18,6 +18,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/triagegw/triage/internal/testenv"
 	"github.com/triagegw/triage/router/access"
 	"github.com/triagegw/triage/router/config"
 )
@@ -396,4 +397,57 @@ func TestAccessRefusedAfterAdmissionRefundsTokens(t *testing.T) {
 	if r.status != 200 || r.header.Get("X-Ratelimit-Remaining-Tokens") != "84" {
 		t.Fatalf("%d %v", r.status, r.header)
 	}
+}
+
+// With Redis, limits count across gateways; while Redis does not answer,
+// requests are admitted with X-Triage-Degraded: true and counted in the
+// metrics, and enforcement resumes when it answers again.
+func TestAccessSharedThroughRedis(t *testing.T) {
+	addr, stop, start := testenv.Redis(t)
+	keys := filepath.Join(t.TempDir(), "keys.jsonl")
+	secrets := writeKeys(t, keys, "alice")
+	newGW := func() *harness {
+		cfg := accessConfig(t, keys, access.Policy{Principal: "alice", Limits: access.Limits{RequestsPerMinute: 10}})
+		cfg.Access.Redis = access.RedisConfig{Addr: addr}
+		if err := cfg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		return newHarness(t, cfg)
+	}
+	a, b := newGW(), newGW()
+	auth := []string{"Authorization", "Bearer " + secrets["alice"]}
+	ok := 0
+	for i := range 30 {
+		h := a
+		if i%2 == 1 {
+			h = b
+		}
+		r := h.do(t, "POST", "/v1/chat/completions", chatFor("llama"), auth...)
+		switch r.status {
+		case 200:
+			ok++
+			if r.header.Get("X-Triage-Degraded") != "" {
+				t.Fatal("degraded with Redis up")
+			}
+		case 429:
+		default:
+			t.Fatalf("%d %s", r.status, r.body)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if ok < 10 || ok > 10+4*2 {
+		t.Fatalf("two gateways admitted %d at a limit of 10 (allowed 10 to 18: two leases each)", ok)
+	}
+	stop()
+	waitFor(t, func() bool {
+		r := a.do(t, "POST", "/v1/chat/completions", chatFor("llama"), auth...)
+		return r.status == 200 && r.header.Get("X-Triage-Degraded") == "true"
+	}, "fail-open admissions marked degraded")
+	if m := scrape(t, a); !strings.Contains(m, "triage_limits_degraded 1") || strings.Contains(m, "triage_degraded_admissions_total 0\n") {
+		t.Fatalf("metrics while degraded:\n%s", grep(m, "degraded"))
+	}
+	start()
+	waitFor(t, func() bool {
+		return a.do(t, "POST", "/v1/chat/completions", chatFor("llama"), auth...).status == 429
+	}, "enforcement back once Redis answers")
 }

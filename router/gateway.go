@@ -75,8 +75,9 @@ type Gateway struct {
 	shadowLog func(string) (io.Writer, error)
 	usageLog  func(string, int64, int) (io.Writer, error)
 
-	limiter  *access.Limiter // limit counts, kept across snapshots
-	stopJWT  func()          // stops the JWKS refresh of the snapshot in effect (under applyMu)
+	limiter  *access.Limiter    // limit counts, kept across snapshots
+	stopJWT  func()             // stops the JWKS refresh of the snapshot in effect (under applyMu)
+	redis    *access.RedisStore // the limits' shared counts; nil: this replica's alone
 	snap     atomic.Pointer[snapshot]
 	applyMu  sync.Mutex
 	changed  chan struct{} // kicks Run to start or stop health checks
@@ -145,6 +146,14 @@ func New(cfg *config.Config, routing *rules.Set, o Options) (*Gateway, error) {
 		usageLog:  o.UsageLog,
 		limiter:   access.NewLimiter(),
 	}
+	if rc := cfg.Access.Redis; rc.Enabled() {
+		store, err := access.NewRedisStore(rc, g.log)
+		if err != nil {
+			return nil, fmt.Errorf("access.redis: %w", err)
+		}
+		g.limiter.Share(store, rc.FailClosed)
+		g.redis = store
+	}
 	if p := cfg.Access.StateFile; p != "" {
 		// What the budgets had spent before a restart (a reload keeps the
 		// limiter, so only New reads it).
@@ -155,6 +164,7 @@ func New(cfg *config.Config, routing *rules.Set, o Options) (*Gateway, error) {
 	g.shadow = shadow.NewRunner(o.ShadowQueue, g.metrics)
 	metrics.RegisterBackends(o.Registry, g.backendStates)
 	metrics.RegisterBudgets(o.Registry, g.budgetStates)
+	metrics.RegisterShared(o.Registry, g.limiter.Degraded)
 	if err := g.Apply(cfg, routing); err != nil {
 		return nil, err
 	}
@@ -217,6 +227,9 @@ func (g *Gateway) Apply(cfg *config.Config, routing *rules.Set) error {
 		s.version = old.version
 		if old.cfg.Listen != cfg.Listen {
 			g.log.Warn("listen address changed; it takes effect at restart", "old", old.cfg.Listen, "new", cfg.Listen)
+		}
+		if old.cfg.Access.Redis != cfg.Access.Redis {
+			g.log.Warn("access.redis changed; it takes effect at restart")
 		}
 	}
 	s.version++
@@ -439,6 +452,7 @@ func (g *Gateway) Run(ctx context.Context) {
 	}
 	reconcile()
 	wg.Go(func() { g.shadow.Run(ctx) })
+	wg.Go(func() { g.limiter.Run(ctx) }) // shared limits' leases and budgets, with Redis
 	janitor := time.NewTicker(time.Second)
 	defer janitor.Stop()
 	ticks := 0
@@ -454,6 +468,9 @@ func (g *Gateway) Run(ctx context.Context) {
 			}
 			wg.Wait()
 			g.tr.CloseIdle()
+			if g.redis != nil {
+				_ = g.redis.Close()
+			}
 			return
 		case <-g.changed:
 			reconcile()

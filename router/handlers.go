@@ -189,6 +189,9 @@ func (g *Gateway) forward(c *gin.Context) {
 		var d *access.Denial
 		adm, d = caller.Admit(start, access.EstimateTokens(len(body), req.MaxTokens))
 		rateHeaders(w.Header(), &adm)
+		if adm.Degraded {
+			w.Header()["X-Triage-Degraded"] = []string{"true"} // shared limits counted on this replica alone
+		}
 		if d != nil {
 			g.deny(w, &al, d)
 			return

@@ -33,6 +33,10 @@ type Config struct {
 	// status, prompt_tokens, completion_tokens), relative to the config;
 	// written in the background and rotated by size. Default: none.
 	UsageLog string `koanf:"usage_log"`
+	// Redis shares the requests-per-minute limits and the budgets across
+	// gateway replicas (see shared.go); off without an address. Changing
+	// it takes a restart.
+	Redis RedisConfig `koanf:"redis"`
 	// UsageLogMaxBytes rotates the usage log past this size (keeping 5
 	// old files). Default 100 MiB.
 	UsageLogMaxBytes int64 `koanf:"usage_log_max_bytes"`
@@ -113,6 +117,10 @@ func (c *Config) Validate(known Known) []error {
 	}
 	if !c.Enabled() && len(c.Policies) > 0 {
 		bad("keys_file", "policies need credentials to apply to: name a keys file (triage keys create --file FILE makes one) or configure jwt")
+	}
+	errs = append(errs, c.Redis.Validate()...)
+	if c.Redis.Enabled() && !c.Enabled() {
+		bad("redis", "shares limits, and without keys_file or jwt there are none")
 	}
 	if c.UsageLogMaxBytes < 0 {
 		bad("usage_log_max_bytes", "must not be negative, got %d", c.UsageLogMaxBytes)

@@ -19,7 +19,14 @@ type counter struct {
 	// epoch: the request budget is spent up to tat.
 	tat      atomic.Int64
 	inflight atomic.Int64
-	_        [cacheLine - 16]byte
+	// With a shared limit (shared.go): admissions granted ahead, refused
+	// since the last top-up, and admitted on local counts (not yet
+	// charged); the shared count's requests left and time until whole at
+	// the last top-up; whether a top-up happened yet.
+	lease, demand, debt atomic.Int64
+	remaining, reset    atomic.Int64
+	primed              atomic.Bool
+	_                   [cacheLine - 60]byte
 }
 
 // Limiter owns the limit counters. They outlive configuration snapshots: a
@@ -29,6 +36,8 @@ type Limiter struct {
 	mu      sync.Mutex
 	byKey   map[string]*counter
 	budgets map[string]*budgetCounter // kept whatever reloads do: spending is not forgotten
+	sh      *shared                   // nil: counts are this replica's alone
+	rates   map[string]sharedRate     // the requests-per-minute limits counted in Redis, by scope
 }
 
 // NewLimiter returns an empty Limiter.
@@ -58,6 +67,7 @@ func (l *Limiter) Retain(keep map[string]bool) {
 	for k := range l.byKey {
 		if !keep[k] {
 			delete(l.byKey, k)
+			delete(l.rates, k)
 		}
 	}
 }
@@ -67,6 +77,18 @@ func (l *Limiter) Len() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.byKey)
+}
+
+// shareRate counts scope's requests-per-minute limit in Redis, when l
+// shares its limits.
+func (l *Limiter) shareRate(scope string, c *counter, perMinute int) {
+	if l.sh == nil {
+		return
+	}
+	l.mu.Lock()
+	l.rates[scope] = sharedRate{c: c, perMinute: perMinute}
+	l.mu.Unlock()
+	l.sh.wake()
 }
 
 // rate is one requests-per-minute limit on a counter.

@@ -59,6 +59,7 @@ type keyEntry struct {
 	tpm       []rate // tokens per minute
 	budgets   []budgetRef
 	epoch     time.Time // the limiter's: rates count in ns since it
+	sh        *shared   // the limiter's link to Redis; nil: local counts
 }
 
 // policy is a Policy with its lists as sets (nil: any).
@@ -100,7 +101,7 @@ func Compile(cfg *Config, keys []Key, jwt *JWT, limiter *Limiter) (*Snapshot, er
 // permissions and every applicable policy's limit counters (recording
 // their scopes in scopes when not nil).
 func (s *Snapshot) entry(p Principal, k Key, scopes map[string]bool) *keyEntry {
-	e := &keyEntry{epoch: s.limiter.epoch, key: k, principal: p}
+	e := &keyEntry{epoch: s.limiter.epoch, key: k, principal: p, sh: s.limiter.sh}
 	who := make([]string, 0, len(p.Groups)+2)
 	who = append(who, "p:"+p.Name)
 	for _, g := range p.Groups {
@@ -143,6 +144,7 @@ func (s *Snapshot) entry(p Principal, k Key, scopes map[string]bool) *keyEntry {
 		}
 		if n := pol.Limits.RequestsPerMinute; n > 0 {
 			e.rates = append(e.rates, newRate(c, n))
+			s.limiter.shareRate(scope, c, n)
 		}
 		if n := pol.Limits.Concurrent; n > 0 {
 			e.slots = append(e.slots, slots{c: c, limit: int64(n)})
@@ -318,10 +320,13 @@ type Admission struct {
 	// tokens-per-minute limit.
 	TokLimit, TokRemaining int
 	TokReset               time.Duration
-	held                   []slots
-	charged                *keyEntry // its token limits hold the estimate until Settle
-	estimate               int64
-	at                     time.Time
+	// Degraded: a shared limit was admitted on this replica's counts
+	// alone (Redis does not answer).
+	Degraded bool
+	held     []slots
+	charged  *keyEntry // its token limits hold the estimate until Settle
+	estimate int64
+	at       time.Time
 }
 
 // Admit counts the request against every limit that applies at now, its
@@ -333,10 +338,26 @@ func (c Caller) Admit(now time.Time, estimate int64) (Admission, *Denial) {
 	t := now.Sub(e.epoch).Nanoseconds()
 	for i := range e.rates {
 		r := &e.rates[i]
-		ok, rem, reset, retry := r.take(t)
+		var ok bool
+		var rem int
+		var reset, retry time.Duration
+		if e.sh != nil {
+			var degraded bool
+			ok, rem, reset, retry, degraded = r.takeShared(e.sh, t)
+			a.Degraded = a.Degraded || degraded
+			if !ok && degraded {
+				for j := range i {
+					e.refundRate(j)
+				}
+				return Admission{}, &Denial{Status: http.StatusServiceUnavailable, Code: "limits_unavailable", RetryAfter: retry,
+					Message: "The shared rate limits cannot be checked (Redis does not answer) and access.redis.fail_closed is set. Try again shortly."}
+			}
+		} else {
+			ok, rem, reset, retry = r.take(t)
+		}
 		if !ok {
 			for j := range i {
-				e.rates[j].refund()
+				e.refundRate(j)
 			}
 			return Admission{Limit: r.limit, Reset: reset}, &Denial{Status: http.StatusTooManyRequests, Code: "rate_limit_exceeded", RetryAfter: retry,
 				Message: fmt.Sprintf("Rate limit reached for %s: %d requests per minute. Try again in %s.", e.principal.Name, r.limit, roundUp(retry))}
@@ -348,7 +369,7 @@ func (c Caller) Admit(now time.Time, estimate int64) (Admission, *Denial) {
 	if len(e.tpm) > 0 || len(e.budgets) > 0 {
 		if d := a.chargeTokens(e, now, t, estimate); d != nil {
 			for j := range e.rates {
-				e.rates[j].refund()
+				e.refundRate(j)
 			}
 			return a, d
 		}
@@ -360,7 +381,7 @@ func (c Caller) Admit(now time.Time, estimate int64) (Admission, *Denial) {
 				e.slots[j].release()
 			}
 			for j := range e.rates {
-				e.rates[j].refund()
+				e.refundRate(j)
 			}
 			return a, &Denial{Status: http.StatusTooManyRequests, Code: "rate_limit_exceeded", RetryAfter: time.Second,
 				Message: fmt.Sprintf("Too many concurrent requests for %s: at most %d at once.", e.principal.Name, e.slots[i].limit)}
@@ -430,4 +451,14 @@ func (s *Snapshot) Budgets(now time.Time) []BudgetState {
 	}
 	slices.SortFunc(out, func(a, b BudgetState) int { return strings.Compare(a.Policy+a.Period, b.Policy+b.Period) })
 	return out
+}
+
+// refundRate gives back the request rate j admitted when another limit
+// refused it. A shared limit keeps it: its admission may have come from
+// the lease, the local count or fail-open, and the count errs on the
+// side of the limit.
+func (e *keyEntry) refundRate(j int) {
+	if e.sh == nil {
+		e.rates[j].refund()
+	}
 }

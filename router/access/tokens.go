@@ -27,7 +27,11 @@ func (b Budget) any() bool { return b.TokensPerDay > 0 || b.TokensPerMonth > 0 }
 type budgetCounter struct {
 	period atomic.Int64 // the period used counts: days or months since 1970
 	used   atomic.Int64
-	_      [cacheLine - 16]byte
+	// pending is what this replica spent since the last sync with Redis
+	// (shared: counted only when the Limiter shares its budgets).
+	pending atomic.Int64
+	shared  bool
+	_       [cacheLine - 32]byte
 }
 
 // reserve adds n to the period's use if it stays within limit.
@@ -50,6 +54,9 @@ func (b *budgetCounter) reserve(period, n, limit int64) bool {
 		b.used.Add(-n)
 		return false
 	}
+	if b.shared {
+		b.pending.Add(n)
+	}
 	return true
 }
 
@@ -57,6 +64,9 @@ func (b *budgetCounter) reserve(period, n, limit int64) bool {
 func (b *budgetCounter) adjust(period, delta int64) {
 	if b.period.Load() == period {
 		b.used.Add(delta)
+		if b.shared {
+			b.pending.Add(delta)
+		}
 	}
 }
 
@@ -190,7 +200,7 @@ func (l *Limiter) budget(scope string) *budgetCounter {
 	defer l.mu.Unlock()
 	c := l.budgets[scope]
 	if c == nil {
-		c = &budgetCounter{}
+		c = &budgetCounter{shared: l.sh != nil}
 		l.budgets[scope] = c
 	}
 	return c

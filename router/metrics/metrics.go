@@ -288,3 +288,22 @@ func (c *budgetCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(budgetDesc, prometheus.GaugeValue, float64(b.Remaining), b.Policy, b.Period)
 	}
 }
+
+// RegisterShared registers triage_limits_degraded (1 while shared limits
+// are counted on this replica alone, Redis not answering) and
+// triage_degraded_admissions_total, read from state at each scrape.
+func RegisterShared(reg prometheus.Registerer, state func() (bool, uint64)) {
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "triage_limits_degraded",
+			Help: "1 while the shared limits are counted on this replica alone because Redis does not answer, else 0."},
+			func() float64 {
+				if d, _ := state(); d {
+					return 1
+				}
+				return 0
+			}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "triage_degraded_admissions_total",
+			Help: "Requests admitted on this replica's counts alone while Redis did not answer (fail open); charged to Redis when it answers again."},
+			func() float64 { _, n := state(); return float64(n) }),
+	)
+}

@@ -1,0 +1,157 @@
+package access
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/triagegw/triage/internal/testenv"
+)
+
+// replica is one gateway's access control on a shared Redis: its own
+// Limiter and snapshot, its top-up loop running.
+type replica struct {
+	l *Limiter
+	s *Snapshot
+	c Caller
+}
+
+func newReplica(t *testing.T, addr string, cfg Config, k Key, secret string, failClosed bool) *replica {
+	t.Helper()
+	l := NewLimiter()
+	l.Share(newTestRedisStore(t, addr, RedisConfig{}), failClosed)
+	s, err := Compile(&cfg, []Key{k}, nil, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { l.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	c, d := s.Authenticate(bearer(secret), time.Now())
+	if d != nil {
+		t.Fatal(d)
+	}
+	return &replica{l: l, s: s, c: c}
+}
+
+// Two replicas on one Redis admit, together, the limit and at most the
+// overshoot shared.go documents (two leases each).
+func TestSharedLimitAcrossReplicas(t *testing.T) {
+	addr, _, _ := testenv.Redis(t)
+	secret, k := mustKey(t, "alice")
+	cfg := Config{KeysFile: "k", Policies: []Policy{{Principal: "alice", Limits: Limits{RequestsPerMinute: 120}}}}
+	a := newReplica(t, addr, cfg, k, secret, false)
+	b := newReplica(t, addr, cfg, k, secret, false)
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(700 * time.Millisecond) // the limit's burst, not its refill (one per 0.5 s)
+	for _, r := range []*replica{a, b, a, b} {
+		wg.Go(func() {
+			for time.Now().Before(deadline) {
+				if adm, d := r.c.Admit(time.Now(), 0); d == nil {
+					admitted.Add(1)
+					if adm.Degraded {
+						t.Error("degraded with Redis up")
+					}
+				}
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}
+	wg.Wait()
+	n := admitted.Load()
+	over := 2 * 2 * leaseSize(120)
+	if n < 120 || n > 120+2+over {
+		t.Fatalf("two replicas admitted %d at a limit of 120 (allowed: 120 to %d, plus one refill)", n, 120+over)
+	}
+	t.Logf("admitted %d at a limit of 120 over two replicas", n)
+}
+
+// Redis stops: requests are admitted on local counts, marked degraded;
+// Redis returns: enforcement resumes by itself, and what was admitted
+// meanwhile is charged, as the budgets' spending is added.
+func TestSharedLimitRedisDownAndBack(t *testing.T) {
+	addr, stop, start := testenv.Redis(t)
+	secret, k := mustKey(t, "alice")
+	cfg := Config{KeysFile: "k", Policies: []Policy{{Principal: "alice",
+		Limits: Limits{RequestsPerMinute: 30}, Budget: Budget{TokensPerDay: 1 << 40}}}}
+	r := newReplica(t, addr, cfg, k, secret, false)
+	waitShared(t, r, false)
+	stop()
+	waitShared(t, r, true)
+	degraded := 0
+	for range 40 { // more than the limit: fail open admits them all
+		adm, d := r.c.Admit(time.Now(), 100)
+		if d != nil {
+			t.Fatalf("refused while Redis is down (fail open): %v", d)
+		}
+		if adm.Degraded {
+			degraded++
+		}
+		adm.Settle(10)
+	}
+	if degraded != 40 {
+		t.Fatalf("%d of 40 admissions marked degraded", degraded)
+	}
+	start()
+	waitShared(t, r, false)
+	// The 40 admitted during the outage were charged: the limit (30) is
+	// spent, so the next request is refused.
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		_, d := r.c.Admit(time.Now(), 0)
+		if d != nil && d.Code == "rate_limit_exceeded" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("enforcement did not resume after Redis came back")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// And the 400 tokens spent during the outage reached Redis.
+	b := r.s.keys[k.ID].budgets[0]
+	key := limitScope(&cfg.Policies[0], "p:alice", Principal{Name: "alice"}) + "|day|" + itoa(b.periodOf(time.Now()))
+	eventuallyTrue(t, func() bool {
+		n, err := r.l.sh.store.GetTokens(context.Background(), key)
+		return err == nil && n == 400
+	}, "the outage's 400 tokens in Redis")
+}
+
+// Fail closed: while Redis is down, requests are refused with 503.
+func TestSharedLimitFailClosed(t *testing.T) {
+	addr, stop, _ := testenv.Redis(t)
+	secret, k := mustKey(t, "alice")
+	cfg := Config{KeysFile: "k", Policies: []Policy{{Principal: "alice", Limits: Limits{RequestsPerMinute: 30}}}}
+	r := newReplica(t, addr, cfg, k, secret, true)
+	waitShared(t, r, false)
+	stop()
+	waitShared(t, r, true)
+	if _, d := r.c.Admit(time.Now(), 0); d == nil || d.Status != 503 || d.Code != "limits_unavailable" {
+		t.Fatalf("fail closed with Redis down: %+v", d)
+	}
+}
+
+func waitShared(t *testing.T, r *replica, degraded bool) {
+	t.Helper()
+	eventuallyTrue(t, func() bool {
+		d, _ := r.l.Degraded()
+		return d == degraded
+	}, "degraded="+map[bool]string{true: "true", false: "false"}[degraded])
+}
+
+func eventuallyTrue(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 5s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
