@@ -6,11 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -450,4 +454,114 @@ func TestAccessSharedThroughRedis(t *testing.T) {
 	waitFor(t, func() bool {
 		return a.do(t, "POST", "/v1/chat/completions", chatFor("llama"), auth...).status == 429
 	}, "enforcement back once Redis answers")
+}
+
+// blackhole is a TCP proxy to target that, once closed, accepts and holds
+// connections without answering: a Redis that is there but stalled.
+type blackhole struct {
+	ln     net.Listener
+	target string
+	holed  atomic.Bool
+	mu     sync.Mutex
+	conns  []net.Conn
+}
+
+func newBlackhole(t *testing.T, target string) *blackhole {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &blackhole{ln: ln, target: target}
+	t.Cleanup(func() {
+		ln.Close()
+		b.mu.Lock()
+		for _, c := range b.conns {
+			c.Close()
+		}
+		b.mu.Unlock()
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			b.mu.Lock()
+			b.conns = append(b.conns, c)
+			b.mu.Unlock()
+			if b.holed.Load() {
+				continue // held: never answered
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			b.mu.Lock()
+			b.conns = append(b.conns, up)
+			b.mu.Unlock()
+			go b.pipe(up, c)
+			go b.pipe(c, up)
+		}
+	}()
+	return b
+}
+
+// pipe copies until the hole opens, then swallows what comes.
+func (b *blackhole) pipe(dst, src net.Conn) {
+	buf := make([]byte, 4096)
+	for {
+		n, err := src.Read(buf)
+		if err != nil {
+			return
+		}
+		if !b.holed.Load() {
+			if _, err := dst.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+	}
+}
+
+// No request waits on Redis: with Redis stalled (it accepts, never
+// answers), requests take what they took before, not its timeout.
+func TestAccessRequestPathDoesNotWaitOnRedis(t *testing.T) {
+	addr, _, _ := testenv.Redis(t)
+	hole := newBlackhole(t, addr)
+	keys := filepath.Join(t.TempDir(), "keys.jsonl")
+	secrets := writeKeys(t, keys, "alice")
+	cfg := accessConfig(t, keys, access.Policy{Principal: "alice", Limits: access.Limits{RequestsPerMinute: 600000}, Budget: access.Budget{TokensPerDay: 1 << 40}})
+	cfg.Access.Redis = access.RedisConfig{Addr: hole.ln.Addr().String(), Timeout: 200 * time.Millisecond}
+	h := newHarness(t, cfg)
+	auth := []string{"Authorization", "Bearer " + secrets["alice"]}
+	// 80 requests 5 ms apart: over the Redis timeout, so the loop's calls
+	// hang, time out and turn the limits degraded while requests go on.
+	timed := func() (d []time.Duration, degraded int) {
+		for range 80 {
+			t0 := time.Now()
+			r := h.do(t, "POST", "/v1/chat/completions", chatFor("llama"), auth...)
+			if r.status != 200 {
+				t.Fatalf("%d %s", r.status, r.body)
+			}
+			d = append(d, time.Since(t0))
+			if r.header.Get("X-Triage-Degraded") == "true" {
+				degraded++
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		slices.Sort(d)
+		return d, degraded
+	}
+	before, _ := timed() // leases warm
+	hole.holed.Store(true)
+	during, degraded := timed()
+	t.Logf("median %v before, %v with Redis stalled (90th percentile %v, max %v; Redis timeout 200ms); %d of 80 degraded",
+		before[40], during[40], during[72], during[79], degraded)
+	if degraded == 0 {
+		t.Fatal("no request saw the stall (the loop never timed out on Redis)")
+	}
+	if during[40] > 3*before[40]+5*time.Millisecond || during[72] >= 200*time.Millisecond {
+		t.Fatalf("requests waited on a stalled Redis: median %v (before %v), 90th percentile %v", during[40], before[40], during[72])
+	}
 }
