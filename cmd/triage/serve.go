@@ -26,6 +26,7 @@ import (
 	"github.com/triagegw/triage/classifier/onnx"
 	"github.com/triagegw/triage/internal/logsink"
 	"github.com/triagegw/triage/router"
+	"github.com/triagegw/triage/router/access"
 	"github.com/triagegw/triage/router/config"
 	"github.com/triagegw/triage/router/tlsconf"
 )
@@ -51,6 +52,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	access.LogRedisTo(slog.Default()) // go-redis's dial errors at debug level, not on stderr (the store reports Redis's state)
 	l := &gatewayLoader{path: o.config, listen: o.listen, cache: &tierCache{}}
 	first, err := l.load()
 	if err != nil {
@@ -321,6 +323,7 @@ func newLogging(stderr io.Writer, level string) *logging {
 	_ = lg.level.UnmarshalText([]byte(level))
 	lg.log = slog.New(slog.NewJSONHandler(lg.sink, &slog.HandlerOptions{Level: lg.level}))
 	slog.SetDefault(lg.log)
+	access.LogRedisTo(lg.log)
 	lg.files = logsink.NewFiles(ctx)
 	lg.files.Opened = func(path string) { lg.log.Info("logging to a file", "file", path) }
 	lg.wg.Go(func() { lg.sink.Run(ctx) })

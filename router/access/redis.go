@@ -379,3 +379,15 @@ func (s *RedisStore) failed() bool {
 	s.lastErrNs.Store(time.Now().UnixNano())
 	return s.healthy.Swap(false)
 }
+
+// LogRedisTo sends go-redis's own messages (a dial that failed, a pool
+// that stopped dialing) to log at debug level, instead of stderr: the
+// store reports Redis's state itself, once per change. go-redis's logger
+// is process-wide, so the binary sets it once.
+func LogRedisTo(log *slog.Logger) { redis.SetLogger(redisLog{log}) }
+
+type redisLog struct{ log *slog.Logger }
+
+func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
+	l.log.DebugContext(ctx, "redis: "+fmt.Sprintf(format, v...))
+}
