@@ -393,3 +393,16 @@ func TestBudgetsPerDayAndRestart(t *testing.T) {
 		t.Fatal("a broken state file loaded")
 	}
 }
+
+func TestConfigValidateRedisLimits(t *testing.T) {
+	cfg := Config{KeysFile: "k", Redis: RedisConfig{Addr: "localhost:6379"},
+		Policies: []Policy{{Group: "*", Limits: Limits{RequestsPerMinute: 100_000_000}}}}
+	errs := cfg.Validate(Known{})
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "access.policies[0].limits.requests_per_minute: at most 60000000 when shared") {
+		t.Fatalf("%v", errs)
+	}
+	cfg = Config{Redis: RedisConfig{Addr: "localhost:6379"}}
+	if errs := cfg.Validate(Known{}); len(errs) != 1 || !strings.Contains(errs[0].Error(), "access.redis: shares limits") {
+		t.Fatalf("redis without credentials: %v", errs)
+	}
+}

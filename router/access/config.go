@@ -164,6 +164,9 @@ func (c *Config) Validate(known Known) []error {
 		if l.RequestsPerMinute < 0 {
 			bad(path+".limits.requests_per_minute", "must not be negative, got %d", l.RequestsPerMinute)
 		}
+		if c.Redis.Enabled() && l.RequestsPerMinute > maxRedisPerMinute {
+			bad(path+".limits.requests_per_minute", "at most %d when shared through access.redis (Redis counts in microseconds), got %d", maxRedisPerMinute, l.RequestsPerMinute)
+		}
 		if l.Concurrent < 0 {
 			bad(path+".limits.concurrent", "must not be negative, got %d", l.Concurrent)
 		}

@@ -183,7 +183,7 @@ func (l *Limiter) topUp(ctx context.Context, scope string, r sharedRate) bool {
 		return false
 	}
 	c.lease.Add(int64(granted))
-	c.remaining.Store(int64(remaining) + c.lease.Load())
+	c.remaining.Store(min(int64(r.perMinute), int64(remaining)+c.lease.Load())) // what is left to every replica, this one's lease included
 	c.reset.Store(int64(reset))
 	c.primed.Store(true)
 	return true
