@@ -227,6 +227,12 @@ func (g *Gateway) forward(c *gin.Context) {
 		openai.WriteError(w, oe)
 		return
 	}
+	if s.access != nil && semantic && dec.Tier > 0 && !dec.Block {
+		if pool := caller.Pinned(dec.Class); pool != "" {
+			dec.Pool, dec.Fallback = pool, "" // the tenant's own pool for this class
+			al.dec = dec
+		}
+	}
 	e := s.byName[dec.Pool]
 	if e == nil {
 		oe := openai.Internal()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/triagegw/triage/classifier"
 	"github.com/triagegw/triage/classifier/classifiertest"
+	"github.com/triagegw/triage/router/access"
 	"github.com/triagegw/triage/router/config"
 	"github.com/triagegw/triage/router/pool"
 	"github.com/triagegw/triage/rules"
@@ -257,5 +258,45 @@ func TestConversationStaysOnItsRoute(t *testing.T) {
 	// Another conversation asking the same vague thing is not held.
 	if r := h.do(t, "POST", "/v1/chat/completions", `{"model":"auto","messages":[{"role":"user","content":"and tests?"}]}`); r.header.Get("X-Sim-Replica") != "gen" {
 		t.Fatalf("a new conversation went to %q", r.header.Get("X-Sim-Replica"))
+	}
+}
+
+// A tenant's policy pins a class to its own pool: its requests the rules
+// classify so go there; another tenant's follow the rules.
+func TestAccessPinsAClassToATenantPool(t *testing.T) {
+	gen := newReplica(t, "llama", "gen")
+	code := newReplica(t, "coder", "code")
+	legal := newReplica(t, "saul", "legal")
+	acme := newReplica(t, "acme-law", "acme")
+	cfg := newConfig("general", poolCfg("general", "llama", gen.URL), poolCfg("code", "coder", code.URL),
+		poolCfg("legal", "saul", legal.URL), poolCfg("acme-legal", "acme-law", acme.URL))
+	keys := filepath.Join(t.TempDir(), "keys.jsonl")
+	secrets := writeKeys(t, keys, "ann:acme", "bob")
+	cfg.Access = access.Config{KeysFile: keys, Policies: []access.Policy{{Group: "acme", Pins: map[string]string{"law": "acme-legal"}}}}
+	tier1 := &classifiertest.Fixed{Rules: []classifiertest.Rule{{Contains: "deposit", Class: "law", Score: 0.9}},
+		Default: classifier.Scored{Class: "other", Score: 0.8}}
+	set := compileRules(t, cfg, tier1, gatewayRules)
+	h := newHarness(t, cfg)
+	if err := h.gw.Apply(cfg, set); err != nil {
+		t.Fatal(err)
+	}
+	ask := func(who string) string {
+		r := h.do(t, "POST", "/v1/chat/completions", `{"model":"auto","messages":[{"role":"user","content":"my deposit"}]}`,
+			"Authorization", "Bearer "+secrets[who])
+		if r.status != 200 {
+			t.Fatalf("%s: %d %s", who, r.status, r.body)
+		}
+		return r.header.Get("X-Sim-Replica")
+	}
+	if got := ask("ann"); got != "acme" {
+		t.Fatalf("ann (acme) went to %q, want her tenant's acme pool", got)
+	}
+	if got := ask("bob"); got != "legal" {
+		t.Fatalf("bob went to %q, want the rules' legal pool", got)
+	}
+	// A pin naming a pool that does not exist is refused with its path.
+	cfg.Access.Policies[0].Pins["law"] = "nowhere"
+	if err := h.gw.Apply(cfg, set); err == nil || !strings.Contains(err.Error(), `access.policies[0].pins.law[0]: no pool named "nowhere"`) {
+		t.Fatalf("a pin to no pool: %v", err)
 	}
 }

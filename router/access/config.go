@@ -2,6 +2,7 @@ package access
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -71,6 +72,10 @@ type Policy struct {
 	// Direct: it may name a pool's model directly; false: only rules
 	// aliases (the router decides the pool). Default true.
 	Direct *bool `koanf:"direct"`
+	// Pins sends its requests the rules classify as a class to a pool of
+	// its own (class → pool), whatever route the rules take: a tenant's
+	// own legal model, say. Checked against Pools like any pool.
+	Pins map[string]string `koanf:"pins"`
 	// Limits count the requests it makes.
 	Limits Limits `koanf:"limits"`
 	// Budget caps its tokens per day and month; it counts as Limits.Per
@@ -160,6 +165,10 @@ func (c *Config) Validate(known Known) []error {
 		}
 		check("routes", p.Routes, routes, "route")
 		check("classes", p.Classes, known.Classes, "class")
+		for _, class := range slices.Sorted(maps.Keys(p.Pins)) {
+			check("pins", []string{class}, known.Classes, "class")
+			check("pins."+class, []string{p.Pins[class]}, known.Pools, "pool")
+		}
 		l := p.Limits
 		if l.RequestsPerMinute < 0 {
 			bad(path+".limits.requests_per_minute", "must not be negative, got %d", l.RequestsPerMinute)

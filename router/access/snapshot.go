@@ -66,6 +66,7 @@ type keyEntry struct {
 type policy struct {
 	models, pools, routes, classes map[string]bool
 	direct                         bool
+	pins                           map[string]string // class -> pool
 }
 
 func set(names []string) map[string]bool {
@@ -89,7 +90,7 @@ func Compile(cfg *Config, keys []Key, jwt *JWT, limiter *Limiter) (*Snapshot, er
 		p := &cfg.Policies[i]
 		s.byWho[p.who()] = p
 		direct := p.Direct == nil || *p.Direct
-		s.compiled[p.who()] = &policy{models: set(p.Models), pools: set(p.Pools), routes: set(p.Routes), classes: set(p.Classes), direct: direct}
+		s.compiled[p.who()] = &policy{models: set(p.Models), pools: set(p.Pools), routes: set(p.Routes), classes: set(p.Classes), direct: direct, pins: p.Pins}
 	}
 	for _, k := range keys {
 		s.keys[k.ID] = s.entry(Principal{Name: k.Principal, Groups: k.Groups, Key: k.ID, Expires: k.Expires}, k, s.scopes)
@@ -278,6 +279,14 @@ func (c Caller) AllowModel(model string, alias bool) *Denial {
 			Message: fmt.Sprintf("%s may not use the model %q.", c.e.principal.Name, model)}
 	}
 	return nil
+}
+
+// Pinned is the pool the caller's policy pins class to ("" if none).
+func (c Caller) Pinned(class string) string {
+	if p := c.e.pol; p != nil && class != "" {
+		return p.pins[class]
+	}
+	return ""
 }
 
 // AllowRoute checks where the router sends the request: its pool, the
