@@ -199,7 +199,7 @@ func (g *Gateway) forward(c *gin.Context) {
 		defer adm.Release()
 		// A request refused or failing before a replica answers (a block
 		// route, a pool it may not use) gives its tokens back.
-		defer adm.Settle(0)
+		defer adm.Settle(0, 0, "")
 	}
 	if semantic {
 		t0 := time.Now()
@@ -270,9 +270,9 @@ func (g *Gateway) forward(c *gin.Context) {
 	res := g.tr.Forward(r.Context(), w, e.pool, &e.policy, &fr)
 	switch {
 	case res.UsageFound:
-		adm.Settle(res.Usage.PromptTokens + res.Usage.CompletionTokens)
+		adm.Settle(res.Usage.PromptTokens, res.Usage.CompletionTokens, e.pool.Name())
 	case res.Status/100 != 2:
-		adm.Settle(0) // nothing generated: the estimate is refunded
+		adm.Settle(0, 0, "") // nothing generated: the estimate is refunded
 	default:
 		adm.Keep() // answered without usage: the estimate stands
 	}

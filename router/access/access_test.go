@@ -332,13 +332,13 @@ func TestTokensPerMinuteSettle(t *testing.T) {
 		t.Fatalf("600+500 of 1000 admitted: %v", d)
 	}
 	// The response used 100: 900 are free again.
-	a.Settle(100)
-	a.Settle(5000) // once only
+	a.Settle(100, 0, "")
+	a.Settle(5000, 0, "") // once only
 	b, d := c.Admit(t0, 900)
 	if d != nil || b.TokRemaining != 0 {
 		t.Fatalf("after settling at 100: %+v %v", b, d)
 	}
-	b.Settle(0) // failed: refunded
+	b.Settle(0, 0, "") // failed: refunded
 	if _, d := c.Admit(t0, 900); d != nil {
 		t.Fatalf("after a refund: %v", d)
 	}
@@ -357,7 +357,7 @@ func TestBudgetsPerDayAndRestart(t *testing.T) {
 	if d != nil {
 		t.Fatal(d)
 	}
-	a.Settle(800) // more than estimated: counted in full
+	a.Settle(800, 0, "") // more than estimated: counted in full
 	if _, d := c.Admit(t0, 300); d == nil || d.Code != "insufficient_quota" || d.Status != 429 ||
 		!strings.Contains(d.Message, "budget of 1000 tokens this day") || d.RetryAfter != 12*time.Hour {
 		t.Fatalf("over the daily budget: %+v", d)
@@ -382,7 +382,7 @@ func TestBudgetsPerDayAndRestart(t *testing.T) {
 	if d != nil {
 		t.Fatalf("the next day: %v", d)
 	}
-	a.Settle(600)
+	a.Settle(600, 0, "")
 	if _, d := c2.Admit(next, 200); d == nil || !strings.Contains(d.Message, "1500 tokens this month") {
 		t.Fatalf("the month's budget: %v", d)
 	}
@@ -404,5 +404,40 @@ func TestConfigValidateRedisLimits(t *testing.T) {
 	cfg = Config{Redis: RedisConfig{Addr: "localhost:6379"}}
 	if errs := cfg.Validate(Known{}); len(errs) != 1 || !strings.Contains(errs[0].Error(), "access.redis: shares limits") {
 		t.Fatalf("redis without credentials: %v", errs)
+	}
+}
+
+// Cost budgets: admitted at the dearest pool's price, settled at the
+// price of the pool that answered.
+func TestCostBudget(t *testing.T) {
+	secret, k := mustKey(t, "alice")
+	cfg := Config{KeysFile: "k",
+		Prices:   map[string]Price{"general": {PromptPerMillion: 1, CompletionPerMillion: 2}, "code": {PromptPerMillion: 0.5, CompletionPerMillion: 0.5}},
+		Policies: []Policy{{Principal: "alice", Budget: Budget{CostPerDay: 0.001}}}}
+	s := compile(t, cfg, k)
+	c, _ := s.Authenticate(bearer(secret), t0)
+	a, d := c.Admit(t0, 100) // 200 µ$ at the dearest price
+	if d != nil {
+		t.Fatal(d)
+	}
+	a.Settle(100, 50, "general") // 100 + 100 µ$
+	a, d = c.Admit(t0, 400)      // 200 + 800 µ$: exactly the budget
+	if d != nil {
+		t.Fatal(d)
+	}
+	a.Settle(400, 200, "code") // 300 µ$ on the cheaper pool: 500 spent
+	if _, d := c.Admit(t0, 250); d != nil {
+		t.Fatalf("500 µ$ spent, 500 reserved: %v", d)
+	}
+	if _, d := c.Admit(t0, 1); d == nil || d.Code != "insufficient_quota" || !strings.Contains(d.Message, "budget of $0.001 this day") {
+		t.Fatalf("over the cost budget: %+v", d)
+	}
+	bad := Config{KeysFile: "k", Policies: []Policy{{Principal: "alice", Budget: Budget{CostPerDay: 1}}}}
+	if errs := bad.Validate(Known{}); len(errs) != 1 || !strings.Contains(errs[0].Error(), "needs access.prices") {
+		t.Fatalf("a cost budget without prices: %v", errs)
+	}
+	bad = Config{KeysFile: "k", Prices: map[string]Price{"gpu": {PromptPerMillion: -1}}}
+	if errs := bad.Validate(Known{Pools: []string{"general"}}); len(errs) != 2 {
+		t.Fatalf("a price for no pool, negative: %v", errs)
 	}
 }

@@ -34,6 +34,9 @@ type Config struct {
 	// status, prompt_tokens, completion_tokens), relative to the config;
 	// written in the background and rotated by size. Default: none.
 	UsageLog string `koanf:"usage_log"`
+	// Prices are what each pool's tokens cost, for cost budgets (pool →
+	// price). A pool without a price costs nothing.
+	Prices map[string]Price `koanf:"prices"`
 	// Redis shares the requests-per-minute limits and the budgets across
 	// gateway replicas (see shared.go); off without an address. Changing
 	// it takes a restart.
@@ -104,6 +107,13 @@ func (l Limits) any() bool {
 	return l.RequestsPerMinute > 0 || l.Concurrent > 0 || l.TokensPerMinute > 0
 }
 
+// Price is a pool's price, in dollars per million tokens (so microdollars
+// per token).
+type Price struct {
+	PromptPerMillion     float64 `koanf:"prompt_per_million"`
+	CompletionPerMillion float64 `koanf:"completion_per_million"`
+}
+
 // Enabled reports whether access control is on.
 func (c *Config) Enabled() bool { return c.KeysFile != "" || c.JWT.Enabled() }
 
@@ -124,6 +134,15 @@ func (c *Config) Validate(known Known) []error {
 		bad("keys_file", "policies need credentials to apply to: name a keys file (triage keys create --file FILE makes one) or configure jwt")
 	}
 	errs = append(errs, c.Redis.Validate()...)
+	for _, pool := range slices.Sorted(maps.Keys(c.Prices)) {
+		pr := c.Prices[pool]
+		if known.Pools != nil && !slices.Contains(known.Pools, pool) {
+			bad("prices."+pool, "no pool named %q; the pools are %s", pool, quote(known.Pools))
+		}
+		if pr.PromptPerMillion < 0 || pr.CompletionPerMillion < 0 || pr.PromptPerMillion > 1e6 || pr.CompletionPerMillion > 1e6 {
+			bad("prices."+pool, "prices are dollars per million tokens, from 0 to 1,000,000")
+		}
+	}
 	if c.Redis.Enabled() && !c.Enabled() {
 		bad("redis", "shares limits, and without keys_file or jwt there are none")
 	}
@@ -187,6 +206,12 @@ func (c *Config) Validate(known Known) []error {
 		}
 		if p.Budget.TokensPerMonth < 0 {
 			bad(path+".budget.tokens_per_month", "must not be negative, got %d", p.Budget.TokensPerMonth)
+		}
+		if p.Budget.CostPerDay < 0 || p.Budget.CostPerMonth < 0 || p.Budget.CostPerDay > 1e9 || p.Budget.CostPerMonth > 1e9 {
+			bad(path+".budget", "cost_per_day and cost_per_month are dollars, from 0 to 1,000,000,000")
+		}
+		if (p.Budget.CostPerDay > 0 || p.Budget.CostPerMonth > 0) && len(c.Prices) == 0 {
+			bad(path+".budget", "a cost budget needs access.prices (dollars per million tokens, per pool)")
 		}
 		switch l.Per {
 		case "", "key", "principal":

@@ -92,7 +92,7 @@ func TestSharedLimitRedisDownAndBack(t *testing.T) {
 		if adm.Degraded {
 			degraded++
 		}
-		adm.Settle(10)
+		adm.Settle(10, 0, "")
 	}
 	if degraded != 40 {
 		t.Fatalf("%d of 40 admissions marked degraded", degraded)

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -35,6 +36,8 @@ type Snapshot struct {
 	limiter  *Limiter
 	scopes   map[string]bool // the counters its keys use, for Limiter.Retain
 	byWho    map[string]*Policy
+	prices   map[string]Price
+	maxPrice int64
 	compiled map[string]*policy
 	// shared are the budgets one policy's tenants share (a group's with
 	// per: group, a principal's own), by scope: what
@@ -60,6 +63,8 @@ type keyEntry struct {
 	budgets   []budgetRef
 	epoch     time.Time // the limiter's: rates count in ns since it
 	sh        *shared   // the limiter's link to Redis; nil: local counts
+	prices    map[string]Price
+	maxPrice  int64 // microdollars a token costs on the dearest pool: what an estimate is priced at
 }
 
 // policy is a Policy with its lists as sets (nil: any).
@@ -86,6 +91,10 @@ func set(names []string) map[string]bool {
 func Compile(cfg *Config, keys []Key, jwt *JWT, limiter *Limiter) (*Snapshot, error) {
 	s := &Snapshot{keys: make(map[string]*keyEntry, len(keys)), jwt: jwt, limiter: limiter, scopes: map[string]bool{},
 		byWho: map[string]*Policy{}, compiled: map[string]*policy{}, shared: map[string]sharedBudget{}}
+	s.prices = cfg.Prices
+	for _, pr := range cfg.Prices {
+		s.maxPrice = max(s.maxPrice, int64(math.Ceil(max(pr.PromptPerMillion, pr.CompletionPerMillion))))
+	}
 	for i := range cfg.Policies {
 		p := &cfg.Policies[i]
 		s.byWho[p.who()] = p
@@ -102,7 +111,7 @@ func Compile(cfg *Config, keys []Key, jwt *JWT, limiter *Limiter) (*Snapshot, er
 // permissions and every applicable policy's limit counters (recording
 // their scopes in scopes when not nil).
 func (s *Snapshot) entry(p Principal, k Key, scopes map[string]bool) *keyEntry {
-	e := &keyEntry{epoch: s.limiter.epoch, key: k, principal: p, sh: s.limiter.sh}
+	e := &keyEntry{epoch: s.limiter.epoch, key: k, principal: p, sh: s.limiter.sh, prices: s.prices, maxPrice: s.maxPrice}
 	who := make([]string, 0, len(p.Groups)+2)
 	who = append(who, "p:"+p.Name)
 	for _, g := range p.Groups {
@@ -128,6 +137,12 @@ func (s *Snapshot) entry(p Principal, k Key, scopes map[string]bool) *keyEntry {
 		if b := pol.Budget; b.TokensPerMonth > 0 {
 			e.budgets = append(e.budgets, budgetRef{c: s.limiter.budget(scope + "|month"), limit: b.TokensPerMonth, month: true})
 			s.share(scopes, pol, w, scope+"|month", e.budgets[len(e.budgets)-1])
+		}
+		if b := pol.Budget; b.CostPerDay > 0 {
+			e.budgets = append(e.budgets, budgetRef{c: s.limiter.budget(scope + "|cost-day"), limit: micros(b.CostPerDay), cost: true})
+		}
+		if b := pol.Budget; b.CostPerMonth > 0 {
+			e.budgets = append(e.budgets, budgetRef{c: s.limiter.budget(scope + "|cost-month"), limit: micros(b.CostPerMonth), month: true, cost: true})
 		}
 		if n := pol.Limits.TokensPerMinute; n > 0 {
 			c := s.limiter.counter(scope + "|tpm")
@@ -331,11 +346,11 @@ type Admission struct {
 	TokReset               time.Duration
 	// Degraded: a shared limit was admitted on this replica's counts
 	// alone (Redis does not answer).
-	Degraded bool
-	held     []slots
-	charged  *keyEntry // its token limits hold the estimate until Settle
-	estimate int64
-	at       time.Time
+	Degraded               bool
+	held                   []slots
+	charged                *keyEntry // its token limits hold the estimate until Settle
+	estimate, costEstimate int64
+	at                     time.Time
 }
 
 // Admit counts the request against every limit that applies at now, its
@@ -385,7 +400,7 @@ func (c Caller) Admit(now time.Time, estimate int64) (Admission, *Denial) {
 	}
 	for i := range e.slots {
 		if !e.slots[i].take() {
-			a.Settle(0)
+			a.Settle(0, 0, "")
 			for j := range i {
 				e.slots[j].release()
 			}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"os"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -18,9 +19,18 @@ import (
 type Budget struct {
 	TokensPerDay   int64 `koanf:"tokens_per_day"`
 	TokensPerMonth int64 `koanf:"tokens_per_month"`
+	// CostPerDay and CostPerMonth cap the dollars spent, at the pools'
+	// access.prices.
+	CostPerDay   float64 `koanf:"cost_per_day"`
+	CostPerMonth float64 `koanf:"cost_per_month"`
 }
 
-func (b Budget) any() bool { return b.TokensPerDay > 0 || b.TokensPerMonth > 0 }
+func (b Budget) any() bool {
+	return b.TokensPerDay > 0 || b.TokensPerMonth > 0 || b.CostPerDay > 0 || b.CostPerMonth > 0
+}
+
+// micros is dollars in microdollars, the unit cost budgets count in.
+func micros(dollars float64) int64 { return int64(dollars*1e6 + 0.5) }
 
 // budgetCounter is one tenant's use in the current period. Like counter,
 // it fills a cache line.
@@ -75,6 +85,7 @@ type budgetRef struct {
 	c     *budgetCounter
 	limit int64
 	month bool // else a day
+	cost  bool // counts microdollars, else tokens
 }
 
 func (r *budgetRef) periodOf(now time.Time) int64 {
@@ -137,16 +148,25 @@ func (a *Admission) chargeTokens(e *keyEntry, now time.Time, t, estimate int64) 
 			a.TokLimit, a.TokRemaining, a.TokReset = r.limit, rem, reset
 		}
 	}
+	a.costEstimate = estimate * e.maxPrice
 	for i := range e.budgets {
 		b := &e.budgets[i]
-		if !b.c.reserve(b.periodOf(now), estimate, b.limit) {
+		n := estimate
+		if b.cost {
+			n = a.costEstimate
+		}
+		if !b.c.reserve(b.periodOf(now), n, b.limit) {
 			a.refundTokens(e, len(e.tpm), i)
 			per, end := "day", b.periodEnd(now)
 			if b.month {
 				per = "month"
 			}
+			what := fmt.Sprintf("%d tokens", b.limit)
+			if b.cost {
+				what = "$" + strconv.FormatFloat(float64(b.limit)/1e6, 'f', -1, 64)
+			}
 			return &Denial{Status: http.StatusTooManyRequests, Code: "insufficient_quota", RetryAfter: end.Sub(now),
-				Message: fmt.Sprintf("%s has used its budget of %d tokens this %s; it renews at %s.", e.principal.Name, b.limit, per, end.Format(time.RFC3339))}
+				Message: fmt.Sprintf("%s has used its budget of %s this %s; it renews at %s.", e.principal.Name, what, per, end.Format(time.RFC3339))}
 		}
 	}
 	a.charged = e
@@ -161,30 +181,39 @@ func (a *Admission) refundTokens(e *keyEntry, rates, budgets int) {
 	}
 	for i := range budgets {
 		b := &e.budgets[i]
-		b.c.adjust(b.periodOf(a.at), -a.estimate)
+		n := a.estimate
+		if b.cost {
+			n = a.costEstimate
+		}
+		b.c.adjust(b.periodOf(a.at), -n)
 	}
 }
 
-// Settle replaces the estimate the request was admitted with by the tokens
-// it used (the response's usage), in its token limits and budgets. A
-// request that failed (no usage) settles with 0: the estimate is refunded.
-// Only the first call counts.
-func (a *Admission) Settle(used int64) {
+// Settle replaces the estimate the request was admitted with by what it
+// used (the response's usage, on pool, priced by access.prices), in its
+// token limits and budgets. A request that failed (no usage) settles with
+// zeros: the estimate is refunded. Only the first call counts.
+func (a *Admission) Settle(prompt, completion int64, pool string) {
 	e := a.charged
 	if e == nil {
 		return
 	}
 	a.charged = nil
-	delta := max(used, 0) - a.estimate
-	if delta == 0 {
-		return
-	}
+	delta := max(prompt+completion, 0) - a.estimate
 	for i := range e.tpm {
 		e.tpm[i].c.tat.Add(delta * e.tpm[i].interval)
 	}
+	var cost int64
+	if pr, ok := e.prices[pool]; ok {
+		cost = int64(float64(max(prompt, 0))*pr.PromptPerMillion + float64(max(completion, 0))*pr.CompletionPerMillion + 0.5)
+	}
 	for i := range e.budgets {
 		b := &e.budgets[i]
-		b.c.adjust(b.periodOf(a.at), delta)
+		if b.cost {
+			b.c.adjust(b.periodOf(a.at), cost-a.costEstimate)
+		} else {
+			b.c.adjust(b.periodOf(a.at), delta)
+		}
 	}
 }
 
