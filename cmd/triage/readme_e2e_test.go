@@ -309,6 +309,9 @@ func readmeRoot(t *testing.T) (root, models string) {
 	if raceEnabled() {
 		t.Skip("under -race; make test runs it without")
 	}
+	if !strings.Contains(buildSetting("-tags"), "ort") {
+		t.Skip("the README's figures include tier 2: run with -tags ort, as make test does")
+	}
 	root, err := filepath.Abs(repoRoot())
 	if err != nil {
 		t.Fatal(err)
