@@ -9,15 +9,8 @@ if [ -x /usr/bin/chromium ]; then
 	exit 0
 fi
 
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then
-	if command -v sudo >/dev/null 2>&1; then
-		SUDO="sudo"
-	else
-		echo "install-chromium: not root and no sudo; cannot install chromium" >&2
-		exit 1
-	fi
-fi
+. "$(dirname "$0")/lib.sh"
+SUDO=$(root_cmd install-chromium chromium)
 
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update

@@ -13,15 +13,8 @@ if command -v redis-server >/dev/null 2>&1; then
 	exit 0
 fi
 
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then
-	if command -v sudo >/dev/null 2>&1; then
-		SUDO="sudo"
-	else
-		echo "install-redis: not root and no sudo; cannot install redis-server" >&2
-		exit 1
-	fi
-fi
+. "$(dirname "$0")/lib.sh"
+SUDO=$(root_cmd install-redis redis-server)
 
 export DEBIAN_FRONTEND=noninteractive
 # Update the package lists only when they do not know redis-server (a fresh

@@ -1,4 +1,14 @@
-# lib.sh — helpers the fetch scripts share; source it after defining say().
+# lib.sh — helpers the fetch and install scripts share; source it after
+# defining say() (the install scripts use only root_cmd).
+
+# root_cmd WHO WHAT: what to run a command as root with: nothing when root,
+# sudo when there is one; otherwise it fails, saying WHO cannot install WHAT.
+root_cmd() {
+  if [ "$(id -u)" -eq 0 ]; then return 0; fi
+  if command -v sudo >/dev/null 2>&1; then echo sudo; return 0; fi
+  echo "$1: not root and no sudo; cannot install $2" >&2
+  return 1
+}
 
 sha256() {
   if command -v sha256sum >/dev/null; then sha256sum "$1" | cut -d' ' -f1
