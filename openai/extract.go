@@ -163,16 +163,10 @@ func (s *scanner) topObject(r *Request) error {
 // wholeNumber is the value of a JSON number token made of digits only, up
 // to 10^15; anything else is 0.
 func wholeNumber(tok []byte) int64 {
-	if len(tok) == 0 || len(tok) > 15 {
+	if len(tok) > 15 {
 		return 0
 	}
-	var n int64
-	for _, c := range tok {
-		if c < '0' || c > '9' {
-			return 0
-		}
-		n = n*10 + int64(c-'0')
-	}
+	n, _ := digits(tok)
 	return n
 }
 

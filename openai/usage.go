@@ -39,14 +39,15 @@ func ScanUsage(tail []byte) (Usage, bool) {
 		if escaped(tail, i) {
 			continue
 		}
-		rest := skipSpace(tail[i+len(key):])
-		if len(rest) == 0 || rest[0] != ':' {
+		j := skipWS(tail, i+len(key))
+		if j >= len(tail) || tail[j] != ':' {
 			continue
 		}
-		rest = skipSpace(rest[1:])
-		if len(rest) == 0 || rest[0] != '{' {
+		j = skipWS(tail, j+1)
+		if j >= len(tail) || tail[j] != '{' {
 			continue // null, or not the usage object
 		}
+		rest := tail[j:]
 		obj, ok := object(rest)
 		if !ok {
 			continue
@@ -72,38 +73,14 @@ func escaped(b []byte, i int) bool {
 	return n%2 == 1
 }
 
-func skipSpace(b []byte) []byte {
-	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t' || b[0] == '\n' || b[0] == '\r') {
-		b = b[1:]
-	}
-	return b
-}
-
 // object returns the JSON object b starts with (up to its closing brace,
 // strings and nesting respected), if it closes within maxUsageObject.
 func object(b []byte) ([]byte, bool) {
-	depth, inStr := 0, false
-	for i := 0; i < len(b) && i < maxUsageObject; i++ {
-		c := b[i]
-		switch {
-		case inStr:
-			if c == '\\' {
-				i++
-			} else if c == '"' {
-				inStr = false
-			}
-		case c == '"':
-			inStr = true
-		case c == '{':
-			depth++
-		case c == '}':
-			depth--
-			if depth == 0 {
-				return b[:i+1], true
-			}
-		}
+	end := valueEnd(b[:min(len(b), maxUsageObject)], 0)
+	if len(b) == 0 || b[0] != '{' || end < 0 {
+		return nil, false
 	}
-	return nil, false
+	return b[:end], true
 }
 
 // usageFields reads prompt_tokens, completion_tokens and total_tokens from
