@@ -271,11 +271,9 @@ func (g *Gateway) forward(c *gin.Context) {
 	switch {
 	case res.UsageFound:
 		adm.Settle(res.Usage.PromptTokens, res.Usage.CompletionTokens, e.pool.Name())
-	case res.Status/100 != 2:
-		adm.Settle(0, 0, "") // nothing generated: the estimate is refunded
-	default:
+	case res.Status/100 == 2:
 		adm.Keep() // answered without usage: the estimate stands
-	}
+	} // else nothing was generated: the deferred Settle refunds the estimate
 	al.res = res
 	al.status = res.Status
 	if res.Aborted {

@@ -275,14 +275,10 @@ func (c *Config) Validate() error {
 	default:
 		bad("log.level", "must be debug, info, warn or error, got %q", c.Log.Level)
 	}
-	// Names the policies use are checked where the rules are known
-	// (the gateway's Apply); here, their shape and the keys file.
+	// Names the policies use, and the keys file, are checked where the
+	// rules are known and the keys are read (the gateway's Apply, which
+	// serve --check runs); here, their shape.
 	errs = append(errs, c.Access.Validate(access.Known{})...)
-	if c.Access.KeysFile != "" {
-		if _, err := access.LoadKeys(c.Access.KeysFile); err != nil {
-			errs = append(errs, fmt.Errorf("access.keys_file: %w", err))
-		}
-	}
 	if c.Server.TLS.Enabled() {
 		if _, err := c.Server.TLS.Load(); err != nil {
 			errs = append(errs, tlsconf.Problems("server.tls", err)...)
