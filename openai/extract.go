@@ -27,6 +27,10 @@ type Request struct {
 	modelTok     []byte
 	// Stream reports "stream": true.
 	Stream bool
+	// StreamOptions is the "stream_options" value; open is where the
+	// top-level object's '{' is, for UsageEdit.
+	StreamOptions Span
+	open          int
 	// Messages, Prompt and Input locate the prompt-bearing fields of chat,
 	// completions and embeddings requests.
 	Messages, Prompt, Input Span
@@ -66,6 +70,7 @@ func Extract(body []byte) (Request, error) {
 		}
 		return r, invalid("", "request body must be a JSON object")
 	}
+	r.open = s.i
 	if err := s.topObject(&r); err != nil {
 		return r, err
 	}
@@ -132,6 +137,8 @@ func (s *scanner) topObject(r *Request) error {
 			default:
 				return fieldType("stream", "a boolean")
 			}
+		case "stream_options":
+			r.StreamOptions = span
 		case "messages":
 			if c != '[' {
 				return fieldType("messages", "an array")
