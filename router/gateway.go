@@ -116,7 +116,10 @@ type poolEntry struct {
 	policy proxy.Policy // how its requests are forwarded
 	model  string
 	tok    []byte // model as a JSON string token, for the splice
-	m      *metrics.Pool
+	// askUsage: ask for a stream's usage when the client did not
+	// (pool.Config.StreamUsage).
+	askUsage bool
+	m        *metrics.Pool
 }
 
 // New builds a Gateway serving cfg, routing by routing (nil: by model name
@@ -246,7 +249,7 @@ func (g *Gateway) Apply(cfg *config.Config, routing *rules.Set) error {
 			if err != nil {
 				return fmt.Errorf("pools[%d]: %w", i, err)
 			}
-			e = &poolEntry{pool: p, policy: proxy.PolicyOf(&pc), model: pc.Model, tok: openai.Quote(pc.Model), m: g.metrics.Pool(pc.Name)}
+			e = &poolEntry{pool: p, policy: proxy.PolicyOf(&pc), model: pc.Model, tok: openai.Quote(pc.Model), askUsage: pc.AsksStreamUsage(), m: g.metrics.Pool(pc.Name)}
 		}
 		s.pools = append(s.pools, e)
 		s.byName[pc.Name] = e

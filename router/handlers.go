@@ -267,6 +267,13 @@ func (g *Gateway) forward(c *gin.Context) {
 	if req.ModelEscaped || string(req.Model) != e.model {
 		fr.ModelSpan, fr.ModelTok = req.ModelSpan, e.tok
 	}
+	if req.Stream && e.askUsage {
+		// A stream ends with its usage only when asked: ask on the
+		// client's behalf, and drop the answer before it sees it.
+		if ed, ok := openai.UsageEdit(body, &req); ok {
+			fr.Edit, fr.StripUsage = ed, true
+		}
+	}
 	res := g.tr.Forward(r.Context(), w, e.pool, &e.policy, &fr)
 	switch {
 	case res.UsageFound:

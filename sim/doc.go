@@ -6,7 +6,8 @@
 //
 //   - POST /v1/chat/completions and POST /v1/completions, as a single JSON
 //     object or as a server-sent event stream (role chunk, content chunks,
-//     finish chunk, usage chunk with "choices":[], then "data: [DONE]"),
+//     finish chunk, then, when stream_options.include_usage asks, the usage
+//     chunk with "choices":[], then "data: [DONE]"),
 //   - POST /v1/embeddings (deterministic, L2-normalised vectors),
 //   - GET /v1/models and GET /health,
 //   - vLLM's error shape {"object":"error","message":...,"type":...,

@@ -120,13 +120,33 @@ type chatRequest struct {
 		Role    string          `json:"role"`
 		Content json.RawMessage `json:"content"`
 	} `json:"messages"`
-	Stream bool `json:"stream"`
+	Stream        bool           `json:"stream"`
+	StreamOptions *streamOptions `json:"stream_options"`
 }
 
 type completionRequest struct {
-	Model  string          `json:"model"`
-	Prompt json.RawMessage `json:"prompt"`
-	Stream bool            `json:"stream"`
+	Model         string          `json:"model"`
+	Prompt        json.RawMessage `json:"prompt"`
+	Stream        bool            `json:"stream"`
+	StreamOptions *streamOptions  `json:"stream_options"`
+}
+
+// streamOptions is vLLM's: a stream ends with a usage chunk only when
+// include_usage asks for it, and only a stream may carry options.
+type streamOptions struct {
+	IncludeUsage *bool `json:"include_usage"`
+}
+
+// streamUsage validates stream_options as vLLM does and reports whether
+// the stream ends with its usage.
+func streamUsage(stream bool, so *streamOptions) (bool, error) {
+	if so == nil {
+		return false, nil
+	}
+	if !stream {
+		return false, fmt.Errorf("Stream options can only be defined when `stream=True`.")
+	}
+	return so.IncludeUsage != nil && *so.IncludeUsage, nil
 }
 
 type embeddingRequest struct {
@@ -324,6 +344,7 @@ func inputTokens(in any) int {
 type generation struct {
 	chat         bool
 	stream       bool
+	usage        bool // the stream ends with a usage chunk (stream_options.include_usage)
 	promptTokens int
 }
 
@@ -346,7 +367,9 @@ func parseGeneration(ep endpoint, body []byte) (generation, string, error) {
 			words += len(strings.Fields(text))
 		}
 		g.stream, g.promptTokens = req.Stream, max(1, words)
-		return g, req.Model, nil
+		var err error
+		g.usage, err = streamUsage(req.Stream, req.StreamOptions)
+		return g, req.Model, err
 	}
 	var req completionRequest
 	if err := json.Unmarshal(body, &req); err != nil {
@@ -360,7 +383,8 @@ func parseGeneration(ep endpoint, body []byte) (generation, string, error) {
 		g.promptTokens += inputTokens(in)
 	}
 	g.stream = req.Stream
-	return g, req.Model, nil
+	g.usage, err = streamUsage(req.Stream, req.StreamOptions)
+	return g, req.Model, err
 }
 
 // completion is the non-streamed answer to g with n words.
@@ -416,8 +440,8 @@ func answerType(p job) string {
 const eventStream = "text/event-stream; charset=utf-8"
 
 // sse is the event stream answering one generation: the role chunk (chat
-// only), n content chunks, the finish chunk and the usage chunk, then
-// "data: [DONE]".
+// only), n content chunks, the finish chunk and, when asked for, the usage
+// chunk, then "data: [DONE]".
 type sse struct {
 	s    *Server
 	g    generation
@@ -444,7 +468,12 @@ func (e sse) first() int {
 }
 
 // len is the number of JSON events, "[DONE]" excluded.
-func (e sse) len() int { return e.first() + e.n + 2 }
+func (e sse) len() int {
+	if e.g.usage {
+		return e.first() + e.n + 2
+	}
+	return e.first() + e.n + 1
+}
 
 // content reports whether event i is a content chunk.
 func (e sse) content(i int) bool { return i >= e.first() && i < e.first()+e.n }

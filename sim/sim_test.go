@@ -264,9 +264,9 @@ func TestStreaming(t *testing.T) {
 		chat   bool
 		chunks int
 	}{
-		{"chat default chunks", "/v1/chat/completions", `{"model":"test-model","stream":true,"messages":[{"role":"user","content":"hi you"}]}`, true, 16},
-		{"chat 3 chunks", "/v1/chat/completions", `{"model":"test-model","stream":true,"messages":[{"role":"user","content":"hi you"}]}`, true, 3},
-		{"completion", "/v1/completions", `{"model":"test-model","stream":true,"prompt":"hi you"}`, false, 4},
+		{"chat default chunks", "/v1/chat/completions", `{"model":"test-model","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi you"}]}`, true, 16},
+		{"chat 3 chunks", "/v1/chat/completions", `{"model":"test-model","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi you"}]}`, true, 3},
+		{"completion", "/v1/completions", `{"model":"test-model","stream":true,"stream_options":{"include_usage":true},"prompt":"hi you"}`, false, 4},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -397,7 +397,7 @@ func TestStreamMatchesJSON(t *testing.T) {
 func TestStreamFlushesEachChunk(t *testing.T) {
 	s, ts := newSim(t, Options{Chunks: 4, ChunkDelay: 150 * time.Millisecond})
 	start := time.Now()
-	resp := post(t, context.Background(), ts.URL+"/v1/chat/completions", `{"stream":true,"messages":[{"role":"user","content":"x"}]}`, nil)
+	resp := post(t, context.Background(), ts.URL+"/v1/chat/completions", `{"stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"x"}]}`, nil)
 	defer resp.Body.Close()
 	br := bufio.NewReader(resp.Body)
 	for i, want := range []string{`"role":"assistant"`, `"content":"[test-model] "`, `"content":"lorem "`} {
@@ -581,7 +581,7 @@ func TestDropRate(t *testing.T) {
 }
 
 func TestHeaderOverrides(t *testing.T) {
-	const streamChat = `{"stream":true,"messages":[{"role":"user","content":"x"}]}`
+	const streamChat = `{"stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"x"}]}`
 	const jsonChat = `{"messages":[{"role":"user","content":"x"}]}`
 	tests := []struct {
 		name    string
@@ -1293,7 +1293,7 @@ func checkLeaked(t *testing.T, wire []byte) []byte {
 
 func TestFaults(t *testing.T) {
 	const chat = `{"model":"test-model","messages":[{"role":"user","content":"x"}]}`
-	const streamChat = `{"model":"test-model","stream":true,"messages":[{"role":"user","content":"x"}]}`
+	const streamChat = `{"model":"test-model","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"x"}]}`
 	answerThen := func(stream bool, then func(t *testing.T, rest []byte)) func(t *testing.T, wire []byte) {
 		return func(t *testing.T, wire []byte) {
 			head, body, rest := cutResponse(t, wire)
@@ -1662,4 +1662,38 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestStreamUsageOnlyWhenAsked: as vLLM, a stream ends with its usage
+// chunk only when stream_options.include_usage asks, and stream_options
+// on a request that does not stream is refused.
+func TestStreamUsageOnlyWhenAsked(t *testing.T) {
+	_, ts := newSim(t, Options{Name: "rep", Chunks: 2})
+	for _, tc := range []struct {
+		body   string
+		events int // role + 2 content + finish (+ usage) + [DONE]
+	}{
+		{`{"model":"test-model","stream":true,"messages":[{"role":"user","content":"x"}]}`, 5},
+		{`{"model":"test-model","stream":true,"stream_options":{"include_usage":false},"messages":[{"role":"user","content":"x"}]}`, 5},
+		{`{"model":"test-model","stream":true,"stream_options":{},"messages":[{"role":"user","content":"x"}]}`, 5},
+		{`{"model":"test-model","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"x"}]}`, 6},
+	} {
+		resp := post(t, context.Background(), ts.URL+"/v1/chat/completions", tc.body, nil)
+		events, err := readEvents(resp.Body)
+		resp.Body.Close()
+		if err != nil || len(events) != tc.events {
+			t.Errorf("%s: %d events (%v), want %d: %q", tc.body, len(events), err, tc.events, events)
+		}
+		for _, ev := range events {
+			if strings.Contains(ev, `"usage"`) != (tc.events == 6 && strings.Contains(ev, `"choices":[]`)) {
+				t.Errorf("%s: event %s", tc.body, ev)
+			}
+		}
+	}
+	resp := post(t, context.Background(), ts.URL+"/v1/chat/completions", `{"model":"test-model","stream_options":{"include_usage":true},"messages":[{"role":"user","content":"x"}]}`, nil)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 400 || !strings.Contains(string(b), "stream=True") {
+		t.Errorf("stream_options without stream: %d %s", resp.StatusCode, b)
+	}
 }

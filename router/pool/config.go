@@ -35,7 +35,16 @@ type Config struct {
 	// TLS configures connections to the pool's https replicas. Optional:
 	// without it they are verified against the system roots.
 	TLS TLS `koanf:"tls"`
+	// StreamUsage asks the replicas for a stream's token usage
+	// (stream_options.include_usage) when the client did not, so limits,
+	// budgets, metrics and the usage log count streams too, and drops
+	// that usage chunk before the client sees it. Default true; turn it
+	// off for a server that refuses stream_options.
+	StreamUsage *bool `koanf:"stream_usage"`
 }
+
+// AsksStreamUsage reports StreamUsage with its default.
+func (c *Config) AsksStreamUsage() bool { return c.StreamUsage == nil || *c.StreamUsage }
 
 // TLS configures connections to https replicas. Paths are relative to the
 // config file (config.Load resolves them). The files are read when the

@@ -23,6 +23,15 @@ type Request struct {
 	// model name the pool serves, as a JSON string token.
 	ModelSpan openai.Span
 	ModelTok  []byte
+	// Edit, when its Tok is not nil, is a second change to Body (the
+	// stream_options that ask for usage, openai.UsageEdit); it never
+	// overlaps ModelSpan.
+	Edit openai.Edit
+	// StripUsage drops a streamed 2xx response's usage chunk
+	// (openai.UsageEvent) before the client sees it, for a client that
+	// did not ask for one when Edit did on its behalf. The chunk's usage
+	// is still reported (Result.Usage).
+	StripUsage bool
 	// Stream is the request's "stream": true; a streamed request whose
 	// head is late may be tried elsewhere (pool.Retry.FirstByteTimeout).
 	Stream bool

@@ -25,6 +25,8 @@ type relayer struct {
 	dirty bool      // bytes written to the client and not flushed
 	n     int64
 	tail  *tail // the body's last bytes, for its usage; nil: not kept
+	strip bool  // drop a stream's usage chunk, if the response is a stream
+	sse   *sseFilter
 }
 
 // tail keeps the last openai.TailSize bytes written through it.
@@ -64,6 +66,7 @@ func (t *Transport) relay(ctx context.Context, w http.ResponseWriter, u *upstrea
 	res.Status = u.status
 	fl, _ := w.(http.Flusher)
 	r := &relayer{w: w, fl: fl, u: u, idle: pol.Idle, total: deadline}
+	r.strip = req.StripUsage && u.status/100 == 2
 	fr, err := r.head()
 	if err != nil {
 		u.close()
@@ -80,6 +83,9 @@ func (t *Transport) relay(ctx context.Context, w http.ResponseWriter, u *upstrea
 	if req.Usage && u.status/100 == 2 && !fr.noBody {
 		r.tail = tails.Get().(*tail)
 	}
+	if fr.sse {
+		r.sse = sseFilters.Get().(*sseFilter)
+	}
 
 	switch {
 	case fr.noBody:
@@ -91,9 +97,20 @@ func (t *Transport) relay(ctx context.Context, w http.ResponseWriter, u *upstrea
 		err = r.copyToEOF()
 		fr.reusable = false
 	}
+	if r.sse != nil {
+		if err == nil {
+			err = r.sse.end(r)
+		}
+		if r.sse.found && err == nil {
+			res.Usage, res.UsageFound = r.sse.usage, true
+		}
+		r.sse.reset()
+		sseFilters.Put(r.sse)
+		r.sse = nil
+	}
 	res.Bytes = r.n
 	if r.tail != nil {
-		if err == nil {
+		if err == nil && !res.UsageFound {
 			res.Usage, res.UsageFound = openai.ScanUsage(r.tail.bytes())
 		}
 		r.tail.n = 0
@@ -135,6 +152,7 @@ type framing struct {
 	length   int64 // -1: until the connection closes
 	noBody   bool
 	reusable bool
+	sse      bool // an event stream whose usage chunk is dropped (relayer.strip)
 }
 
 // maxHeaderLines bounds a response head; far above what any replica sends.
@@ -157,6 +175,7 @@ func (r *relayer) head() (framing, error) {
 	var tes, cls int
 	var connTokens []string
 	var trailer bool
+	var ctype []byte
 	for lines := 0; ; lines++ {
 		line, err := br.ReadSlice('\n')
 		if err != nil {
@@ -196,6 +215,8 @@ func (r *relayer) head() (framing, error) {
 			connTokens = append(connTokens, connectionTokens([]string{string(val)})...)
 		case "Trailer":
 			trailer = trailer || badTrailer(val)
+		case "Content-Type":
+			ctype = val
 		}
 		if dropResponseHeader(key) {
 			continue
@@ -237,11 +258,14 @@ func (r *relayer) head() (framing, error) {
 	if fr.length < 0 && !fr.chunked && !fr.noBody {
 		fr.reusable = false // delimited by the connection's end
 	}
+	// A stream that may lose its usage chunk on the way loses its
+	// Content-Length with it (the server frames what is sent instead).
+	fr.sse = r.strip && !fr.noBody && eventStream(ctype)
 	h := r.w.Header()
 	own := len(h)
 	for i := 0; i < len(kv); i += 2 {
 		k := kv[i]
-		if (k == "Content-Length" && (fr.length < 0 || fr.noBody)) || listed(connTokens, k) {
+		if (k == "Content-Length" && (fr.length < 0 || fr.noBody || fr.sse)) || listed(connTokens, k) {
 			continue
 		}
 		if own > 0 {
@@ -332,6 +356,17 @@ func (r *relayer) fill(have int) error {
 func (r *relayer) write(p []byte) error {
 	if r.tail != nil {
 		r.tail.add(p)
+	}
+	if r.sse != nil {
+		return r.sse.write(r, p)
+	}
+	return r.send(p)
+}
+
+// send writes p to the client.
+func (r *relayer) send(p []byte) error {
+	if len(p) == 0 {
+		return nil
 	}
 	n, err := r.w.Write(p)
 	r.n += int64(n)

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/triagegw/triage/openai"
 	"github.com/triagegw/triage/router/internal/wire"
 	"github.com/triagegw/triage/router/pool"
 )
@@ -64,6 +65,35 @@ func (e *lateHeadError) Error() string {
 func (e *lateHeadError) Timeout() bool   { return true }
 func (e *lateHeadError) Temporary() bool { return true }
 
+// pieces returns the body as it goes upstream, with its edits applied: at
+// most five slices of Body and the edits' tokens, in order, never copied.
+func (req *Request) pieces(dst *[5][]byte) [][]byte {
+	out := dst[:0]
+	type edit struct {
+		span openai.Span
+		tok  []byte
+	}
+	var es [2]edit
+	n := 0
+	if req.ModelTok != nil {
+		es[n] = edit{req.ModelSpan, req.ModelTok}
+		n++
+	}
+	if req.Edit.Tok != nil {
+		es[n] = edit{req.Edit.Span, req.Edit.Tok}
+		n++
+	}
+	if n == 2 && es[1].span.Start < es[0].span.Start {
+		es[0], es[1] = es[1], es[0]
+	}
+	at := 0
+	for _, e := range es[:n] {
+		out = append(out, req.Body[at:e.span.Start], e.tok)
+		at = e.span.End
+	}
+	return append(out, req.Body[at:])
+}
+
 // roundTrip writes req on c and reads the status line, skipping 100
 // Continue. With hurry > 0, a head that takes longer is a lateHeadError.
 func (t *Transport) roundTrip(ctx context.Context, c *conn, b *pool.Backend, req *Request, pol *Policy, deadline time.Time, hurry time.Duration) (*upstream, error) {
@@ -87,28 +117,22 @@ func (t *Transport) roundTrip(ctx context.Context, c *conn, b *pool.Backend, req
 
 	bp := bufPool.Get().(*[]byte)
 	head := appendRequestHead((*bp)[:0], b, req)
+	var pieces [5][]byte
+	body := req.pieces(&pieces)
+	bodyLen := 0
+	for _, p := range body {
+		bodyLen += len(p)
+	}
+	head = appendContentLength(head, bodyLen)
 	var err error
-	if tok := req.ModelTok; tok != nil {
-		bodyLen := len(req.Body) - req.ModelSpan.Len() + len(tok)
-		head = appendContentLength(head, bodyLen)
-		if bodyLen <= inlineBody {
-			head = append(head, req.Body[:req.ModelSpan.Start]...)
-			head = append(head, tok...)
-			head = append(head, req.Body[req.ModelSpan.End:]...)
-			_, err = nc.Write(head)
-		} else {
-			bufs := net.Buffers{head, req.Body[:req.ModelSpan.Start], tok, req.Body[req.ModelSpan.End:]}
-			_, err = bufs.WriteTo(nc)
+	if bodyLen <= inlineBody {
+		for _, p := range body {
+			head = append(head, p...)
 		}
+		_, err = nc.Write(head)
 	} else {
-		head = appendContentLength(head, len(req.Body))
-		if len(req.Body) <= inlineBody {
-			head = append(head, req.Body...)
-			_, err = nc.Write(head)
-		} else {
-			bufs := net.Buffers{head, req.Body}
-			_, err = bufs.WriteTo(nc)
-		}
+		bufs := append(net.Buffers{head}, body...)
+		_, err = bufs.WriteTo(nc)
 	}
 	*bp = head
 	bufPool.Put(bp)
