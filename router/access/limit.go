@@ -22,7 +22,10 @@ type counter struct {
 	// With a shared limit (shared.go): admissions granted ahead, refused
 	// since the last top-up, and admitted on local counts (not yet
 	// charged); the shared count's requests left and time until whole at
-	// the last top-up; whether a top-up happened yet.
+	// the last top-up; whether a top-up happened yet. A shared
+	// tokens-per-minute counter (scope "…|tpm") uses debt for the tokens
+	// charged here since the last round, remaining for the shared total
+	// last seen, and reset for the hour that total counts.
 	lease, demand, debt atomic.Int64
 	remaining, reset    atomic.Int64
 	primed              atomic.Bool
@@ -38,6 +41,7 @@ type Limiter struct {
 	budgets map[string]*budgetCounter // kept whatever reloads do: spending is not forgotten
 	sh      *shared                   // nil: counts are this replica's alone
 	rates   map[string]sharedRate     // the requests-per-minute limits counted in Redis, by scope
+	tokens  map[string]sharedRate     // the tokens-per-minute limits counted in Redis, by scope
 }
 
 // NewLimiter returns an empty Limiter.
@@ -68,6 +72,7 @@ func (l *Limiter) Retain(keep map[string]bool) {
 		if !keep[k] {
 			delete(l.byKey, k)
 			delete(l.rates, k)
+			delete(l.tokens, k)
 		}
 	}
 }
@@ -91,12 +96,26 @@ func (l *Limiter) shareRate(scope string, c *counter, perMinute int) {
 	l.sh.wake()
 }
 
-// rate is one requests-per-minute limit on a counter.
+// shareTokens counts scope's tokens-per-minute limit in Redis too, when l
+// shares its limits, and reports whether it does.
+func (l *Limiter) shareTokens(scope string, c *counter, perMinute int) bool {
+	if l.sh == nil {
+		return false
+	}
+	l.mu.Lock()
+	l.tokens[scope] = sharedRate{c: c, perMinute: perMinute}
+	l.mu.Unlock()
+	return true
+}
+
+// rate is one requests-per-minute (or tokens-per-minute) limit on a
+// counter.
 type rate struct {
 	c        *counter
 	limit    int   // per minute
 	interval int64 // ns between requests at the sustained rate: 60s/limit
 	window   int64 // interval × limit: how far tat may run ahead of now
+	shared   bool  // tokens per minute counted in Redis too: charges go to c.debt
 }
 
 func newRate(c *counter, perMinute int) rate {

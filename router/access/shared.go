@@ -25,9 +25,18 @@ import (
 //     charged to Redis when it answers again, and tokens spent meanwhile
 //     are added to the budgets then: nothing is lost.
 //
-// Replicas overshoot a limit by at most the leases they hold unused plus
-// what they admitted before their first top-up: N replicas, at most 2N
-// leases' worth; nothing bounds what fail-open admits during an outage.
+//   - A tokens-per-minute limit is admitted on the replica's own GCRA,
+//     which every round also charges with what the other replicas spent
+//     (each replica adds its tokens to an hourly total in Redis and reads
+//     it back): a request's tokens vary too much for leases.
+//
+// Replicas overshoot a requests-per-minute limit by at most the leases
+// they hold unused plus what they admitted before their first top-up: N
+// replicas, at most 2N leases' worth. A tokens-per-minute limit or a
+// budget is overshot by at most what the other replicas admitted in one
+// round (20 ms) before this one heard of it: in a burst, N replicas may
+// each spend what is left. Nothing bounds what fail-open admits during an
+// outage.
 
 // refillEvery is how often the loop tops leases up and syncs budgets.
 const refillEvery = 20 * time.Millisecond
@@ -51,13 +60,14 @@ type sharedRate struct {
 	perMinute int
 }
 
-// Share makes l's requests-per-minute limits and budgets count across the
-// replicas that share store (see above); Run keeps them in step. Call it
-// before the first Compile.
+// Share makes l's requests- and tokens-per-minute limits and budgets count
+// across the replicas that share store (see above); Run keeps them in
+// step. Call it before the first Compile.
 func (l *Limiter) Share(store *RedisStore, failClosed bool) {
 	l.sh = &shared{store: store, failClosed: failClosed, kick: make(chan struct{}, 1)}
 	l.sh.degraded.Store(!store.Healthy())
 	l.rates = map[string]sharedRate{}
+	l.tokens = map[string]sharedRate{}
 }
 
 // Degraded reports whether shared limits are enforced on local counts
@@ -141,6 +151,10 @@ func (l *Limiter) round(ctx context.Context) {
 	for k, v := range l.rates {
 		rates[k] = v
 	}
+	tokens := make(map[string]sharedRate, len(l.tokens))
+	for k, v := range l.tokens {
+		tokens[k] = v
+	}
 	budgets := make(map[string]*budgetCounter, len(l.budgets))
 	for k, v := range l.budgets {
 		budgets[k] = v
@@ -151,6 +165,15 @@ func (l *Limiter) round(ctx context.Context) {
 		if !l.topUp(ctx, scope, r) {
 			failed = true
 			break // Redis is not answering: the next round tries again
+		}
+	}
+	if !failed {
+		now := time.Now()
+		for scope, r := range tokens {
+			if !l.syncTokens(ctx, scope, r, now) {
+				failed = true
+				break
+			}
 		}
 	}
 	if !failed {
@@ -210,4 +233,47 @@ func (l *Limiter) syncBudget(ctx context.Context, scope string, b *budgetCounter
 		b.used.Store(total + b.pending.Load()) // what others spent, and what this replica spent since the call
 	}
 	return true
+}
+
+// syncTokens adds the tokens scope's tokens-per-minute limit charged here
+// since the last round to the hour's total in Redis, and charges the
+// local GCRA with what the other replicas added meanwhile.
+func (l *Limiter) syncTokens(ctx context.Context, scope string, r sharedRate, now time.Time) bool {
+	c := r.c
+	hour := now.Unix() / 3600
+	key := "tpm:" + scope + "|" + strconv.FormatInt(hour, 10)
+	d := c.debt.Swap(0)
+	var total int64
+	var err error
+	if d != 0 {
+		total, err = l.sh.store.AddTokens(ctx, key, d, 2*time.Hour)
+	} else {
+		total, err = l.sh.store.GetTokens(ctx, key)
+	}
+	if err != nil {
+		c.debt.Add(d)
+		return false
+	}
+	last := c.remaining.Load()
+	if c.reset.Load() != hour {
+		last = 0 // a new hour's total
+		c.reset.Store(hour)
+	}
+	c.remaining.Store(total)
+	others := total - last - d
+	if others == 0 {
+		return true
+	}
+	interval := int64(time.Minute) / int64(r.perMinute)
+	if others < 0 { // others settled below their estimates
+		c.tat.Add(others * interval)
+		return true
+	}
+	t := now.Sub(l.epoch).Nanoseconds()
+	for {
+		old := c.tat.Load()
+		if c.tat.CompareAndSwap(old, max(old, t)+others*interval) {
+			return true
+		}
+	}
 }

@@ -155,3 +155,77 @@ func eventuallyTrue(t *testing.T, cond func() bool, what string) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// A tokens-per-minute limit counts every replica's tokens: what one spends
+// (settled, not estimated) the other refuses once a round has passed; a
+// refund on one is given back on the other; and with Redis down the limit
+// is counted on local spending, marked degraded.
+func TestSharedTokensAcrossReplicas(t *testing.T) {
+	addr, stop, _ := testenv.Redis(t)
+	secret, k := mustKey(t, "alice")
+	cfg := Config{KeysFile: "k", Policies: []Policy{{Principal: "alice", Limits: Limits{TokensPerMinute: 1000}}}}
+	a := newReplica(t, addr, cfg, k, secret, false)
+	b := newReplica(t, addr, cfg, k, secret, false)
+	waitShared(t, a, false)
+	waitShared(t, b, false)
+
+	adm, d := a.c.Admit(time.Now(), 100)
+	if d != nil {
+		t.Fatal(d)
+	}
+	adm.Settle(500, 200, "") // 700 used, not the estimate
+	// b hears of a's 700 within a round or two: 400 no longer fits.
+	eventuallyTrue(t, func() bool {
+		adm, d := b.c.Admit(time.Now(), 400)
+		if d == nil {
+			adm.Settle(0, 0, "") // admitted before b heard: give it back
+			return false
+		}
+		return d.Code == "rate_limit_exceeded"
+	}, "replica b refusing 400 tokens after a spent 700")
+	adm, d = b.c.Admit(time.Now(), 200)
+	if d != nil {
+		t.Fatalf("200 tokens refused with 300 left: %v", d)
+	}
+	if adm.Degraded {
+		t.Fatal("degraded with Redis up")
+	}
+	// a hears of b's 200 (900 used of 1000): 250 no longer fits there...
+	eventuallyTrue(t, func() bool {
+		adm, d := a.c.Admit(time.Now(), 250)
+		if d == nil {
+			adm.Settle(0, 0, "")
+		}
+		return d != nil
+	}, "replica a refusing 250 after b took 200")
+	adm.Settle(0, 0, "") // ...until b's request fails and is refunded, on both replicas
+	eventuallyTrue(t, func() bool {
+		adm, d := a.c.Admit(time.Now(), 250)
+		if d == nil {
+			adm.Settle(0, 0, "")
+		}
+		return d == nil
+	}, "replica a admitting 250 after b's refund")
+
+	stop()
+	waitShared(t, a, true)
+	adm, d = a.c.Admit(time.Now(), 100)
+	if d != nil || !adm.Degraded {
+		t.Fatalf("Redis down, fail open: %+v %v", adm, d)
+	}
+	adm.Settle(100, 0, "")
+}
+
+// Fail closed covers a tokens-per-minute limit as it does requests.
+func TestSharedTokensFailClosed(t *testing.T) {
+	addr, stop, _ := testenv.Redis(t)
+	secret, k := mustKey(t, "alice")
+	cfg := Config{KeysFile: "k", Policies: []Policy{{Principal: "alice", Limits: Limits{TokensPerMinute: 1000}}}}
+	r := newReplica(t, addr, cfg, k, secret, true)
+	waitShared(t, r, false)
+	stop()
+	waitShared(t, r, true)
+	if _, d := r.c.Admit(time.Now(), 10); d == nil || d.Status != 503 {
+		t.Fatalf("fail closed with Redis down: %+v", d)
+	}
+}

@@ -149,7 +149,9 @@ func (s *Snapshot) entry(p Principal, k Key, scopes map[string]bool) *keyEntry {
 			if scopes != nil {
 				scopes[scope+"|tpm"] = true
 			}
-			e.tpm = append(e.tpm, newRate(c, n))
+			r := newRate(c, n)
+			r.shared = s.limiter.shareTokens(scope+"|tpm", c, n)
+			e.tpm = append(e.tpm, r)
 		}
 		if !pol.Limits.any() {
 			continue
@@ -373,8 +375,7 @@ func (c Caller) Admit(now time.Time, estimate int64) (Admission, *Denial) {
 				for j := range i {
 					e.refundRate(j)
 				}
-				return Admission{}, &Denial{Status: http.StatusServiceUnavailable, Code: "limits_unavailable", RetryAfter: retry,
-					Message: "The shared rate limits cannot be checked (Redis does not answer) and access.redis.fail_closed is set. Try again shortly."}
+				return Admission{}, limitsUnavailable(retry)
 			}
 		} else {
 			ok, rem, reset, retry = r.take(t)
@@ -389,6 +390,19 @@ func (c Caller) Admit(now time.Time, estimate int64) (Admission, *Denial) {
 		if a.Limit == 0 || rem < a.Remaining {
 			a.Limit, a.Remaining, a.Reset = r.limit, rem, reset
 		}
+	}
+	if e.sh != nil && len(e.tpm) > 0 && e.sh.degraded.Load() {
+		// Tokens per minute counted on this replica's spending alone.
+		if e.sh.failClosed {
+			for j := range e.rates {
+				e.refundRate(j)
+			}
+			return Admission{}, limitsUnavailable(time.Second)
+		}
+		if !a.Degraded {
+			e.sh.admitted.Add(1)
+		}
+		a.Degraded = true
 	}
 	if len(e.tpm) > 0 || len(e.budgets) > 0 {
 		if d := a.chargeTokens(e, now, t, estimate); d != nil {
@@ -413,6 +427,13 @@ func (c Caller) Admit(now time.Time, estimate int64) (Admission, *Denial) {
 	}
 	a.held = e.slots
 	return a, nil
+}
+
+// limitsUnavailable refuses a request whose shared limits cannot be
+// checked, under access.redis.fail_closed.
+func limitsUnavailable(retry time.Duration) *Denial {
+	return &Denial{Status: http.StatusServiceUnavailable, Code: "limits_unavailable", RetryAfter: retry,
+		Message: "The shared rate limits cannot be checked (Redis does not answer) and access.redis.fail_closed is set. Try again shortly."}
 }
 
 // Release frees the concurrent slots the admission holds (once).

@@ -115,8 +115,20 @@ func (r *rate) takeTokens(now, n int64) (ok bool, remaining int, reset, retry ti
 			return false, max(0, int((now+r.window-max(t, now))/r.interval)), time.Duration(max(t-now, 0)), time.Duration(next - now - r.window)
 		}
 		if r.c.tat.CompareAndSwap(t, next) {
+			if r.shared {
+				r.c.debt.Add(n)
+			}
 			return true, int((now + r.window - next) / r.interval), time.Duration(next - now), 0
 		}
+	}
+}
+
+// addTokens adds n (negative: gives back) to a tokens-per-minute rate
+// after admission.
+func (r *rate) addTokens(n int64) {
+	r.c.tat.Add(n * r.interval)
+	if r.shared {
+		r.c.debt.Add(n)
 	}
 }
 
@@ -177,7 +189,7 @@ func (a *Admission) chargeTokens(e *keyEntry, now time.Time, t, estimate int64) 
 // rates and budgets budgets.
 func (a *Admission) refundTokens(e *keyEntry, rates, budgets int) {
 	for i := range rates {
-		e.tpm[i].c.tat.Add(-a.estimate * e.tpm[i].interval)
+		e.tpm[i].addTokens(-a.estimate)
 	}
 	for i := range budgets {
 		b := &e.budgets[i]
@@ -201,7 +213,7 @@ func (a *Admission) Settle(prompt, completion int64, pool string) {
 	a.charged = nil
 	delta := max(prompt+completion, 0) - a.estimate
 	for i := range e.tpm {
-		e.tpm[i].c.tat.Add(delta * e.tpm[i].interval)
+		e.tpm[i].addTokens(delta)
 	}
 	var cost int64
 	if pr, ok := e.prices[pool]; ok {
