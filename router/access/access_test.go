@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -439,5 +440,38 @@ func TestCostBudget(t *testing.T) {
 	bad = Config{KeysFile: "k", Prices: map[string]Price{"gpu": {PromptPerMillion: -1}}}
 	if errs := bad.Validate(Known{Pools: []string{"general"}}); len(errs) != 2 {
 		t.Fatalf("a price for no pool, negative: %v", errs)
+	}
+}
+
+// Budgets reports what a whole group or a named principal shares; a
+// member's own budget (counted per key or per principal) only when the
+// config opts in, labelled by key id or principal name, never a secret.
+func TestBudgetMetricsPerMember(t *testing.T) {
+	_, ka := mustKey(t, "alice", "trial")
+	_, kb := mustKey(t, "bob", "staff")
+	cfg := Config{KeysFile: "k", Policies: []Policy{
+		{Group: "trial", Limits: Limits{Per: "key"}, Budget: Budget{TokensPerDay: 100}},
+		{Group: "staff", Budget: Budget{TokensPerMonth: 500}}, // per principal
+		{Principal: "carol", Budget: Budget{TokensPerDay: 7}},
+	}}
+	_, kc := mustKey(t, "carol")
+	policies := func(on bool) []string {
+		cfg.BudgetMetricsPerMember = on
+		s, err := Compile(&cfg, []Key{ka, kb, kc}, nil, NewLimiter())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, b := range s.Budgets(time.Now()) {
+			out = append(out, b.Policy+"/"+b.Period)
+		}
+		return out
+	}
+	if got := policies(false); !slices.Equal(got, []string{"principal:carol/day"}) {
+		t.Fatalf("default: %v", got)
+	}
+	want := []string{"key:" + ka.ID + "/day", "principal:bob/month", "principal:carol/day"}
+	if got := policies(true); !slices.Equal(got, want) {
+		t.Fatalf("per member: %v, want %v", got, want)
 	}
 }

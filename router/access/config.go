@@ -37,13 +37,19 @@ type Config struct {
 	// Prices are what each pool's tokens cost, for cost budgets (pool →
 	// price). A pool without a price costs nothing.
 	Prices map[string]Price `koanf:"prices"`
-	// Redis shares the requests-per-minute limits and the budgets across
+	// Redis shares the requests- and tokens-per-minute limits and the budgets across
 	// gateway replicas (see shared.go); off without an address. Changing
 	// it takes a restart.
 	Redis RedisConfig `koanf:"redis"`
 	// UsageLogMaxBytes rotates the usage log past this size (keeping 5
 	// old files). Default 100 MiB.
 	UsageLogMaxBytes int64 `koanf:"usage_log_max_bytes"`
+	// BudgetMetricsPerMember reports each key's or principal's own budget
+	// (a policy whose budget counts per key, or a group's per principal)
+	// in triage_budget_remaining_tokens too, labelled key:<key id> or
+	// principal:<name>: one series per member, so off by default, and
+	// only budgets a whole group or a named principal shares are reported.
+	BudgetMetricsPerMember bool `koanf:"budget_metrics_per_member"`
 }
 
 // UsageLogKeep is how many rotated usage logs are kept.

@@ -42,7 +42,8 @@ type Snapshot struct {
 	// shared are the budgets one policy's tenants share (a group's with
 	// per: group, a principal's own), by scope: what
 	// triage_budget_remaining_tokens reports.
-	shared map[string]sharedBudget
+	shared    map[string]sharedBudget
+	perMember bool // access.budget_metrics_per_member
 	// tokens holds the entries of principals seen in tokens, by name.
 	tokens     sync.Map // string -> *keyEntry
 	tokenCount atomic.Int64
@@ -91,7 +92,7 @@ func set(names []string) map[string]bool {
 func Compile(cfg *Config, keys []Key, jwt *JWT, limiter *Limiter) (*Snapshot, error) {
 	s := &Snapshot{keys: make(map[string]*keyEntry, len(keys)), jwt: jwt, limiter: limiter, scopes: map[string]bool{},
 		byWho: map[string]*Policy{}, compiled: map[string]*policy{}, shared: map[string]sharedBudget{}}
-	s.prices = cfg.Prices
+	s.prices, s.perMember = cfg.Prices, cfg.BudgetMetricsPerMember
 	for _, pr := range cfg.Prices {
 		s.maxPrice = max(s.maxPrice, int64(math.Ceil(max(pr.PromptPerMillion, pr.CompletionPerMillion))))
 	}
@@ -132,11 +133,11 @@ func (s *Snapshot) entry(p Principal, k Key, scopes map[string]bool) *keyEntry {
 		scope := limitScope(pol, w, p)
 		if b := pol.Budget; b.TokensPerDay > 0 {
 			e.budgets = append(e.budgets, budgetRef{c: s.limiter.budget(scope + "|day"), limit: b.TokensPerDay})
-			s.share(scopes, pol, w, scope+"|day", e.budgets[len(e.budgets)-1])
+			s.share(scopes, pol, w, p, scope+"|day", e.budgets[len(e.budgets)-1])
 		}
 		if b := pol.Budget; b.TokensPerMonth > 0 {
 			e.budgets = append(e.budgets, budgetRef{c: s.limiter.budget(scope + "|month"), limit: b.TokensPerMonth, month: true})
-			s.share(scopes, pol, w, scope+"|month", e.budgets[len(e.budgets)-1])
+			s.share(scopes, pol, w, p, scope+"|month", e.budgets[len(e.budgets)-1])
 		}
 		if b := pol.Budget; b.CostPerDay > 0 {
 			e.budgets = append(e.budgets, budgetRef{c: s.limiter.budget(scope + "|cost-day"), limit: micros(b.CostPerDay), cost: true})
@@ -458,11 +459,12 @@ type sharedBudget struct {
 
 // share records a budget one policy's tenants share as a whole: a group's
 // counted per group, or a principal's own policy counted per principal.
-// Budgets counted per member of a group (or of everyone) are not: a
-// label per member would grow with the users. Only Compile records
+// Budgets counted per member of a group (or of everyone) are recorded
+// only with access.budget_metrics_per_member: a label per member grows
+// with the users. Only Compile records
 // (scopes not nil): the snapshot is read-only once in use, so token
 // principals seen later are not reported.
-func (s *Snapshot) share(scopes map[string]bool, pol *Policy, who, scope string, ref budgetRef) {
+func (s *Snapshot) share(scopes map[string]bool, pol *Policy, who string, p Principal, scope string, ref budgetRef) {
 	if scopes == nil {
 		return
 	}
@@ -471,6 +473,11 @@ func (s *Snapshot) share(scopes map[string]bool, pol *Policy, who, scope string,
 		s.shared[scope] = sharedBudget{policy: "group:" + pol.Group, ref: ref}
 	case strings.HasPrefix(who, "p:") && pol.Limits.Per != "key":
 		s.shared[scope] = sharedBudget{policy: "principal:" + pol.Principal, ref: ref}
+	case !s.perMember:
+	case pol.Limits.Per == "key" && p.Key != "":
+		s.shared[scope] = sharedBudget{policy: "key:" + p.Key, ref: ref}
+	default:
+		s.shared[scope] = sharedBudget{policy: "principal:" + p.Name, ref: ref}
 	}
 }
 
