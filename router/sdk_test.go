@@ -53,6 +53,30 @@ func TestOpenAISDK(t *testing.T) {
 		}
 	})
 
+	t.Run("chat stream without usage", func(t *testing.T) {
+		// The gateway asks the replica for the usage and drops that
+		// chunk: the SDK sees the stream it asked for, whole.
+		stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: "gpt-4o-mini", Messages: msgs})
+		var acc openai.ChatCompletionAccumulator
+		for stream.Next() {
+			c := stream.Current()
+			if len(c.Choices) == 0 || c.JSON.Usage.Valid() {
+				t.Fatalf("a chunk the client did not ask for: %s", c.RawJSON())
+			}
+			acc.AddChunk(c)
+		}
+		if err := stream.Err(); err != nil {
+			t.Fatal(err)
+		}
+		stream.Close()
+		if !strings.HasPrefix(acc.Choices[0].Message.Content, "[gen-0]") || acc.Choices[0].FinishReason != "stop" || acc.Usage.TotalTokens != 0 {
+			t.Fatalf("content %q finish %q usage %+v", acc.Choices[0].Message.Content, acc.Choices[0].FinishReason, acc.Usage)
+		}
+		if body := string(rep.LastRequest().Body); !strings.Contains(body, `"include_usage":true`) {
+			t.Fatalf("the replica was not asked for usage: %s", body)
+		}
+	})
+
 	t.Run("stream cut mid-way is an error", func(t *testing.T) {
 		stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: "gpt-4o-mini", Messages: msgs},
 			option.WithHeader("X-Sim-Drop-After", "2"))
