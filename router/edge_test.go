@@ -127,3 +127,42 @@ func TestClaimedBodyLengthIsNotAllocated(t *testing.T) {
 		c.Close()
 	}
 }
+
+// What curl and SDKs send for larger bodies: Expect: 100-continue, and a
+// chunked body of unknown length. Both are routed, and the replica gets
+// the body whole with a Content-Length.
+func TestExpectContinueAndChunkedBodies(t *testing.T) {
+	rep := newReplica(t, "llama", "gen-0")
+	h := newHarness(t, newConfig("general", poolCfg("general", "llama", rep.URL)))
+	long := strings.Repeat("word ", 400) // 2 KB: curl asks for 100 Continue
+	body := `{"model":"llama","messages":[{"role":"user","content":"` + long + `"}]}`
+	client := &http.Client{Transport: &http.Transport{ExpectContinueTimeout: 5 * time.Second}}
+	for _, tc := range []struct {
+		name    string
+		expect  bool
+		chunked bool
+	}{{"expect", true, false}, {"chunked", false, true}, {"both", true, true}} {
+		var r io.Reader = strings.NewReader(body)
+		if tc.chunked {
+			r = struct{ io.Reader }{r} // no length: the client sends it chunked
+		}
+		req, _ := http.NewRequest("POST", h.URL+"/v1/chat/completions", r)
+		req.Header.Set("Content-Type", "application/json")
+		if tc.expect {
+			req.Header.Set("Expect", "100-continue")
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), "[gen-0]") {
+			t.Fatalf("%s: %d %s", tc.name, resp.StatusCode, b)
+		}
+		last := rep.LastRequest()
+		if string(last.Body) != body || last.Header.Get("Expect") != "" {
+			t.Fatalf("%s: the replica got %d bytes (Expect %q)", tc.name, len(last.Body), last.Header.Get("Expect"))
+		}
+	}
+}

@@ -2,11 +2,14 @@ package h1
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httputil"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -280,17 +283,25 @@ func (c *conn) serveRequest(h head) bool {
 		Close:      h.close,
 	}
 	var b *body
-	if h.length > 0 {
-		b = &body{c: c, remain: h.length}
+	switch {
+	case h.chunked:
+		b = &body{c: c, remain: -1, expect: h.expect}
+		r0.Body, r0.ContentLength, r0.TransferEncoding = b, -1, chunkedTE
+		c.bodyDone.Store(false)
+	case h.length > 0:
+		b = &body{c: c, remain: h.length, expect: h.expect}
 		r0.Body, r0.ContentLength = b, h.length
 		c.bodyDone.Store(false)
-	} else {
+	default:
 		r0.Body = http.NoBody
 		c.bodyDone.Store(true)
 	}
 	req := r0.WithContext(ctx)
 	c.pend = c.pend[:0]
 	w := &response{c: c, req: req, body: b, clen: -1}
+	if b != nil {
+		b.w = w
+	}
 
 	c.armWatch(cancel)
 	aborted := c.runHandler(w, req)
@@ -303,15 +314,8 @@ func (c *conn) serveRequest(h head) bool {
 	}
 	keep := w.finish() // the client has its answer before the watch is stopped
 	c.stopWatch()
-	if b != nil && b.remain > 0 && keep {
-		if b.remain > maxDiscard || c.readErr {
-			return false
-		}
-		n, err := c.br.Discard(int(b.remain))
-		b.remain -= int64(n)
-		if err != nil {
-			return false
-		}
+	if keep && b != nil && !c.bodyDone.Load() && !b.skip() {
+		return false
 	}
 	return keep && !c.readErr && !c.gone
 }
@@ -412,16 +416,66 @@ func (c *conn) stopWatch() {
 	c.wmu.Unlock()
 }
 
-// body is a request body framed by Content-Length.
+var chunkedTE = []string{"chunked"}
+
+// maxTrailer bounds a chunked body's trailer section, which is read and
+// dropped (net/http bounds it by its header limit).
+const maxTrailer = 4 << 10
+
+// body is a request body framed by Content-Length or chunked.
 type body struct {
 	c      *conn
-	remain int64
+	remain int64 // Content-Length framing: bytes left; -1: chunked
 	closed bool
+	// expect: the client asked for 100 Continue before it sends the
+	// body, and it has not been sent; it is, at the first Read.
+	expect bool
+	w      *response // 100 Continue is not sent once its head is
+	chunks io.Reader // chunked framing: the chunk decoder, made at the first Read
+	err    error     // chunked framing: the decoder's end (io.EOF: the body ended well)
+}
+
+// unread reports whether the rest of the body may be too large to read
+// and drop after the response, or never come (a 100 Continue not sent):
+// the response then closes the connection.
+func (b *body) unread() bool {
+	if b.c.bodyDone.Load() {
+		return false
+	}
+	return b.expect || b.remain < 0 || b.remain > maxDiscard
+}
+
+// skip reads and drops what the handler left of the body, when that is
+// cheap, and reports whether the connection can serve another request.
+func (b *body) skip() bool {
+	if b.expect || b.c.readErr {
+		return false // the client may or may not send it: the connection's state is unknown
+	}
+	if b.remain >= 0 {
+		if b.remain > maxDiscard {
+			return false
+		}
+		n, err := b.c.br.Discard(int(b.remain))
+		b.remain -= int64(n)
+		return err == nil
+	}
+	n, err := io.CopyN(io.Discard, b, maxDiscard+1)
+	return err == io.EOF && n <= maxDiscard
 }
 
 func (b *body) Read(p []byte) (int, error) {
 	if b.closed {
 		return 0, http.ErrBodyReadAfterClose
+	}
+	if b.expect {
+		b.expect = false
+		if b.w != nil && !b.w.committed {
+			_, _ = b.c.bw.WriteString("HTTP/1.1 100 Continue\r\n\r\n")
+			_ = b.c.bw.Flush()
+		}
+	}
+	if b.remain < 0 {
+		return b.readChunked(p)
 	}
 	if b.remain == 0 {
 		return 0, io.EOF
@@ -442,6 +496,69 @@ func (b *body) Read(p []byte) (int, error) {
 		b.c.readErr = true
 	}
 	return n, err
+}
+
+// readChunked decodes the chunked body with net/http's own decoder
+// (httputil.NewChunkedReader: its limits on lines and on framing against
+// data), then reads and drops the trailer section.
+func (b *body) readChunked(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	if b.chunks == nil {
+		b.chunks = httputil.NewChunkedReader(b.c.br)
+	}
+	n, err := b.chunks.Read(p)
+	if err == io.EOF {
+		err = b.trailer()
+	}
+	if err != nil {
+		if err == io.EOF {
+			b.c.bodyDone.Store(true)
+		} else {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			b.c.readErr = true
+		}
+		b.err = err
+	}
+	return n, err
+}
+
+// errTrailer is a trailer section the fast path refuses: too long, or a
+// line that is not a plain field (it is stricter than net/http, which
+// reads trailers as a MIME header).
+var errTrailer = errors.New("h1: malformed or too long trailer after the chunked body")
+
+// trailer reads the trailer section after the last chunk, up to its blank
+// line, and drops it; io.EOF when it ends well.
+func (b *body) trailer() error {
+	size := 0
+	for {
+		line, err := b.c.br.ReadSlice('\n')
+		size += len(line)
+		switch {
+		case err == bufio.ErrBufferFull || size > maxTrailer:
+			return errTrailer
+		case err == io.EOF:
+			return io.ErrUnexpectedEOF
+		case err != nil:
+			return err
+		}
+		n := len(line)
+		if n < 2 || line[n-2] != '\r' {
+			return errTrailer
+		}
+		line = line[:n-2]
+		if len(line) == 0 {
+			return io.EOF
+		}
+		i := bytes.IndexByte(line, ':')
+		if i <= 0 || !wire.Token(line[:i]) || !wire.FieldValue(line[i+1:]) {
+			return errTrailer
+		}
+	}
 }
 
 func (b *body) Close() error {

@@ -25,6 +25,8 @@ type head struct {
 	header                            http.Header
 	length                            int64 // Content-Length; 0 when absent
 	close                             bool  // Connection: close
+	chunked                           bool  // Transfer-Encoding: chunked (no Content-Length)
+	expect                            bool  // Expect: 100-continue
 }
 
 func (h *head) url() *url.URL { return &url.URL{Path: h.path, RawQuery: h.query} }
@@ -84,7 +86,7 @@ func parseHead(buf []byte) (head, int, headStatus) {
 
 	vals := make([]string, lines)
 	h.header = make(http.Header, lines)
-	hosts, lengths := 0, 0
+	hosts, lengths, tes := 0, 0, 0
 	for k := 0; len(rest) > 0; k++ {
 		e := strings.Index(rest, "\r\n")
 		line := rest[:e]
@@ -113,7 +115,23 @@ func parseHead(buf []byte) (head, int, headStatus) {
 				return h, 0, headNotPlain
 			}
 			h.length = n
-		case "Transfer-Encoding", "Expect", "Upgrade":
+		case "Transfer-Encoding":
+			// Exactly "chunked", once, as net/http accepts it; it
+			// moves to Request.TransferEncoding, as there.
+			tes++
+			if tes > 1 || !strings.EqualFold(v, "chunked") {
+				return h, 0, headNotPlain
+			}
+			h.chunked = true
+			continue
+		case "Expect":
+			// 100-continue is answered when the body is first read;
+			// net/http answers any other expectation with 417.
+			if h.expect || !strings.EqualFold(v, "100-continue") {
+				return h, 0, headNotPlain
+			}
+			h.expect = true
+		case "Upgrade":
 			return h, 0, headNotPlain
 		case "Connection":
 			for _, t := range strings.Split(v, ",") {
@@ -134,6 +152,9 @@ func parseHead(buf []byte) (head, int, headStatus) {
 	}
 	if hosts == 0 {
 		return h, 0, headNotPlain // net/http answers 400
+	}
+	if h.chunked && lengths > 0 {
+		return h, 0, headNotPlain // both framings: net/http's rules, not a guess
 	}
 	return h, n, headPlain
 }

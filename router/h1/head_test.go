@@ -25,6 +25,10 @@ var headSeeds = []string{
 	"GET /a HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\nx",
 	"GET /a HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\n\r\n",
 	"GET /a HTTP/1.1\r\nHost: h\r\n",
+	"POST /a HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
+	"POST /a HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+	"POST /a HTTP/1.1\r\nHost: h\r\nExpect: 200-ok\r\nContent-Length: 1\r\n\r\nx",
+	"POST /a HTTP/1.1\r\nHost: h\r\nexpect: 100-Continue\r\ntransfer-encoding: Chunked\r\n\r\n",
 }
 
 // FuzzParseHead checks the fast parser against net/http's: whatever it
@@ -47,11 +51,15 @@ func FuzzParseHead(f *testing.F) {
 		}
 		got := map[string]any{
 			"method": h.method, "path": h.path, "query": h.query, "host": h.host,
-			"target": h.target, "length": h.length, "close": h.close, "header": h.header,
+			"target": h.target, "length": h.length, "close": h.close, "header": h.header, "chunked": h.chunked,
+		}
+		if h.chunked {
+			got["length"] = int64(-1)
 		}
 		exp := map[string]any{
 			"method": want.Method, "path": want.URL.Path, "query": want.URL.RawQuery, "host": want.Host,
 			"target": want.RequestURI, "length": want.ContentLength, "close": want.Close, "header": want.Header,
+			"chunked": len(want.TransferEncoding) == 1 && want.TransferEncoding[0] == "chunked",
 		}
 		if len(want.Header) == 0 && len(h.header) == 0 {
 			exp["header"] = h.header
@@ -65,8 +73,9 @@ func FuzzParseHead(f *testing.F) {
 func TestParseHeadStatuses(t *testing.T) {
 	for i, s := range headSeeds {
 		_, _, st := parseHead([]byte(s))
-		want := []headStatus{headPlain, headPlain, headPlain, headPlain, headNotPlain, headNotPlain, headNotPlain,
-			headNotPlain, headNotPlain, headPlain, headPlain, headPlain, headNotPlain, headNotPlain, headNotPlain, headIncomplete}[i]
+		want := []headStatus{headPlain, headPlain, headPlain, headPlain, headPlain, headNotPlain, headNotPlain,
+			headNotPlain, headNotPlain, headPlain, headPlain, headPlain, headNotPlain, headNotPlain, headPlain, headIncomplete,
+			headNotPlain, headNotPlain, headNotPlain, headPlain}[i]
 		if st != want {
 			t.Errorf("%q: status %d, want %d", s, st, want)
 		}

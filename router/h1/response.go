@@ -177,7 +177,7 @@ func (w *response) commit(first []byte) {
 		}
 	}
 	if w.req.Close || w.c.s.inShutdown.Load() || hasToken(h["Connection"], "close") ||
-		(w.body != nil && w.body.remain > maxDiscard) {
+		(w.body != nil && w.body.unread()) {
 		w.closeAfter = true
 	}
 	bw := w.c.bw

@@ -14,8 +14,10 @@
 //   - One read deadline per request (head and body) and one while idle.
 //
 // Only plain requests take this path: GET or POST, an origin-form target
-// without escapes, HTTP/1.1, a body framed by Content-Length, no Expect or
-// Upgrade, a head that fits in the 4 KiB read buffer. At the first request
+// without escapes, HTTP/1.1, a body framed by Content-Length or chunked
+// (not both), no Expect but 100-continue (answered when the handler first
+// reads the body, as net/http does), no Upgrade, a head that fits in the
+// 4 KiB read buffer. At the first request
 // that is not plain, the connection (with what has been read of it) goes to
 // a net/http server running the same handler, which serves it from then on;
 // so every corner of HTTP/1.x that the fast path leaves out keeps net/http's

@@ -128,8 +128,7 @@ func TestHandsOverWhatIsNotPlain(t *testing.T) {
 		name, req, method, wantBody string
 		check                       func(*http.Response) string
 	}{
-		{"chunked body", "POST /v1/x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n", "POST", "abcde", nil},
-		{"expect 100-continue", "POST /v1/x HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nok", "POST", "ok", nil},
+		{"chunked body with a Content-Length too", "POST /v1/x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nContent-Length: 9\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n", "POST", "abcde", nil},
 		{"escaped path", "GET /v1/a%20b?q=%41 HTTP/1.1\r\nHost: h\r\n\r\n", "GET", "", func(r *http.Response) string {
 			if r.Header.Get("X-Path") != "/v1/a b" || r.Header.Get("X-Query") != "q=%41" {
 				return fmt.Sprintf("path %q query %q", r.Header.Get("X-Path"), r.Header.Get("X-Query"))
