@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -11,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/triagegw/triage/classifier"
+	"github.com/triagegw/triage/datasets"
+	"github.com/triagegw/triage/internal/testenv"
 )
 
 // benchText returns English text of about n tokens.
@@ -78,7 +81,58 @@ func BenchmarkLoadRSS(b *testing.B) {
 	runtime.KeepAlive(keep)
 }
 
-func vmRSS(b *testing.B) int64 {
+// BenchmarkLoadRSSDev is BenchmarkLoadRSS split by kind of memory, and
+// again after serving: the process's anonymous (heap, stacks) and
+// file-backed resident memory added by loading the default tier 1 and one
+// Classify (anon-MiB, file-MiB), then after classifying the first 200
+// prompts of the subjects dev set (anon-200-MiB, file-200-MiB), each
+// measured after a GC and FreeOSMemory, as the gateway does when traffic
+// stops. File-backed pages are a mapped table's: clean, shared with the
+// page cache, reclaimable under memory pressure.
+func BenchmarkLoadRSSDev(b *testing.B) {
+	h, _ := defaultModel(b) // warm: page cache, tokenizer file
+	shared := testenv.Shared(b, "datasets/subjects/dev.jsonl")
+	dev, err := datasets.ReadJSONL(filepath.Join(shared, "datasets", "subjects", "dev.jsonl"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	texts := make([]string, 0, 200)
+	for _, row := range dev.Rows[:min(200, len(dev.Rows))] {
+		texts = append(texts, row.Text)
+	}
+	settle := func() (anon, file int64) {
+		runtime.GC()
+		debug.FreeOSMemory()
+		return procStatus(b, "RssAnon"), procStatus(b, "RssFile")
+	}
+	const mib = 1 << 20
+	var keep []*Model
+	for b.Loop() {
+		anon0, file0 := settle()
+		m, err := Load(h, modelsDir())
+		if err != nil {
+			b.Fatal(err)
+		}
+		var r classifier.Result
+		m.Classify(context.Background(), "warm the pools and the tokenizer's tables: Café naïve 日本語", &r)
+		anon, file := settle()
+		b.ReportMetric(float64(anon-anon0)/mib, "anon-MiB")
+		b.ReportMetric(float64(file-file0)/mib, "file-MiB")
+		for _, t := range texts {
+			m.Classify(context.Background(), t, &r)
+		}
+		anon, file = settle()
+		b.ReportMetric(float64(anon-anon0)/mib, "anon-200-MiB")
+		b.ReportMetric(float64(file-file0)/mib, "file-200-MiB")
+		keep = append(keep[:0], m)
+	}
+	runtime.KeepAlive(keep)
+}
+
+func vmRSS(b *testing.B) int64 { return procStatus(b, "VmRSS") }
+
+// procStatus is a memory field of /proc/self/status, in bytes.
+func procStatus(b *testing.B, field string) int64 {
 	f, err := os.Open("/proc/self/status")
 	if err != nil {
 		b.Skip("no /proc/self/status")
@@ -86,11 +140,11 @@ func vmRSS(b *testing.B) int64 {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
 			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
 			return kb << 10
 		}
 	}
-	b.Skip("no VmRSS")
+	b.Skip("no " + field + " in /proc/self/status")
 	return 0
 }
