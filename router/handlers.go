@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -117,8 +118,9 @@ func (g *Gateway) forward(c *gin.Context) {
 	start := time.Now()
 	s := g.snap.Load()
 	r, w := c.Request, c.Writer
-	id := requestID(r.Header)
-	w.Header()["X-Request-Id"] = []string{id}
+	ids := requestID(r.Header)
+	id := ids[0]
+	w.Header()["X-Request-Id"] = ids
 	var raw http.ResponseWriter = w // the server's own writer: its optional methods without gin's wrapper
 	if u, ok := w.(interface{ Unwrap() http.ResponseWriter }); ok {
 		raw = u.Unwrap()
@@ -552,15 +554,25 @@ var (
 	idSeq atomic.Uint64
 )
 
-func requestID(h map[string][]string) string {
+// requestID is the request's id as a header value: the client's
+// X-Request-Id when it is a valid one, else a new one.
+func requestID(h map[string][]string) []string {
 	if v := h["X-Request-Id"]; len(v) == 1 && validID(v[0]) {
-		return v[0]
+		return v[:1:1]
 	}
-	var b [32]byte
-	n := copy(b[:], idPrefix)
-	b[n] = '-'
-	out := strconv.AppendUint(b[:n+1], idSeq.Add(1), 36)
-	return string(out)
+	x := new(idValue)
+	n := copy(x.b[:], idPrefix)
+	x.b[n] = '-'
+	out := strconv.AppendUint(x.b[:n+1], idSeq.Add(1), 36)
+	x.v[0] = unsafe.String(&x.b[0], len(out)) // x.b is never written again
+	return x.v[:]
+}
+
+// idValue is a made request id and the header value slice holding it, in
+// one allocation.
+type idValue struct {
+	v [1]string
+	b [32]byte // 12 hex digits, '-', at most 13 base-36 digits
 }
 
 func validID(s string) bool {

@@ -638,3 +638,31 @@ func TestGatedStreamThroughGateway(t *testing.T) {
 		t.Fatalf("rest %q err %v", rest, err)
 	}
 }
+
+// A client that leaves while the replica has not answered yet (a long
+// non-streamed generation) has its upstream request cut: the h1 server's
+// context moves the upstream connection's deadline, no AfterFunc needed.
+func TestClientCancelBeforeTheHeadReachesUpstream(t *testing.T) {
+	rep := newReplica(t, "m", "r")
+	h := newHarness(t, newConfig("", poolCfg("p", "m", rep.URL)))
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, "POST", h.URL+"/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("X-Sim-Latency", "3s")
+	errc := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		errc <- err
+	}()
+	waitFor(t, func() bool { return rep.Stats().Active == 1 }, "the replica to start")
+	start := time.Now()
+	cancel()
+	<-errc
+	waitFor(t, func() bool { return strings.Contains(h.log.String(), `"status":499`) }, "a 499 in the access log")
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("the gateway waited %v for a replica whose client left", d)
+	}
+	waitFor(t, func() bool { return rep.Stats().Cancelled == 1 }, "the replica to see the request cut")
+}

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/url"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -63,8 +64,8 @@ type conn struct {
 	wstate int
 	wabort bool
 	wdone  chan struct{}
-	gone   bool               // the watch saw the client leave
-	cancel context.CancelFunc // the current request's
+	gone   bool    // the watch saw the client leave
+	cancel *reqCtx // the current request's context, which the watch cancels
 }
 
 // connReader reads the connection, giving back first the byte a watch read
@@ -268,11 +269,13 @@ func isTimeout(err error) bool {
 // serveRequest runs the handler for one request and reports whether the
 // connection may serve another.
 func (c *conn) serveRequest(h head) bool {
-	ctx, cancel := context.WithCancel(c.ctx)
-	defer cancel()
+	x := &exchange{}
+	x.ctx.Context = c.ctx
+	defer x.ctx.cancel()
+	x.url = url.URL{Path: h.path, RawQuery: h.query}
 	r0 := http.Request{
 		Method:     h.method,
-		URL:        h.url(),
+		URL:        &x.url,
 		Proto:      "HTTP/1.1",
 		ProtoMajor: 1,
 		ProtoMinor: 1,
@@ -285,25 +288,28 @@ func (c *conn) serveRequest(h head) bool {
 	var b *body
 	switch {
 	case h.chunked:
-		b = &body{c: c, remain: -1, expect: h.expect}
+		b = &x.body
+		*b = body{c: c, remain: -1, expect: h.expect}
 		r0.Body, r0.ContentLength, r0.TransferEncoding = b, -1, chunkedTE
 		c.bodyDone.Store(false)
 	case h.length > 0:
-		b = &body{c: c, remain: h.length, expect: h.expect}
+		b = &x.body
+		*b = body{c: c, remain: h.length, expect: h.expect}
 		r0.Body, r0.ContentLength = b, h.length
 		c.bodyDone.Store(false)
 	default:
 		r0.Body = http.NoBody
 		c.bodyDone.Store(true)
 	}
-	req := r0.WithContext(ctx)
+	req := r0.WithContext(&x.ctx)
 	c.pend = c.pend[:0]
-	w := &response{c: c, req: req, body: b, clen: -1}
+	w := &x.resp
+	*w = response{c: c, req: req, body: b, clen: -1}
 	if b != nil {
 		b.w = w
 	}
 
-	c.armWatch(cancel)
+	c.armWatch(&x.ctx)
 	aborted := c.runHandler(w, req)
 	if aborted {
 		c.stopWatch()
@@ -337,10 +343,10 @@ func (c *conn) runHandler(w *response, req *http.Request) (aborted bool) {
 
 // armWatch starts the timer after which a still-running request watches
 // its connection.
-func (c *conn) armWatch(cancel context.CancelFunc) {
+func (c *conn) armWatch(ctx *reqCtx) {
 	d := c.s.watchAfter()
 	c.wmu.Lock()
-	c.cancel = cancel
+	c.cancel = ctx
 	c.wstate = watchArmed
 	c.gone = false
 	if c.wt == nil {
@@ -374,7 +380,7 @@ func (c *conn) watch() {
 	c.wstate = watchRunning
 	c.wabort = false
 	c.wdone = make(chan struct{})
-	cancel, done := c.cancel, c.wdone
+	ctx, done := c.cancel, c.wdone
 	// Under the lock, so that stopWatch's deadline in the past comes after.
 	_ = c.nc.SetReadDeadline(time.Time{})
 	c.wmu.Unlock()
@@ -386,7 +392,7 @@ func (c *conn) watch() {
 		c.cr.hasByte = true
 	} else if err != nil && !c.wabort {
 		c.gone = true
-		cancel()
+		ctx.cancel()
 	}
 	c.wstate = watchOff
 	c.wmu.Unlock()

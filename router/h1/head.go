@@ -3,7 +3,6 @@ package h1
 import (
 	"bytes"
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/triagegw/triage/router/internal/wire"
@@ -28,8 +27,6 @@ type head struct {
 	chunked                           bool  // Transfer-Encoding: chunked (no Content-Length)
 	expect                            bool  // Expect: 100-continue
 }
-
-func (h *head) url() *url.URL { return &url.URL{Path: h.path, RawQuery: h.query} }
 
 // parseHead parses the request head at the start of buf. It reports
 // headIncomplete when buf holds no complete head yet, and headNotPlain for

@@ -1,6 +1,7 @@
 package h1
 
 import (
+	"bufio"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -120,10 +121,15 @@ func (w *response) frame(p []byte) {
 	bw := w.c.bw
 	var err error
 	if w.chunked {
-		var b [18]byte
-		hex := strconv.AppendInt(b[:0], int64(len(p)), 16)
+		if bw.Available() < 18 {
+			err = bw.Flush() // room for the size line in the buffer itself
+		}
+		hex := bw.AvailableBuffer()
+		hex = strconv.AppendInt(hex, int64(len(p)), 16)
 		hex = append(hex, '\r', '\n')
-		_, err = bw.Write(hex)
+		if err == nil {
+			_, err = bw.Write(hex)
+		}
 	}
 	if err == nil {
 		_, err = bw.Write(p)
@@ -191,8 +197,8 @@ func (w *response) commit(first []byte) {
 	case w.chunked:
 		_, _ = bw.WriteString("Transfer-Encoding: chunked\r\n")
 	default:
-		var b [40]byte
-		l := append(b[:0], "Content-Length: "...)
+		_, _ = bw.WriteString("Content-Length: ")
+		l := bw.AvailableBuffer()
 		l = strconv.AppendInt(l, w.clen, 10)
 		l = append(l, '\r', '\n')
 		_, _ = bw.Write(l)
@@ -265,23 +271,31 @@ func hasToken(vs []string, tok string) bool {
 	return false
 }
 
-func writeStatusLine(bw interface {
-	WriteString(string) (int, error)
-	Write([]byte) (int, error)
-}, code int) {
-	var b [64]byte
-	l := append(b[:0], "HTTP/1.1 "...)
-	l = strconv.AppendInt(l, int64(code), 10)
-	l = append(l, ' ')
-	if t := http.StatusText(code); t != "" {
-		l = append(l, t...)
-	} else {
-		l = append(l, "status code "...)
-		l = strconv.AppendInt(l, int64(code), 10)
+// writeStatusLine writes the status line; common codes' lines are made
+// once, others are appended in the writer's own buffer (nothing escapes).
+func writeStatusLine(bw *bufio.Writer, code int) {
+	if code >= 100 && code < len(statusLines) && statusLines[code] != "" {
+		_, _ = bw.WriteString(statusLines[code])
+		return
 	}
+	l := bw.AvailableBuffer()
+	l = append(l, "HTTP/1.1 "...)
+	l = strconv.AppendInt(l, int64(code), 10)
+	l = append(l, " status code "...)
+	l = strconv.AppendInt(l, int64(code), 10)
 	l = append(l, '\r', '\n')
 	_, _ = bw.Write(l)
 }
+
+// statusLines are the status lines of the codes net/http knows.
+var statusLines = func() (t [600]string) {
+	for code := 100; code < len(t); code++ {
+		if text := http.StatusText(code); text != "" {
+			t[code] = "HTTP/1.1 " + strconv.Itoa(code) + " " + text + "\r\n"
+		}
+	}
+	return t
+}()
 
 // dateLine is the Date header line, formatted once a second.
 func dateLine() []byte {

@@ -114,12 +114,15 @@ func (t *Transport) Forward(ctx context.Context, w http.ResponseWriter, p *pool.
 			}
 			return t.fail(w, res, errorFor(err))
 		}
-		if retryStatus(up.status) && canRetry {
+		// up lives in its connection, which the relay may hand to another
+		// request: what is needed of it is read first.
+		status := up.status
+		if retryStatus(status) && canRetry {
 			if next, perr := p.Pick(tried); perr == nil {
 				up.close()
 				b.Release()
 				p.Report(b, pool.Failure)
-				res.Err = &statusError{up.status}
+				res.Err = &statusError{status}
 				b = next
 				continue
 			}
@@ -130,7 +133,7 @@ func (t *Transport) Forward(ctx context.Context, w http.ResponseWriter, p *pool.
 		switch {
 		case res.ClientGone:
 			p.Report(b, pool.Neutral)
-		case res.Aborted || up.status >= 500:
+		case res.Aborted || status >= 500:
 			p.Report(b, pool.Failure)
 		default:
 			p.Report(b, pool.Success)

@@ -53,6 +53,10 @@ type conn struct {
 	idleAt time.Time
 	reused bool // served a request before this one
 	probe  prober
+	up     upstream // the response being read on it
+	// interrupt moves the deadline into the past (a canceled request's
+	// context.AfterFunc), made once.
+	interrupt func()
 }
 
 func (t *Transport) now() time.Time {
@@ -155,6 +159,7 @@ func (t *Transport) dial(ctx context.Context, b *pool.Backend, h *hostConns, tim
 		nc = tc
 	}
 	c := &conn{nc: nc, br: bufio.NewReaderSize(nc, readBufSize), host: h}
+	c.interrupt = func() { _ = nc.SetDeadline(wire.ALongTimeAgo) }
 	c.probe.init(nc)
 	return c, nil
 }

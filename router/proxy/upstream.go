@@ -19,18 +19,54 @@ import (
 )
 
 // upstream is a response whose status line has been read; its head and
-// body are still on the connection.
+// body are still on the connection. It lives in its conn (conn.up): read
+// what is needed of it before the conn goes back to the idle stack.
 type upstream struct {
 	c      *conn
 	status int
 	http11 bool
-	stop   func() bool // unregisters the cancel hook; false if it already fired
+	hook   cancelHook
 }
+
+// stop unregisters the cancel hook, and reports false if it fired.
+func (u *upstream) stop() bool { return u.hook.release() }
 
 // close drops the connection: the response will not be read to its end.
 func (u *upstream) close() {
 	u.stop()
 	u.c.nc.Close()
+}
+
+// connWatcher is a request context that moves a connection's deadline
+// into the past when it is canceled, without the allocations of
+// context.AfterFunc (the h1 server's contexts are).
+type connWatcher interface {
+	WatchConn(conn interface{ SetDeadline(time.Time) error }) bool
+	UnwatchConn() bool
+}
+
+// cancelHook interrupts a connection's blocked I/O when the request's
+// context ends: the context's own watch, or else context.AfterFunc.
+type cancelHook struct {
+	w    connWatcher
+	stop func() bool
+}
+
+func hookCancel(ctx context.Context, c *conn) cancelHook {
+	if w, ok := ctx.(connWatcher); ok {
+		w.WatchConn(c.nc) // canceled already: the deadline is moved now
+		return cancelHook{w: w}
+	}
+	return cancelHook{stop: context.AfterFunc(ctx, c.interrupt)}
+}
+
+// release ends the hook, and reports false when the context ended first
+// (the connection's deadline was moved).
+func (h cancelHook) release() bool {
+	if h.w != nil {
+		return h.w.UnwatchConn()
+	}
+	return h.stop()
 }
 
 // notSentError marks a request that provably did not reach the replica in
@@ -108,9 +144,9 @@ func (t *Transport) roundTrip(ctx context.Context, c *conn, b *pool.Backend, req
 		d, late = deadline, false
 	}
 	_ = nc.SetDeadline(d)
-	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(wire.ALongTimeAgo) })
+	hook := hookCancel(ctx, c)
 	fail := func(err error) (*upstream, error) {
-		stop()
+		hook.release()
 		nc.Close()
 		return nil, err
 	}
@@ -170,7 +206,8 @@ func (t *Transport) roundTrip(ctx context.Context, c *conn, b *pool.Backend, req
 			}
 			continue
 		}
-		return &upstream{c: c, status: status, http11: http11, stop: stop}, nil
+		c.up = upstream{c: c, status: status, http11: http11, hook: hook}
+		return &c.up, nil
 	}
 }
 
