@@ -368,17 +368,42 @@ func setExplain(h http.Header, s *snapshot, dec *rules.Decision) {
 	if !s.rules.Explain() {
 		return
 	}
-	h["X-Triage-Route"] = []string{orDefault(dec.Route)}
-	h["X-Triage-Reason"] = []string{dec.Reason}
+	x := new(explainValues) // every value and its slice, in one allocation
+	set := func(i int, k, v string) {
+		x.v[i] = v
+		h[k] = x.v[i : i+1 : i+1]
+	}
+	set(0, "X-Triage-Route", orDefault(dec.Route))
+	set(1, "X-Triage-Reason", dec.Reason)
 	if dec.Tier > 0 {
-		h["X-Triage-Class"] = []string{dec.Class}
-		h["X-Triage-Tier"] = []string{strconv.Itoa(dec.Tier)}
-		h["X-Triage-Score"] = []string{strconv.FormatFloat(float64(dec.Score), 'f', 3, 32)}
+		set(2, "X-Triage-Class", dec.Class)
+		set(3, "X-Triage-Tier", strconv.Itoa(dec.Tier))
+		set(4, "X-Triage-Score", x.float(dec.Score))
 	}
 	if dec.Floor > 0 || dec.Mass > 0 {
-		h["X-Triage-Mass"] = []string{strconv.FormatFloat(float64(dec.Mass), 'f', 3, 32)}
-		h["X-Triage-Floor"] = []string{strconv.FormatFloat(float64(dec.Floor), 'f', 3, 32)}
+		set(5, "X-Triage-Mass", x.float(dec.Mass))
+		set(6, "X-Triage-Floor", x.float(dec.Floor))
 	}
+}
+
+// explainValues holds the x-triage-* header values of one response, and
+// the bytes of the numbers among them.
+type explainValues struct {
+	v [7]string
+	b [48]byte
+	n int
+}
+
+// float formats f with three decimals in x's bytes (which are never
+// written again under a string made of them), or on the heap when they
+// are full.
+func (x *explainValues) float(f float32) string {
+	out := strconv.AppendFloat(x.b[x.n:x.n:len(x.b)], float64(f), 'f', 3, 32)
+	if x.n+len(out) > len(x.b) || len(out) == 0 || &out[0] != &x.b[x.n] {
+		return string(out)
+	}
+	x.n += len(out)
+	return unsafe.String(&out[0], len(out))
 }
 
 // accessLine collects one request's facts for the metrics and the log.

@@ -43,13 +43,13 @@ type pathCase struct {
 }
 
 var pathCases = []pathCase{
-	{name: "plain", config: "gateway.yaml", prompt: "hi", budget: 12},
-	{name: "plain-stream", config: "gateway.yaml", stream: true, prompt: "hi", budget: 10},
-	{name: "plain-stream-usage", config: "gateway.yaml", stream: true, prompt: "hi", usage: true, budget: 10},
-	{name: "tier1", config: "gateway-semantic.yaml", prompt: "hi", budget: 26},
-	{name: "tier1-stream", config: "gateway-semantic.yaml", stream: true, prompt: "hi", budget: 24},
-	{name: "tier1-2KB", config: "gateway-semantic.yaml", prompt: strings.Repeat("How do enzymes lower the activation energy of a reaction? ", 35), budget: 26},
-	{name: "access", config: "gateway-access.yaml", prompt: "hi", header: "Authorization: Bearer sk-triage-680ada05-0oqbsct2Ixizw6Zfmnl7Ps3yBGTy6vDqdwK2qfvm\r\n", budget: 18},
+	{name: "plain", config: "gateway.yaml", prompt: "hi", budget: 9},
+	{name: "plain-stream", config: "gateway.yaml", stream: true, prompt: "hi", budget: 8},
+	{name: "plain-stream-usage", config: "gateway.yaml", stream: true, prompt: "hi", usage: true, budget: 8},
+	{name: "tier1", config: "gateway-semantic.yaml", prompt: "hi", budget: 11},
+	{name: "tier1-stream", config: "gateway-semantic.yaml", stream: true, prompt: "hi", budget: 10},
+	{name: "tier1-2KB", config: "gateway-semantic.yaml", prompt: strings.Repeat("How do enzymes lower the activation energy of a reaction? ", 35), budget: 11},
+	{name: "access", config: "gateway-access.yaml", prompt: "hi", header: "Authorization: Bearer sk-triage-680ada05-0oqbsct2Ixizw6Zfmnl7Ps3yBGTy6vDqdwK2qfvm\r\n", budget: 12},
 }
 
 // upstreamReply is what the raw upstream answers, as ../shared/bench's

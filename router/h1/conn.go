@@ -53,7 +53,8 @@ type conn struct {
 	ctx          context.Context
 	remote       string
 	state        atomic.Int32
-	pend         []byte // reused buffer for response bytes written before the head
+	pend         []byte      // reused buffer for response bytes written before the head
+	hdr          http.Header // the response header map, reused by each request
 
 	readErr  bool        // reading the request failed: the connection cannot be reused
 	bodyDone atomic.Bool // the request body has been read to its end
@@ -304,7 +305,14 @@ func (c *conn) serveRequest(h head) bool {
 	req := r0.WithContext(&x.ctx)
 	c.pend = c.pend[:0]
 	w := &x.resp
-	*w = response{c: c, req: req, body: b, clen: -1}
+	// The connection's header map, emptied: its room outlives the request
+	// (a handler may not use the writer after it returns).
+	if c.hdr == nil {
+		c.hdr = make(http.Header, 16)
+	} else {
+		clear(c.hdr)
+	}
+	*w = response{c: c, req: req, body: b, clen: -1, header: c.hdr}
 	if b != nil {
 		b.w = w
 	}

@@ -263,6 +263,7 @@ func (r *relayer) head() (framing, error) {
 	fr.sse = r.strip && !fr.noBody && eventStream(ctype)
 	h := r.w.Header()
 	own := len(h)
+	var vals []string // the values' slices, cut from one array
 	for i := 0; i < len(kv); i += 2 {
 		k := kv[i]
 		if (k == "Content-Length" && (fr.length < 0 || fr.noBody || fr.sse)) || listed(connTokens, k) {
@@ -273,7 +274,15 @@ func (r *relayer) head() (framing, error) {
 				continue
 			}
 		}
-		h[k] = append(h[k], kv[i+1])
+		if old := h[k]; len(old) > 0 {
+			h[k] = append(old, kv[i+1]) // a repeated header: its own array
+			continue
+		}
+		if len(vals) == 0 {
+			vals = make([]string, (len(kv)-i)/2)
+		}
+		vals[0] = kv[i+1]
+		h[k], vals = vals[:1:1], vals[1:]
 	}
 	return fr, nil
 }
