@@ -432,7 +432,8 @@ func (g *Gateway) account(s *snapshot, al *accessLine) {
 	}
 	al.done = true
 	g.served.Add(1)
-	d := time.Since(al.start)
+	end := time.Now() // one clock read for the duration and the log line
+	d := end.Sub(al.start)
 	var pm *metrics.Pool
 	poolName := metrics.NoPool
 	if al.pool != nil {
@@ -476,7 +477,7 @@ func (g *Gateway) account(s *snapshot, al *accessLine) {
 	if res.Backend != nil {
 		backend = res.Backend.Name
 	}
-	l := newLine(time.Now(), level, msg)
+	l := newLine(end, level, msg)
 	l.str("request_id", al.id)
 	l.str("path", al.path)
 	clipped(&l, "model", al.model)

@@ -55,6 +55,7 @@ type conn struct {
 	state        atomic.Int32
 	pend         []byte      // reused buffer for response bytes written before the head
 	hdr          http.Header // the response header map, reused by each request
+	rdl          time.Time   // the read deadline on the connection (zero: none); the serving goroutine's
 
 	readErr  bool        // reading the request failed: the connection cannot be reused
 	bodyDone atomic.Bool // the request body has been read to its end
@@ -130,9 +131,11 @@ func (c *conn) serve() {
 			// that connects and says nothing is not held for the idle
 			// timeout.
 			deadline = begun.Add(read)
-			_ = c.nc.SetReadDeadline(deadline)
+			c.setReadDeadline(deadline)
 		case c.br.Buffered() == 0 && idle > 0:
-			_ = c.nc.SetReadDeadline(time.Now().Add(idle))
+			if !c.waitNext(idle) {
+				return
+			}
 		}
 		if c.br.Buffered() == 0 {
 			if _, err := c.br.Peek(1); err != nil {
@@ -145,10 +148,9 @@ func (c *conn) serve() {
 		switch {
 		case !deadline.IsZero():
 		case read > 0:
-			deadline = time.Now().Add(read)
-			_ = c.nc.SetReadDeadline(deadline)
-		case idle > 0:
-			_ = c.nc.SetReadDeadline(time.Time{})
+			deadline = c.readDeadlineFor(read)
+		case idle > 0 && !c.rdl.IsZero():
+			c.setReadDeadline(time.Time{})
 		}
 		c.readDeadline = deadline
 		h, st := c.readHead()
@@ -167,6 +169,47 @@ func (c *conn) serve() {
 			return
 		}
 	}
+}
+
+// setReadDeadline puts t on the connection and remembers it.
+func (c *conn) setReadDeadline(t time.Time) {
+	_ = c.nc.SetReadDeadline(t)
+	c.rdl = t
+}
+
+// waitNext waits up to idle for the first byte of the next request. Under
+// steady traffic it waits under the read deadline in place, the last
+// request's, which comes first: the idle deadline is set only if that one
+// fires, and a request that comes before keeps it (readDeadlineFor), so
+// back-to-back requests move no deadline at all.
+func (c *conn) waitNext(idle time.Duration) bool {
+	now := time.Now()
+	end := now.Add(idle)
+	if c.rdl.IsZero() || !c.rdl.After(now) || c.rdl.After(end) {
+		c.setReadDeadline(end)
+	}
+	for {
+		_, err := c.br.Peek(1)
+		if err == nil {
+			return true
+		}
+		if !isTimeout(err) || !c.rdl.Before(end) {
+			return false
+		}
+		c.setReadDeadline(end) // the last request's deadline passed: wait the rest of idle
+	}
+}
+
+// readDeadlineFor puts the read deadline of a request that begins now on
+// the connection, read from now, and returns it. A deadline in place that
+// is earlier by less than read/16 stays (the last request's, under steady
+// traffic): the request gets at least 15/16 of read, and no update.
+func (c *conn) readDeadlineFor(read time.Duration) time.Time {
+	want := time.Now().Add(read)
+	if c.rdl.IsZero() || c.rdl.After(want) || want.Sub(c.rdl) > read/16 {
+		c.setReadDeadline(want)
+	}
+	return c.rdl
 }
 
 // handoff gives the connection, from the request at its read position, to
@@ -389,8 +432,9 @@ func (c *conn) watch() {
 	c.wabort = false
 	c.wdone = make(chan struct{})
 	ctx, done := c.cancel, c.wdone
-	// Under the lock, so that stopWatch's deadline in the past comes after.
-	_ = c.nc.SetReadDeadline(time.Time{})
+	// Under the lock, so that stopWatch's deadline in the past comes after
+	// (and the serving goroutine, past stopWatch, sees rdl cleared).
+	c.setReadDeadline(time.Time{})
 	c.wmu.Unlock()
 
 	n, err := c.nc.Read(c.cr.b[:])
@@ -424,7 +468,7 @@ func (c *conn) stopWatch() {
 		// stopped it too, or (without timeouts, when the next request's
 		// read sets none) it would fail the next read at once, losing a
 		// pipelined request whose first byte the watch got.
-		_ = c.nc.SetReadDeadline(time.Time{})
+		c.setReadDeadline(time.Time{})
 		return
 	}
 	c.wmu.Unlock()

@@ -572,3 +572,41 @@ func BenchmarkServer(b *testing.B) {
 		})
 	}
 }
+
+// Deadlines under keep-alive: a connection waiting for its next request
+// lasts the idle timeout, even past the last request's read deadline (it
+// waits under that one and extends); a second request that arrives slowly
+// is still cut at the read timeout, also after a request the watch
+// watched (the watch clears the deadline while it waits).
+func TestKeepAliveDeadlines(t *testing.T) {
+	addr := serve(t, &Server{ReadTimeout: 150 * time.Millisecond, IdleTimeout: 400 * time.Millisecond, WatchAfter: 5 * time.Millisecond,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if _, err := io.ReadAll(r.Body); err != nil {
+				http.Error(w, "slow body", http.StatusRequestTimeout)
+				return
+			}
+			if r.URL.Path == "/watched" {
+				time.Sleep(50 * time.Millisecond) // long enough for the watch to run
+			}
+			io.WriteString(w, "ok")
+		})})
+	c, br := rawConn(t, addr)
+	io.WriteString(c, "GET /a HTTP/1.1\r\nHost: h\r\n\r\n")
+	readResp(t, br, "GET")
+	time.Sleep(250 * time.Millisecond) // past the first request's read deadline, within idle
+	io.WriteString(c, "GET /b HTTP/1.1\r\nHost: h\r\n\r\n")
+	if resp, got := readResp(t, br, "GET"); resp.StatusCode != 200 || got != "ok" {
+		t.Fatalf("request after 250ms idle: %d %q", resp.StatusCode, got)
+	}
+	for _, path := range []string{"/plain", "/watched"} {
+		c, br := rawConn(t, addr)
+		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: h\r\n\r\n", path)
+		readResp(t, br, "GET")
+		start := time.Now()
+		io.WriteString(c, "POST /slow HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\nabc")
+		resp, _ := readResp(t, br, "POST")
+		if d := time.Since(start); resp.StatusCode != http.StatusRequestTimeout || d > time.Second {
+			t.Fatalf("after %s: a slow body got %d after %v, want 408 at about 150ms", path, resp.StatusCode, d)
+		}
+	}
+}

@@ -89,13 +89,13 @@ func (t *Transport) Forward(ctx context.Context, w http.ResponseWriter, p *pool.
 	for attempt := 1; ; attempt++ {
 		res.Attempts, res.Backend = attempt, b
 		tried = append(tried, b)
-		canRetry := attempt < pol.Attempts && time.Now().Before(budgetEnd)
+		// The clock is read only where a retry is possible.
+		canRetry := func() bool { return attempt < pol.Attempts && time.Now().Before(budgetEnd) }
 		var hurry time.Duration // the head's own limit, when a late one is tried elsewhere
-		if req.Stream && canRetry {
+		if req.Stream && canRetry() {
 			hurry = pol.Hurry
 		}
 		up, err := t.attempt(ctx, b, req, pol, deadline, hurry)
-		canRetry = attempt < pol.Attempts && time.Now().Before(budgetEnd)
 		if err != nil {
 			b.Release()
 			res.Err = err
@@ -106,7 +106,7 @@ func (t *Transport) Forward(ctx context.Context, w http.ResponseWriter, p *pool.
 			}
 			p.Report(b, pool.Failure)
 			var late *lateHeadError
-			if (notSent(err) || errors.As(err, &late)) && canRetry {
+			if (notSent(err) || errors.As(err, &late)) && canRetry() {
 				if next, perr := p.Pick(tried); perr == nil {
 					b = next
 					continue
@@ -117,7 +117,7 @@ func (t *Transport) Forward(ctx context.Context, w http.ResponseWriter, p *pool.
 		// up lives in its connection, which the relay may hand to another
 		// request: what is needed of it is read first.
 		status := up.status
-		if retryStatus(status) && canRetry {
+		if retryStatus(status) && canRetry() {
 			if next, perr := p.Pick(tried); perr == nil {
 				up.close()
 				b.Release()
