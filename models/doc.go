@@ -24,7 +24,18 @@
 // models/bert (generated BERT encoders), models/quantize (int8 encoders),
 // models/onnxpb (ONNX protobuf) and models/tfjs (the TF.js converter).
 //
+// ReadTable maps a table's file read-only where the platform and the file's
+// layout allow it (the vectors, and the scales and weights when aligned),
+// instead of copying it to the heap: only the pages lookups touch (see
+// ReadTable) are resident, as clean file-backed memory shared with the
+// page cache. A
+// table file in use must therefore be replaced by renaming a new file over
+// it (WriteFile does), never rewritten in place. The mapping is unmapped
+// by a cleanup once no Table refers to it.
+//
 // A Table is safe for concurrent use by readers. SetVector and SetWeight,
 // for training on float32 tables, must not run concurrently with anything
-// else on the same Table; a loaded table is never modified by the package.
+// else on the same Table; on a mapped table they first copy its arrays to
+// the heap, so a table file is never written through. A loaded table is
+// never modified by the package.
 package models

@@ -2,6 +2,7 @@ package models
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -12,6 +13,8 @@ import (
 	"io"
 	"math"
 	"os"
+	"runtime"
+	"unsafe"
 
 	"github.com/triagegw/triage/internal/atomicfile"
 )
@@ -113,6 +116,7 @@ func (t *Table) encode(w io.Writer) error {
 	e.u32s(t.words.ends)
 	e.bytes(t.words.blob)
 	e.flush()
+	runtime.KeepAlive(t)
 	var c [4]byte
 	binary.LittleEndian.PutUint32(c[:], e.crc)
 	if e.err == nil {
@@ -177,6 +181,19 @@ func (e *leWriter) u16s(v []uint16) {
 
 // ReadTable loads a table file written by WriteFile, checking it whole (see
 // the format above). Errors name the file and the problem.
+//
+// Where it can (see mapTable), the table's vectors, scales and weights are
+// a read-only view of the file mapped into memory, not a copy on the heap:
+// they take no heap, and only the pages that lookups touch are resident,
+// file-backed and shared with the page cache (where the page cache holds
+// large folios, as ext4 on Linux 6.18 does, a fault maps a whole folio of
+// up to 2 MiB: a few dozen lookups make a 7 MiB array resident; see
+// ReleasePages). The file must then not be
+// changed in place while the table is in use (replace it by renaming a new
+// file over it, as WriteFile does): a mapped table would see the change
+// unchecked, or fault if the file were truncated. Writing methods (SetVector,
+// SetWeight) first give the table heap copies; Clone and Quantize return
+// heap tables.
 func ReadTable(path string) (*Table, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -190,17 +207,114 @@ func ReadTable(path string) (*Table, error) {
 	if !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("models: %s: not a regular file", path)
 	}
-	t, err := decodeTable(f, st.Size())
+	t, mapped, err := mapTable(f, st.Size())
+	if !mapped {
+		t, err = decodeTable(f, st.Size())
+	}
 	if err != nil {
 		return nil, fmt.Errorf("models: %s: %w", path, err)
 	}
 	return t, nil
 }
 
+// mapTable maps f, a file of size bytes, and decodes the table from the
+// mapping (decodeImage): the arrays the host can use in place alias it.
+// mapped is false when the file could not be mapped (a platform without
+// mmap, a file system that refuses it, a size beyond the address space):
+// the caller reads it instead. The pages checking the table touched are
+// then released from the process (they stay in the page cache), so that
+// only rows in use count in its resident memory; the mapping is unmapped
+// once no table refers to it.
+func mapTable(f *os.File, size int64) (t *Table, mapped bool, err error) {
+	if size < headerSize+4 || size > math.MaxInt {
+		return nil, false, nil // decodeTable reports a short file
+	}
+	b, err := mapFile(f, int(size))
+	if err != nil {
+		return nil, false, nil
+	}
+	t, err = decodeImage(b)
+	if err != nil || t.mapped == nil {
+		unmapFile(b)
+		return t, true, err
+	}
+	releasePages(b)
+	runtime.AddCleanup(t.mapped, unmapFile, b)
+	return t, true, nil
+}
+
 // errTruncated is wrapped by errors for a file shorter than its header says.
 var errTruncated = errors.New("truncated")
 
-// decodeTable reads a table of exactly size bytes from r.
+// layout is where the sections of a table file of a given size are, from
+// its header and manifest.
+type layout struct {
+	m                                             Manifest
+	rows, dims, extra                             int64
+	weights, vectors, scales, ends, blob, blobLen int64 // offsets and the blob's length
+}
+
+// checkHeader checks the fixed header of a file of size bytes (size >=
+// headerSize+4) and returns the manifest's length.
+func checkHeader(hdr []byte, size int64) (mlen int64, err error) {
+	if string(hdr[:8]) != fileMagic {
+		return 0, fmt.Errorf("not a table file: bad magic %q (want %q)", hdr[:8], fileMagic)
+	}
+	if v := binary.LittleEndian.Uint32(hdr[8:]); v != fileVersion {
+		return 0, fmt.Errorf("unsupported table format version %d (this build reads %d)", v, fileVersion)
+	}
+	mlen = int64(binary.LittleEndian.Uint32(hdr[12:]))
+	if mlen == 0 || mlen > maxManifest {
+		return 0, fmt.Errorf("manifest length %d out of range 1..%d", mlen, maxManifest)
+	}
+	if headerSize+mlen+4 > size {
+		return 0, fmt.Errorf("file is %d bytes, too short for its %d-byte manifest (%w)", size, mlen, errTruncated)
+	}
+	return mlen, nil
+}
+
+// newLayout parses the manifest mj and lays out the rest of a file of size
+// bytes, checking that the sizes it gives fit the file.
+func newLayout(mj []byte, size int64) (layout, error) {
+	var m Manifest
+	if err := json.Unmarshal(mj, &m); err != nil {
+		return layout{}, fmt.Errorf("manifest: %v", err)
+	}
+	if !m.Quant.Valid() {
+		return layout{}, fmt.Errorf("manifest: unknown quant %q", m.Quant)
+	}
+	if m.Dims <= 0 || m.Dims > MaxDims || m.VocabSize < 0 || m.ExtraWords < 0 || m.Buckets < 0 ||
+		m.VocabSize > maxRows || m.ExtraWords > maxRows || m.Buckets > maxRows ||
+		m.VocabSize+m.ExtraWords+m.Buckets == 0 || m.VocabSize+m.ExtraWords+m.Buckets > maxRows {
+		return layout{}, fmt.Errorf("manifest: bad sizes: dims %d, vocab_size %d, extra_words %d, buckets %d", m.Dims, m.VocabSize, m.ExtraWords, m.Buckets)
+	}
+	l := layout{m: m, rows: int64(m.VocabSize + m.ExtraWords + m.Buckets), dims: int64(m.Dims), extra: int64(m.ExtraWords)}
+	mlen := int64(len(mj))
+	l.weights = headerSize + mlen
+	l.vectors = l.weights + 4*l.rows
+	l.scales = l.vectors + l.rows*l.dims*int64(m.Quant.bytesPerValue())
+	l.ends = l.scales
+	if m.Quant == QuantI8 {
+		l.ends += 4 * l.rows
+	}
+	l.blob = l.ends + 4*l.extra
+	if l.blob > size-4 {
+		return layout{}, fmt.Errorf("file is %d bytes, its manifest (%d rows of %d %s values) needs at least %d (%w)",
+			size, l.rows, l.dims, m.Quant, l.blob+4, errTruncated)
+	}
+	l.blobLen = size - 4 - l.blob
+	if l.blobLen > math.MaxUint32 {
+		return layout{}, fmt.Errorf("extra-word blob of %d bytes is too large", l.blobLen)
+	}
+	return l, nil
+}
+
+// table is an empty table of l's shape.
+func (l *layout) table() *Table {
+	return &Table{Manifest: l.m, rows: int(l.rows), dims: int(l.dims), vocab: l.m.VocabSize, buckets: l.m.Buckets, quant: l.m.Quant}
+}
+
+// decodeTable reads a table of exactly size bytes from r, into the heap.
 func decodeTable(r io.Reader, size int64) (*Table, error) {
 	d := &leReader{r: r, buf: make([]byte, 1<<16)}
 	if size < headerSize+4 {
@@ -210,62 +324,30 @@ func decodeTable(r io.Reader, size int64) (*Table, error) {
 	if err != nil {
 		return nil, err
 	}
-	if string(hdr[:8]) != fileMagic {
-		return nil, fmt.Errorf("not a table file: bad magic %q (want %q)", hdr[:8], fileMagic)
-	}
-	if v := binary.LittleEndian.Uint32(hdr[8:]); v != fileVersion {
-		return nil, fmt.Errorf("unsupported table format version %d (this build reads %d)", v, fileVersion)
-	}
-	mlen := int64(binary.LittleEndian.Uint32(hdr[12:]))
-	if mlen == 0 || mlen > maxManifest {
-		return nil, fmt.Errorf("manifest length %d out of range 1..%d", mlen, maxManifest)
-	}
-	if headerSize+mlen+4 > size {
-		return nil, fmt.Errorf("file is %d bytes, too short for its %d-byte manifest (%w)", size, mlen, errTruncated)
+	mlen, err := checkHeader(hdr, size)
+	if err != nil {
+		return nil, err
 	}
 	mj, err := d.next(int(mlen))
 	if err != nil {
 		return nil, err
 	}
-	var m Manifest
-	if err := json.Unmarshal(mj, &m); err != nil {
-		return nil, fmt.Errorf("manifest: %v", err)
+	l, err := newLayout(mj, size)
+	if err != nil {
+		return nil, err
 	}
-	if !m.Quant.Valid() {
-		return nil, fmt.Errorf("manifest: unknown quant %q", m.Quant)
-	}
-	if m.Dims <= 0 || m.Dims > MaxDims || m.VocabSize < 0 || m.ExtraWords < 0 || m.Buckets < 0 ||
-		m.VocabSize > maxRows || m.ExtraWords > maxRows || m.Buckets > maxRows ||
-		m.VocabSize+m.ExtraWords+m.Buckets == 0 || m.VocabSize+m.ExtraWords+m.Buckets > maxRows {
-		return nil, fmt.Errorf("manifest: bad sizes: dims %d, vocab_size %d, extra_words %d, buckets %d", m.Dims, m.VocabSize, m.ExtraWords, m.Buckets)
-	}
-	rows, dims, extra := int64(m.VocabSize+m.ExtraWords+m.Buckets), int64(m.Dims), int64(m.ExtraWords)
-	fixed := 4*rows + rows*dims*int64(m.Quant.bytesPerValue()) + 4*extra
-	if m.Quant == QuantI8 {
-		fixed += 4 * rows
-	}
-	rest := size - headerSize - mlen - 4
-	if fixed > rest {
-		return nil, fmt.Errorf("file is %d bytes, its manifest (%d rows of %d %s values) needs at least %d (%w)",
-			size, rows, dims, m.Quant, headerSize+mlen+fixed+4, errTruncated)
-	}
-	blobLen := rest - fixed
-	if blobLen > math.MaxUint32 {
-		return nil, fmt.Errorf("extra-word blob of %d bytes is too large", blobLen)
-	}
-
-	t := &Table{Manifest: m, rows: int(rows), dims: int(dims), vocab: m.VocabSize, buckets: m.Buckets, quant: m.Quant}
+	rows, dims := l.rows, l.dims
+	t := l.table()
 	t.weights = make([]float32, rows)
 	if err := d.f32s(t.weights); err != nil {
 		return nil, err
 	}
-	switch m.Quant {
+	switch t.quant {
 	case QuantF32:
 		t.f32 = make([]float32, rows*dims)
 		err = d.f32s(t.f32)
 	case QuantF16:
 		t.f16 = make([]uint16, rows*dims)
-		t.lut = halfTable()
 		err = d.u16s(t.f16)
 	case QuantI8:
 		t.i8 = make([]int8, rows*dims)
@@ -277,11 +359,11 @@ func decodeTable(r io.Reader, size int64) (*Table, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.words.ends = make([]uint32, extra)
+	t.words.ends = make([]uint32, l.extra)
 	if err := d.u32s(t.words.ends); err != nil {
 		return nil, err
 	}
-	t.words.blob = make([]byte, blobLen)
+	t.words.blob = make([]byte, l.blobLen)
 	if err := d.fill(t.words.blob); err != nil {
 		return nil, err
 	}
@@ -290,49 +372,165 @@ func decodeTable(r io.Reader, size int64) (*Table, error) {
 	if err != nil {
 		return nil, err
 	}
-	if want := binary.LittleEndian.Uint32(c); want != sum {
-		return nil, fmt.Errorf("checksum mismatch (stored %08x, computed %08x): the file is corrupt", want, sum)
+	if err := checkSum(c, sum); err != nil {
+		return nil, err
 	}
 	if n, _ := io.ReadFull(r, make([]byte, 1)); n != 0 {
 		return nil, errors.New("file is longer than its size (changed while reading?)")
 	}
+	if err := t.check(l.blobLen); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
 
+// decodeImage decodes the table file image b (a whole file, usually
+// mapped). The weights, vectors and scales alias b wherever the host can
+// use them in place: a little-endian host, and each array aligned for its
+// type in memory (b is page-aligned when mapped, so that is the array's
+// offset in the file; i8 vectors always qualify). Misaligned arrays are
+// copied to the heap, and so are the extra words (small, and shared by
+// Words beyond the table's life). t.mapped is set, to a mapping of b, when
+// any array aliases b: b must then stay valid and unchanged while t (or a
+// table sharing its arrays) is in use.
+func decodeImage(b []byte) (*Table, error) {
+	size := int64(len(b))
+	if size < headerSize+4 {
+		return nil, fmt.Errorf("not a table file: %d bytes, shorter than any table (%w)", size, errTruncated)
+	}
+	mlen, err := checkHeader(b[:headerSize], size)
+	if err != nil {
+		return nil, err
+	}
+	l, err := newLayout(b[headerSize:headerSize+mlen], size)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSum(b[size-4:], crc32.Checksum(b[:size-4], castagnoli)); err != nil {
+		return nil, err
+	}
+	rows, dims := l.rows, l.dims
+	t := l.table()
+	shared := false
+	section := func(off, n int64) []byte { return b[off : off+n : off+n] }
+	t.weights = f32sAt(section(l.weights, 4*rows), &shared)
+	switch t.quant {
+	case QuantF32:
+		t.f32 = f32sAt(section(l.vectors, 4*rows*dims), &shared)
+	case QuantF16:
+		t.f16 = u16sAt(section(l.vectors, 2*rows*dims), &shared)
+	case QuantI8:
+		t.i8 = unsafe.Slice((*int8)(unsafe.Pointer(&b[l.vectors])), rows*dims)
+		shared = true
+		t.scales = f32sAt(section(l.scales, 4*rows), &shared)
+	}
+	ends := section(l.ends, 4*l.extra)
+	t.words.ends = make([]uint32, l.extra)
+	for i := range t.words.ends {
+		t.words.ends[i] = binary.LittleEndian.Uint32(ends[4*i:])
+	}
+	t.words.blob = bytes.Clone(section(l.blob, l.blobLen))
+	if shared {
+		t.mapped = &mapping{data: b}
+	}
+	if err := t.check(l.blobLen); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// hostLittleEndian: the file's arrays are little-endian, so only a
+// little-endian host can use them in place.
+var hostLittleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
+// f32sAt is the little-endian float32s in b: b itself when the host can
+// use it in place (setting *shared), else a heap copy.
+func f32sAt(b []byte, shared *bool) []float32 {
+	if v := view[float32](b); v != nil {
+		*shared = true
+		return v
+	}
+	v := make([]float32, len(b)/4)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return v
+}
+
+// u16sAt is f32sAt for uint16s.
+func u16sAt(b []byte, shared *bool) []uint16 {
+	if v := view[uint16](b); v != nil {
+		*shared = true
+		return v
+	}
+	v := make([]uint16, len(b)/2)
+	for i := range v {
+		v[i] = binary.LittleEndian.Uint16(b[2*i:])
+	}
+	return v
+}
+
+// view is b as a []T, or nil unless the host is little-endian and b is
+// aligned for T and not empty.
+func view[T float32 | uint16](b []byte) []T {
+	var zero T
+	size := int(unsafe.Sizeof(zero))
+	if !hostLittleEndian || len(b) == 0 || uintptr(unsafe.Pointer(&b[0]))%unsafe.Alignof(zero) != 0 {
+		return nil
+	}
+	return unsafe.Slice((*T)(unsafe.Pointer(&b[0])), len(b)/size)
+}
+
+// checkSum compares the stored CRC-32C (the file's last 4 bytes) with the
+// one computed.
+func checkSum(stored []byte, sum uint32) error {
+	if want := binary.LittleEndian.Uint32(stored); want != sum {
+		return fmt.Errorf("checksum mismatch (stored %08x, computed %08x): the file is corrupt", want, sum)
+	}
+	return nil
+}
+
+// check is the reader's check of a table's values once the checksum
+// matched: finite weights, vectors and scales (scales also >= 0), extra
+// words ending in order at the end of the blob of blobLen bytes, non-empty
+// and distinct. It then drops weights that are all 1 and builds the word
+// index.
+func (t *Table) check(blobLen int64) error {
+	dims := int64(t.dims)
 	if i := FirstNonFinite(t.weights); i >= 0 {
-		return nil, fmt.Errorf("weight of row %d is %v", i, t.weights[i])
+		return fmt.Errorf("weight of row %d is %v", i, t.weights[i])
 	}
 	t.compactWeights()
-	switch m.Quant {
+	switch t.quant {
 	case QuantF32:
 		if i := FirstNonFinite(t.f32); i >= 0 {
-			return nil, fmt.Errorf("row %d has a non-finite value %v", int64(i)/dims, t.f32[i])
+			return fmt.Errorf("row %d has a non-finite value %v", int64(i)/dims, t.f32[i])
 		}
 	case QuantF16:
+		t.lut = halfTable()
 		for i, h := range t.f16 {
 			if h&0x7c00 == 0x7c00 {
-				return nil, fmt.Errorf("row %d has a non-finite value %v", int64(i)/dims, HalfToFloat32(h))
+				return fmt.Errorf("row %d has a non-finite value %v", int64(i)/dims, HalfToFloat32(h))
 			}
 		}
 	case QuantI8:
 		for i, s := range t.scales {
 			if !(s >= 0) || math.IsInf(float64(s), 0) {
-				return nil, fmt.Errorf("scale of row %d is %v", i, s)
+				return fmt.Errorf("scale of row %d is %v", i, s)
 			}
 		}
 	}
 	prev := uint32(0)
 	for i, e := range t.words.ends {
 		if e < prev {
-			return nil, fmt.Errorf("extra word %d: end offset %d before the previous word's end %d", i, e, prev)
+			return fmt.Errorf("extra word %d: end offset %d before the previous word's end %d", i, e, prev)
 		}
 		prev = e
 	}
 	if int64(prev) != blobLen {
-		return nil, fmt.Errorf("extra words end at byte %d of a %d-byte blob", prev, blobLen)
+		return fmt.Errorf("extra words end at byte %d of a %d-byte blob", prev, blobLen)
 	}
-	if err := t.words.build(); err != nil {
-		return nil, err
-	}
-	return t, nil
+	return t.words.build()
 }
 
 // leReader reads little-endian values through a buffer, keeping the

@@ -21,7 +21,8 @@ func fixCRC(img []byte) []byte {
 // FuzzReadTable feeds arbitrary bytes (with the checksum fixed half the
 // time, so that the checks behind it are reached) to the table reader: it
 // must return an error or a table that encodes back to the same bytes, and
-// never panic or allocate beyond the input's size.
+// never panic or allocate beyond the input's size; the mapped reader must
+// agree.
 func FuzzReadTable(f *testing.F) {
 	base := randomTable(f, 11, 6, 3, 4)
 	for _, q := range quants {
@@ -39,8 +40,25 @@ func FuzzReadTable(f *testing.F) {
 			data = fixCRC(bytes.Clone(data))
 		}
 		tb, err := decodeTable(bytes.NewReader(data), int64(len(data)))
+		// The mapped reader (decodeImage, here on heap images at an
+		// aligned and an odd address, so that its arrays are aliased and
+		// copied) accepts exactly what the streaming reader does, as the
+		// same table.
+		var mapped [2]*Table
+		for i, img := range [][]byte{bytes.Clone(data), append(make([]byte, 1, len(data)+1), data...)[1:]} {
+			var merr error
+			mapped[i], merr = decodeImage(img)
+			if (err == nil) != (merr == nil) {
+				t.Fatalf("streaming reader: %v; mapped reader (odd address %v): %v", err, i == 1, merr)
+			}
+		}
 		if err != nil {
 			return
+		}
+		for _, m := range mapped {
+			if !bytes.Equal(m.encodeBytes(), tb.encodeBytes()) {
+				t.Fatal("the mapped reader read another table")
+			}
 		}
 		if tb.MemoryBytes() > 4*len(data)+(1<<20) {
 			t.Fatalf("table of %d bytes from a %d-byte file", tb.MemoryBytes(), len(data))

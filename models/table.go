@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
+	"unsafe"
 )
 
 // Quant is how a Table stores its vectors.
@@ -64,9 +66,9 @@ type Manifest struct {
 
 // Table maps rows (tokenizer ids, then extra whole words, then buckets) to
 // vectors and a per-row weight. Build one with NewTable or an importer, load one with
-// ReadTable. A Table is safe for concurrent use by readers; SetVector and
-// SetWeight (for training) must not run concurrently with anything else on
-// the same Table.
+// ReadTable (which maps the file where it can: see MappedBytes). A Table is
+// safe for concurrent use by readers; SetVector and SetWeight (for
+// training) must not run concurrently with anything else on the same Table.
 type Table struct {
 	// Manifest describes the table. Its Dims, VocabSize, ExtraWords,
 	// Buckets and Quant are set from the data by every constructor, and
@@ -84,6 +86,36 @@ type Table struct {
 	lut     *[1 << 16]float32
 
 	words wordIndex // extra words: row vocab+i is words.word(i)
+
+	// mapped, when set, is the read-only file mapping that some of
+	// weights, f32, f16, i8 and scales alias (ReadTable). They must not be
+	// written: own copies them to the heap first. Methods that read them
+	// end with runtime.KeepAlive(t), so that the mapping, unmapped by a
+	// cleanup once unreachable, outlives every read.
+	mapped *mapping
+}
+
+// mapping is a read-only view of a table file (see mapTable).
+type mapping struct{ data []byte }
+
+// holds reports whether s lies in the mapping.
+func holds[T any](m *mapping, s []T) bool {
+	if m == nil || len(s) == 0 || len(m.data) == 0 {
+		return false
+	}
+	p, lo := uintptr(unsafe.Pointer(unsafe.SliceData(s))), uintptr(unsafe.Pointer(unsafe.SliceData(m.data)))
+	return p >= lo && p < lo+uintptr(len(m.data))
+}
+
+// own gives t heap copies of its arrays if some alias its file mapping,
+// before a write (the mapping is read-only); the mapping goes once no
+// table refers to it. Same concurrency rule as SetVector.
+func (t *Table) own() {
+	if t.mapped == nil {
+		return
+	}
+	t.weights, t.f32, t.f16, t.i8, t.scales = clone(t.weights), clone(t.f32), clone(t.f16), clone(t.i8), clone(t.scales)
+	t.mapped = nil
 }
 
 // NewTable builds a float32 table from vectors (one slice per row, all of
@@ -249,7 +281,9 @@ func (t *Table) Weight(row int32) float32 {
 	if t.weights == nil {
 		return 1
 	}
-	return t.weights[row]
+	w := t.weights[row]
+	runtime.KeepAlive(t)
+	return w
 }
 
 // compactWeights drops the weights slice when every weight is 1 (tuned
@@ -298,6 +332,7 @@ func (t *Table) Vector(row int32, dst []float32) []float32 {
 			dst[i] = s * float32(q)
 		}
 	}
+	runtime.KeepAlive(t)
 	return dst
 }
 
@@ -321,6 +356,7 @@ func (t *Table) Accumulate(acc []float32, row int32, w float32) {
 	default:
 		accumulateF32(acc, t.f32[off:off+d:off+d], s)
 	}
+	runtime.KeepAlive(t)
 }
 
 // The accumulate loops are unrolled by 8 over re-sliced inputs: the
@@ -418,6 +454,7 @@ func (t *Table) Quantize(q Quant) *Table {
 			n.scales[r] = quantizeRowI8(row, n.i8[r*d:r*d+d])
 		}
 	}
+	runtime.KeepAlive(t)
 	return n
 }
 
@@ -457,6 +494,7 @@ func (t *Table) SetVector(row int32, v []float32) {
 	if i := FirstNonFinite(v); i >= 0 {
 		panic(fmt.Sprintf("models: SetVector: value %d is %v", i, v[i]))
 	}
+	t.own()
 	copy(t.f32[int(row)*t.dims:], v)
 }
 
@@ -465,6 +503,7 @@ func (t *Table) SetWeight(row int32, w float32) {
 	if FirstNonFinite([]float32{w}) >= 0 {
 		panic(fmt.Sprintf("models: SetWeight: %v", w))
 	}
+	t.own()
 	t.weights = t.weightSlice()
 	t.weights[row] = w
 }
@@ -477,7 +516,7 @@ func (t *Table) SetUniformWeights() {
 	t.Manifest.Weighting = "uniform: 1 for every row"
 }
 
-// Clone returns a deep copy of t.
+// Clone returns a deep copy of t, on the heap.
 func (t *Table) Clone() *Table {
 	n := *t
 	n.weights = clone(t.weights)
@@ -486,6 +525,8 @@ func (t *Table) Clone() *Table {
 	n.i8 = clone(t.i8)
 	n.scales = clone(t.scales)
 	n.words = t.words.clone()
+	n.mapped = nil
+	runtime.KeepAlive(t)
 	return &n
 }
 
@@ -496,10 +537,50 @@ func clone[T any](s []T) []T {
 	return append(make([]T, 0, len(s)), s...)
 }
 
-// MemoryBytes is the resident size of the table's data: weights, vectors,
-// scales and the extra-word index (the shared float16 lookup table of
-// 256 KiB, used by f16 tables, is not counted).
+// MemoryBytes is the size of the table's data: weights, vectors, scales
+// and the extra-word index (the shared float16 lookup table of 256 KiB,
+// used by f16 tables, is not counted), whether on the heap or mapped from
+// its file (MappedBytes of it).
 func (t *Table) MemoryBytes() int {
 	n := 4*len(t.weights) + 4*len(t.f32) + 2*len(t.f16) + len(t.i8) + 4*len(t.scales)
 	return n + t.words.memoryBytes() + 256
+}
+
+// ReleasePages drops the pages of a mapped table (see MappedBytes) from
+// the process's resident memory; they stay in the page cache, and lookups
+// fault them back in (a minor fault per page, or per large folio the page
+// cache holds), which costs the first classification after a release
+// about 60 µs on the default tier 1 (BenchmarkClassifyReleased). It is for
+// a gateway to call when traffic stops, as it returns its heap to the OS.
+// It is safe concurrently with readers, and does nothing to a table on the
+// heap.
+func (t *Table) ReleasePages() {
+	if m := t.mapped; m != nil {
+		releasePages(m.data)
+	}
+	runtime.KeepAlive(t)
+}
+
+// MappedBytes is the part of MemoryBytes that is a read-only mapping of the
+// table's file (see ReadTable) rather than heap: resident only as far as
+// lookups touch it, as file-backed pages the kernel can reclaim and
+// processes share. 0 for a table built, cloned, quantized or written to.
+func (t *Table) MappedBytes() int {
+	m, n := t.mapped, 0
+	if holds(m, t.weights) {
+		n += 4 * len(t.weights)
+	}
+	if holds(m, t.f32) {
+		n += 4 * len(t.f32)
+	}
+	if holds(m, t.f16) {
+		n += 2 * len(t.f16)
+	}
+	if holds(m, t.i8) {
+		n += len(t.i8)
+	}
+	if holds(m, t.scales) {
+		n += 4 * len(t.scales)
+	}
+	return n
 }

@@ -401,6 +401,9 @@ func TestReadTableErrors(t *testing.T) {
 			if _, err := decodeTable(bytes.NewReader(b), int64(len(b))); err == nil {
 				t.Fatalf("%s: flipping a bit of byte %d went unnoticed", q, i)
 			}
+			if _, err := decodeImage(b); err == nil {
+				t.Fatalf("%s: flipping a bit of byte %d went unnoticed by the mapped reader", q, i)
+			}
 		}
 		p := write("long.tbl", append(bytes.Clone(img), 0))
 		if _, err := ReadTable(p); err == nil {

@@ -53,6 +53,21 @@ func BenchmarkClassify(b *testing.B) {
 	}
 }
 
+// BenchmarkClassifyReleased is the first Classify after the table's pages
+// were released (Model.ReleasePages, when traffic stops): the rows it
+// reads fault back in from the page cache. Compare BenchmarkClassify.
+func BenchmarkClassifyReleased(b *testing.B) {
+	_, m := defaultModel(b)
+	text := benchText(b, m, 30)
+	var r classifier.Result
+	m.Classify(context.Background(), text, &r)
+	b.ReportAllocs()
+	for b.Loop() {
+		m.ReleasePages()
+		m.Classify(context.Background(), text, &r)
+	}
+}
+
 // BenchmarkLoadRSS loads the default tier 1 and reports what it adds to the
 // process's resident memory (MiB), and the Go heap it holds.
 func BenchmarkLoadRSS(b *testing.B) {
@@ -88,7 +103,8 @@ func BenchmarkLoadRSS(b *testing.B) {
 // prompts of the subjects dev set (anon-200-MiB, file-200-MiB), each
 // measured after a GC and FreeOSMemory, as the gateway does when traffic
 // stops. File-backed pages are a mapped table's: clean, shared with the
-// page cache, reclaimable under memory pressure.
+// page cache, reclaimable under memory pressure; file-released-MiB is
+// what stays of them after ReleasePages, as when traffic stops.
 func BenchmarkLoadRSSDev(b *testing.B) {
 	h, _ := defaultModel(b) // warm: page cache, tokenizer file
 	shared := testenv.Shared(b, "datasets/subjects/dev.jsonl")
@@ -124,6 +140,9 @@ func BenchmarkLoadRSSDev(b *testing.B) {
 		anon, file = settle()
 		b.ReportMetric(float64(anon-anon0)/mib, "anon-200-MiB")
 		b.ReportMetric(float64(file-file0)/mib, "file-200-MiB")
+		m.ReleasePages()
+		_, file = settle()
+		b.ReportMetric(float64(file-file0)/mib, "file-released-MiB")
 		keep = append(keep[:0], m)
 	}
 	runtime.KeepAlive(keep)

@@ -10,7 +10,10 @@ import (
 
 // Load builds tier 1 from a heads artifact: it finds the tokenizer and table
 // the artifact names (in the artifact's directory, then in modelsDir),
-// checks their sha256 against the artifact's record, and loads them.
+// checks their sha256 against the artifact's record, and loads them. The
+// table is mapped from its file (models.ReadTable), not copied to the heap:
+// replace a table file by renaming a new one over it, never in place, while
+// a gateway may be using it.
 func Load(h *classifier.Heads, modelsDir string) (*Model, error) {
 	t := h.Tier1
 	if t == nil {

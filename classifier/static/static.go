@@ -242,6 +242,16 @@ func (m *Model) Probs(text string, out []float32) {
 	classifier.Softmax(out, m.head.Temperature)
 }
 
+// ReleasePages drops the pages of the model's table that lookups made
+// resident, when the table is mapped from its file
+// (models.Table.ReleasePages): for a gateway whose traffic stopped. Safe
+// concurrently with Classify.
+func (m *Model) ReleasePages() {
+	if m.table != nil {
+		m.table.ReleasePages()
+	}
+}
+
 // Fold returns the folded form of the model's head (see Model): rows ×
 // classes logit contributions and the bias; nil if the model is not folded.
 func (m *Model) Fold() (contrib []float32, bias []float32) {
