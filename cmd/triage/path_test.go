@@ -46,11 +46,15 @@ var pathCases = []pathCase{
 	{name: "plain", config: "gateway.yaml", prompt: "hi", budget: 9},
 	{name: "plain-stream", config: "gateway.yaml", stream: true, prompt: "hi", budget: 8},
 	{name: "plain-stream-usage", config: "gateway.yaml", stream: true, prompt: "hi", usage: true, budget: 8},
+	{name: "plain-2KB", config: "gateway.yaml", prompt: prompt2KB, budget: 9},
 	{name: "tier1", config: "gateway-semantic.yaml", prompt: "hi", budget: 11},
 	{name: "tier1-stream", config: "gateway-semantic.yaml", stream: true, prompt: "hi", budget: 10},
-	{name: "tier1-2KB", config: "gateway-semantic.yaml", prompt: strings.Repeat("How do enzymes lower the activation energy of a reaction? ", 35), budget: 11},
+	{name: "tier1-2KB", config: "gateway-semantic.yaml", prompt: prompt2KB, budget: 11},
 	{name: "access", config: "gateway-access.yaml", prompt: "hi", header: "Authorization: Bearer sk-triage-680ada05-0oqbsct2Ixizw6Zfmnl7Ps3yBGTy6vDqdwK2qfvm\r\n", budget: 12},
 }
+
+// prompt2KB is a 2 KB prompt (about 400 tokens).
+var prompt2KB = strings.Repeat("How do enzymes lower the activation energy of a reaction? ", 35)
 
 // upstreamReply is what the raw upstream answers, as ../shared/bench's
 // mock does: a chat completion, or a stream of 20 chunks, the usage chunk
