@@ -98,11 +98,11 @@ func BenchmarkLoadRSS(b *testing.B) {
 
 // BenchmarkLoadRSSDev is BenchmarkLoadRSS split by kind of memory, and
 // again after serving: the process's anonymous (heap, stacks) and
-// file-backed resident memory added by loading the default tier 1 and one
-// Classify (anon-MiB, file-MiB), then after classifying the first 200
-// prompts of the subjects dev set (anon-200-MiB, file-200-MiB), each
-// measured after a GC and FreeOSMemory, as the gateway does when traffic
-// stops. File-backed pages are a mapped table's: clean, shared with the
+// file-backed resident memory added by loading the default tier 1
+// (file-load-MiB) and one Classify (anon-MiB, file-MiB), then after
+// classifying the first 200 prompts of the subjects dev set (anon-200-MiB,
+// file-200-MiB), each measured after a GC and FreeOSMemory, as the gateway
+// does when traffic stops. File-backed pages are a mapped table's: clean, shared with the
 // page cache, reclaimable under memory pressure; file-released-MiB is
 // what stays of them after ReleasePages, as when traffic stops.
 func BenchmarkLoadRSSDev(b *testing.B) {
@@ -129,6 +129,8 @@ func BenchmarkLoadRSSDev(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		_, file := settle()
+		b.ReportMetric(float64(file-file0)/mib, "file-load-MiB")
 		var r classifier.Result
 		m.Classify(context.Background(), "warm the pools and the tokenizer's tables: Café naïve 日本語", &r)
 		anon, file := settle()
