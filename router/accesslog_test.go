@@ -3,6 +3,7 @@ package router
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"testing"
 	"time"
 )
@@ -40,5 +41,30 @@ func TestLogLineAllocs(t *testing.T) {
 	buf := make([]byte, 0, 256)
 	if n := testing.AllocsPerRun(100, func() { buf = appendJSONBytes(buf[:0], model) }); n != 0 {
 		t.Fatalf("appendJSONBytes allocates %v times", n)
+	}
+}
+
+// BenchmarkLogLine is one access log line as the gateway writes it for a
+// routed request (`go test ./router -run '^$' -bench LogLine`).
+func BenchmarkLogLine(b *testing.B) {
+	now := time.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		l := newLine(now, "INFO", "request")
+		l.str("request_id", "3f2a9c0d1e7b-1a2b3c")
+		l.str("path", "/v1/chat/completions")
+		l.str("model", "gpt-4o-mini")
+		l.str("pool", "bench")
+		l.str("backend", "http://127.0.0.1:18000")
+		l.str("route", "subjects")
+		l.str("reason", "tier1_confident")
+		l.int("status", 200)
+		l.int("attempts", 1)
+		l.ms("ttfb_ms", 1234567*time.Nanosecond)
+		l.ms("duration_ms", 1334567*time.Nanosecond)
+		l.int("bytes_out", 245)
+		l.int("prompt_tokens", 12)
+		l.int("completion_tokens", 2)
+		l.end(io.Discard)
 	}
 }

@@ -20,7 +20,8 @@ import (
 )
 
 // tierCache keeps loaded tiers across reloads while their heads and model
-// files are unchanged: a tier-1 table takes ~100 ms and 12 MiB to load, a
+// files are unchanged: a tier-1 table takes ~20 ms to map and 4.7 MiB of
+// heap (its rows are the file's pages, resident as lookups touch them), a
 // tier-2 session ~70-200 MiB and up to seconds. It holds the models of the
 // last load (the rules' heads and, with a shadow, the shadow's), dropping
 // the rest.
@@ -46,6 +47,17 @@ type tierCache struct {
 	// sha256, tokenizer, token cap), each loaded once on first need: a
 	// reload that changes floors, rules or even the tier-2 head keeps it.
 	encoders map[string]*classifier.Lazy
+}
+
+// releasePages drops the tier-1 table pages lookups made resident (they
+// come back from the page cache, or the file, at the next lookups): for a
+// gateway whose traffic stopped.
+func (c *tierCache) releasePages() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, m := range c.models {
+		m.ReleasePages()
+	}
 }
 
 // tier2For returns the loader of h's tier 2 (nil when h has no tier-2
