@@ -225,7 +225,7 @@ func (w *response) writeHeaderLines() {
 			continue
 		}
 		for _, v := range vs {
-			if strings.ContainsAny(v, "\r\n") {
+			if strings.IndexByte(v, '\r') >= 0 || strings.IndexByte(v, '\n') >= 0 {
 				v = strings.NewReplacer("\r", " ", "\n", " ").Replace(v)
 			}
 			_, _ = bw.WriteString(k)
