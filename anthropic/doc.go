@@ -1,0 +1,24 @@
+// Package anthropic translates between the Anthropic Messages API and the
+// OpenAI chat-completions API, so a client speaking Messages can be served by
+// a pool that speaks chat completions (vLLM, say):
+//
+//   - ToChat turns a Messages request body into a chat-completions request
+//     body;
+//   - FromChat turns a (non-streamed) chat completion into a Messages
+//     response;
+//   - Stream turns a chat-completions SSE stream into Messages SSE events,
+//     one upstream chunk at a time, holding only the state of the open
+//     content block;
+//   - Error is Anthropic's error shape, and FromOpenAIError maps an upstream
+//     OpenAI- or vLLM-shaped error onto it.
+//
+// Unlike package openai, translation decodes the whole body: every field has
+// to be rewritten, so there is nothing to gain from locating spans. Output is
+// appended by hand rather than marshalled, which keeps it fast and the key
+// order fixed.
+//
+// ToChat, FromChat and FromOpenAIError are pure functions of their inputs and
+// safe for concurrent use. A Stream belongs to one response and must not be
+// shared between goroutines. The package starts no goroutines. Input is
+// hostile: anything malformed is an error, never a panic.
+package anthropic

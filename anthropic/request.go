@@ -1,0 +1,546 @@
+package anthropic
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+)
+
+// The request as Anthropic defines it. Fields whose shape varies (a string
+// or an array of blocks) stay raw until their turn comes.
+type msgRequest struct {
+	Model         string          `json:"model"`
+	MaxTokens     json.RawMessage `json:"max_tokens"`
+	System        json.RawMessage `json:"system"`
+	Messages      []msgMessage    `json:"messages"`
+	Temperature   *float64        `json:"temperature"`
+	TopP          *float64        `json:"top_p"`
+	TopK          *int64          `json:"top_k"`
+	StopSequences []string        `json:"stop_sequences"`
+	Stream        bool            `json:"stream"`
+	Metadata      *struct {
+		UserID string `json:"user_id"`
+	} `json:"metadata"`
+	Tools      []msgTool      `json:"tools"`
+	ToolChoice *msgToolChoice `json:"tool_choice"`
+}
+
+type msgMessage struct {
+	Role    string          `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// msgBlock is every content block type in one struct: decoding into a
+// union is cheaper than decoding twice, and the Type says which fields
+// matter.
+type msgBlock struct {
+	Type   string `json:"type"`
+	Text   string `json:"text"`
+	Source *struct {
+		Type      string `json:"type"`
+		MediaType string `json:"media_type"`
+		Data      string `json:"data"`
+		URL       string `json:"url"`
+	} `json:"source"`
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Input     json.RawMessage `json:"input"`
+	ToolUseID string          `json:"tool_use_id"`
+	Content   json.RawMessage `json:"content"`
+	IsError   bool            `json:"is_error"`
+}
+
+type msgTool struct {
+	Type        string          `json:"type"`
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+type msgToolChoice struct {
+	Type                   string `json:"type"`
+	Name                   string `json:"name"`
+	DisableParallelToolUse bool   `json:"disable_parallel_tool_use"`
+}
+
+// ToChat translates an Anthropic Messages request body into an OpenAI
+// chat-completions request body. model, when not empty, replaces the
+// request's model (the router names the pool's model). Errors are 400s in
+// Anthropic's shape naming the offending field.
+//
+// Translation needs the whole body (every message is rewritten), so this
+// decodes it fully with encoding/json, unlike the span extraction of
+// package openai; the output is appended by hand.
+func ToChat(body []byte, model string) ([]byte, *Error) {
+	var req msgRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, decodeError(err)
+	}
+	maxTokens, e := parseMaxTokens(req.MaxTokens)
+	if e != nil {
+		return nil, e
+	}
+	if len(req.Messages) == 0 {
+		return nil, invalid("messages: at least one message is required")
+	}
+	if model == "" {
+		model = req.Model
+	}
+
+	w := writer{dst: make([]byte, 0, len(body)+len(body)/8+256)}
+	w.dst = append(w.dst, `{"model":`...)
+	w.dst = appendString(w.dst, model)
+	w.dst = append(w.dst, `,"messages":[`...)
+	if e := w.system(req.System); e != nil {
+		return nil, e
+	}
+	seen := make(map[string]struct{})
+	for i := range req.Messages {
+		if e := w.message(i, &req.Messages[i], seen); e != nil {
+			return nil, e
+		}
+	}
+	w.dst = append(w.dst, ']')
+
+	dst := w.dst
+	dst = append(dst, `,"max_tokens":`...)
+	dst = strconv.AppendInt(dst, maxTokens, 10)
+	if req.Temperature != nil {
+		dst = append(dst, `,"temperature":`...)
+		dst = appendFloat(dst, *req.Temperature)
+	}
+	if req.TopP != nil {
+		dst = append(dst, `,"top_p":`...)
+		dst = appendFloat(dst, *req.TopP)
+	}
+	if req.TopK != nil {
+		// Not an OpenAI field, but vLLM (the pools this serves) takes it.
+		dst = append(dst, `,"top_k":`...)
+		dst = strconv.AppendInt(dst, *req.TopK, 10)
+	}
+	if len(req.StopSequences) > 0 {
+		dst = append(dst, `,"stop":[`...)
+		for i, s := range req.StopSequences {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendString(dst, s)
+		}
+		dst = append(dst, ']')
+	}
+	if req.Stream {
+		// Usage comes in a last chunk only when asked for; the Messages
+		// stream must report output tokens.
+		dst = append(dst, `,"stream":true,"stream_options":{"include_usage":true}`...)
+	}
+	if req.Metadata != nil && req.Metadata.UserID != "" {
+		dst = append(dst, `,"user":`...)
+		dst = appendString(dst, req.Metadata.UserID)
+	}
+	w.dst = dst
+	if e := w.tools(req.Tools); e != nil {
+		return nil, e
+	}
+	if req.ToolChoice != nil {
+		if e := w.toolChoice(req.ToolChoice); e != nil {
+			return nil, e
+		}
+	}
+	return append(w.dst, '}'), nil
+}
+
+// decodeError names what encoding/json found wrong, by field when it can.
+func decodeError(err error) *Error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		field := te.Field
+		if field == "" {
+			return invalid("request body must be a JSON object")
+		}
+		return invalid(field + ": must not be a JSON " + te.Value)
+	}
+	return invalid("request body is not valid JSON: " + err.Error())
+}
+
+// parseMaxTokens requires max_tokens, as Anthropic does: there is no
+// default to fall back on, and guessing one would change what the client
+// pays for.
+func parseMaxTokens(raw json.RawMessage) (int64, *Error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return 0, invalid("max_tokens: field required")
+	}
+	n, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil || n < 1 {
+		return 0, invalid("max_tokens: must be a positive integer")
+	}
+	return n, nil
+}
+
+// writer accumulates the chat body. scratch is reused for compacting tool
+// inputs, which become JSON strings.
+type writer struct {
+	dst      []byte
+	scratch  bytes.Buffer
+	messages int // messages written so far, for the separating commas
+}
+
+func (w *writer) open(role string) {
+	if w.messages > 0 {
+		w.dst = append(w.dst, ',')
+	}
+	w.messages++
+	w.dst = append(w.dst, `{"role":`...)
+	w.dst = appendString(w.dst, role)
+}
+
+// system turns a string or an array of text blocks into a leading system
+// message. Several blocks become content parts, so their boundaries are
+// kept.
+func (w *writer) system(raw json.RawMessage) *Error {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil
+	}
+	if raw[0] == '"' {
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return invalid("system: must be a string or an array of text blocks")
+		}
+		if s == "" {
+			return nil
+		}
+		w.open("system")
+		w.dst = append(w.dst, `,"content":`...)
+		w.dst = appendString(w.dst, s)
+		w.dst = append(w.dst, '}')
+		return nil
+	}
+	var blocks []msgBlock
+	if json.Unmarshal(raw, &blocks) != nil {
+		return invalid("system: must be a string or an array of text blocks")
+	}
+	for i := range blocks {
+		if blocks[i].Type != "text" {
+			return invalid("system." + strconv.Itoa(i) + ".type: must be \"text\"")
+		}
+	}
+	if len(blocks) == 0 {
+		return nil
+	}
+	w.open("system")
+	w.textContent(blocks)
+	w.dst = append(w.dst, '}')
+	return nil
+}
+
+// textContent writes ,"content": for text blocks: a plain string for one,
+// text parts for several.
+func (w *writer) textContent(blocks []msgBlock) {
+	w.dst = append(w.dst, `,"content":`...)
+	if len(blocks) == 1 {
+		w.dst = appendString(w.dst, blocks[0].Text)
+		return
+	}
+	w.dst = append(w.dst, '[')
+	for i := range blocks {
+		if i > 0 {
+			w.dst = append(w.dst, ',')
+		}
+		w.dst = append(w.dst, `{"type":"text","text":`...)
+		w.dst = appendString(w.dst, blocks[i].Text)
+		w.dst = append(w.dst, '}')
+	}
+	w.dst = append(w.dst, ']')
+}
+
+// message translates one turn. A user turn's tool_result blocks become role
+// tool messages written first (OpenAI wants them right after the assistant
+// turn that called), then whatever else the turn holds as one user message.
+// An assistant turn's tool_use blocks become its tool_calls.
+func (w *writer) message(i int, m *msgMessage, seen map[string]struct{}) *Error {
+	at := "messages." + strconv.Itoa(i)
+	if m.Role != "user" && m.Role != "assistant" {
+		return invalid(at + ".role: must be \"user\" or \"assistant\"")
+	}
+	raw := bytes.TrimSpace(m.Content)
+	if len(raw) == 0 || string(raw) == "null" {
+		return invalid(at + ".content: field required")
+	}
+	if raw[0] == '"' {
+		var s string
+		if json.Unmarshal(raw, &s) != nil {
+			return invalid(at + ".content: must be a string or an array of content blocks")
+		}
+		w.open(m.Role)
+		w.dst = append(w.dst, `,"content":`...)
+		w.dst = appendString(w.dst, s)
+		w.dst = append(w.dst, '}')
+		return nil
+	}
+	var blocks []msgBlock
+	if raw[0] != '[' || json.Unmarshal(raw, &blocks) != nil {
+		return invalid(at + ".content: must be a string or an array of content blocks")
+	}
+
+	// Check every block first, so an error never leaves half a message.
+	parts, calls, results := 0, 0, 0
+	for j := range blocks {
+		b := &blocks[j]
+		bat := at + ".content." + strconv.Itoa(j)
+		switch b.Type {
+		case "text":
+			parts++
+		case "image":
+			if m.Role != "user" {
+				return invalid(bat + ": image blocks are only allowed in user messages")
+			}
+			if b.Source == nil {
+				return invalid(bat + ".source: field required")
+			}
+			switch b.Source.Type {
+			case "base64":
+				if b.Source.MediaType == "" || b.Source.Data == "" {
+					return invalid(bat + ".source: base64 images need media_type and data")
+				}
+			case "url":
+				if b.Source.URL == "" {
+					return invalid(bat + ".source.url: field required")
+				}
+			default:
+				return invalid(bat + ".source.type: must be \"base64\" or \"url\"")
+			}
+			parts++
+		case "tool_use":
+			if m.Role != "assistant" {
+				return invalid(bat + ": tool_use blocks are only allowed in assistant messages")
+			}
+			if b.ID == "" || b.Name == "" {
+				return invalid(bat + ": tool_use blocks need id and name")
+			}
+			if in := bytes.TrimSpace(b.Input); len(in) > 0 && in[0] != '{' && string(in) != "null" {
+				return invalid(bat + ".input: must be an object")
+			}
+			seen[b.ID] = struct{}{}
+			calls++
+		case "tool_result":
+			if m.Role != "user" {
+				return invalid(bat + ": tool_result blocks are only allowed in user messages")
+			}
+			if _, ok := seen[b.ToolUseID]; !ok {
+				return invalid(bat + ".tool_use_id: no earlier tool_use block has id " + strconv.Quote(b.ToolUseID))
+			}
+			results++
+		case "thinking", "redacted_thinking":
+			// Earlier turns' reasoning: Anthropic itself drops it from the
+			// context, and chat completions has nowhere to put it.
+			if m.Role != "assistant" {
+				return invalid(bat + ": thinking blocks are only allowed in assistant messages")
+			}
+		default:
+			return invalid(bat + ".type: unknown content block type " + strconv.Quote(b.Type))
+		}
+	}
+
+	for j := range blocks {
+		if blocks[j].Type == "tool_result" {
+			if e := w.toolResult(at+".content."+strconv.Itoa(j), &blocks[j]); e != nil {
+				return e
+			}
+		}
+	}
+	if results > 0 && parts == 0 {
+		return nil
+	}
+	w.open(m.Role)
+	w.dst = append(w.dst, `,"content":`...)
+	switch {
+	case parts == 0 && calls > 0:
+		w.dst = append(w.dst, "null"...)
+	case parts == 0:
+		w.dst = append(w.dst, `""`...)
+	case parts == 1 && blocks[firstPart(blocks)].Type == "text":
+		w.dst = appendString(w.dst, blocks[firstPart(blocks)].Text)
+	default:
+		w.dst = append(w.dst, '[')
+		n := 0
+		for j := range blocks {
+			b := &blocks[j]
+			if b.Type != "text" && b.Type != "image" {
+				continue
+			}
+			if n > 0 {
+				w.dst = append(w.dst, ',')
+			}
+			n++
+			if b.Type == "text" {
+				w.dst = append(w.dst, `{"type":"text","text":`...)
+				w.dst = appendString(w.dst, b.Text)
+				w.dst = append(w.dst, '}')
+				continue
+			}
+			w.dst = append(w.dst, `{"type":"image_url","image_url":{"url":`...)
+			if b.Source.Type == "url" {
+				w.dst = appendString(w.dst, b.Source.URL)
+			} else {
+				w.dst = appendString(w.dst, "data:"+b.Source.MediaType+";base64,"+b.Source.Data)
+			}
+			w.dst = append(w.dst, "}}"...)
+		}
+		w.dst = append(w.dst, ']')
+	}
+	if calls > 0 {
+		w.dst = append(w.dst, `,"tool_calls":[`...)
+		n := 0
+		for j := range blocks {
+			b := &blocks[j]
+			if b.Type != "tool_use" {
+				continue
+			}
+			if n > 0 {
+				w.dst = append(w.dst, ',')
+			}
+			n++
+			w.dst = append(w.dst, `{"id":`...)
+			w.dst = appendString(w.dst, b.ID)
+			w.dst = append(w.dst, `,"type":"function","function":{"name":`...)
+			w.dst = appendString(w.dst, b.Name)
+			w.dst = append(w.dst, `,"arguments":`...)
+			w.dst = appendString(w.dst, w.compact(b.Input))
+			w.dst = append(w.dst, "}}"...)
+		}
+		w.dst = append(w.dst, ']')
+	}
+	w.dst = append(w.dst, '}')
+	return nil
+}
+
+func firstPart(blocks []msgBlock) int {
+	for j := range blocks {
+		if blocks[j].Type == "text" || blocks[j].Type == "image" {
+			return j
+		}
+	}
+	return 0
+}
+
+// compact renders a tool input as the arguments string OpenAI expects:
+// JSON text without insignificant whitespace; {} when absent.
+func (w *writer) compact(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "{}"
+	}
+	w.scratch.Reset()
+	if json.Compact(&w.scratch, raw) != nil {
+		return string(raw) // cannot happen: the decoder validated it
+	}
+	return w.scratch.String()
+}
+
+// toolResult writes a role tool message. The content is the result's text;
+// several text blocks are joined by newlines, because chat templates expect
+// a tool message's content to be a string. is_error has no counterpart and
+// is dropped: the text says what went wrong.
+func (w *writer) toolResult(at string, b *msgBlock) *Error {
+	var text string
+	raw := bytes.TrimSpace(b.Content)
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+	case raw[0] == '"':
+		if json.Unmarshal(raw, &text) != nil {
+			return invalid(at + ".content: must be a string or an array of text blocks")
+		}
+	default:
+		var blocks []msgBlock
+		if json.Unmarshal(raw, &blocks) != nil {
+			return invalid(at + ".content: must be a string or an array of text blocks")
+		}
+		var sb strings.Builder
+		for k := range blocks {
+			if blocks[k].Type != "text" {
+				return invalid(at + ".content." + strconv.Itoa(k) + ".type: only text is supported in tool results, not " + strconv.Quote(blocks[k].Type))
+			}
+			if k > 0 {
+				sb.WriteByte('\n')
+			}
+			sb.WriteString(blocks[k].Text)
+		}
+		text = sb.String()
+	}
+	w.open("tool")
+	w.dst = append(w.dst, `,"tool_call_id":`...)
+	w.dst = appendString(w.dst, b.ToolUseID)
+	w.dst = append(w.dst, `,"content":`...)
+	w.dst = appendString(w.dst, text)
+	w.dst = append(w.dst, '}')
+	return nil
+}
+
+// tools writes client tools as function tools. Anthropic's server tools
+// (web search, code execution and the like, which carry a dated type) run
+// on Anthropic's side and cannot be served by a pool.
+func (w *writer) tools(tools []msgTool) *Error {
+	if len(tools) == 0 {
+		return nil
+	}
+	w.dst = append(w.dst, `,"tools":[`...)
+	for i := range tools {
+		t := &tools[i]
+		at := "tools." + strconv.Itoa(i)
+		if t.Type != "" && t.Type != "custom" {
+			return invalid(at + ".type: tool type " + strconv.Quote(t.Type) + " is not supported")
+		}
+		if t.Name == "" {
+			return invalid(at + ".name: field required")
+		}
+		schema := bytes.TrimSpace(t.InputSchema)
+		if len(schema) == 0 || string(schema) == "null" {
+			schema = []byte(`{"type":"object","properties":{}}`)
+		} else if schema[0] != '{' {
+			return invalid(at + ".input_schema: must be an object")
+		}
+		if i > 0 {
+			w.dst = append(w.dst, ',')
+		}
+		w.dst = append(w.dst, `{"type":"function","function":{"name":`...)
+		w.dst = appendString(w.dst, t.Name)
+		if t.Description != "" {
+			w.dst = append(w.dst, `,"description":`...)
+			w.dst = appendString(w.dst, t.Description)
+		}
+		w.dst = append(w.dst, `,"parameters":`...)
+		w.scratch.Reset()
+		_ = json.Compact(&w.scratch, schema) // validated by the decoder
+		w.dst = append(w.dst, w.scratch.Bytes()...)
+		w.dst = append(w.dst, "}}"...)
+	}
+	w.dst = append(w.dst, ']')
+	return nil
+}
+
+func (w *writer) toolChoice(c *msgToolChoice) *Error {
+	w.dst = append(w.dst, `,"tool_choice":`...)
+	switch c.Type {
+	case "auto":
+		w.dst = append(w.dst, `"auto"`...)
+	case "any":
+		w.dst = append(w.dst, `"required"`...)
+	case "none":
+		w.dst = append(w.dst, `"none"`...)
+	case "tool":
+		if c.Name == "" {
+			return invalid("tool_choice.name: field required when type is \"tool\"")
+		}
+		w.dst = append(w.dst, `{"type":"function","function":{"name":`...)
+		w.dst = appendString(w.dst, c.Name)
+		w.dst = append(w.dst, "}}"...)
+	default:
+		return invalid("tool_choice.type: must be one of \"auto\", \"any\", \"tool\", \"none\"")
+	}
+	if c.DisableParallelToolUse {
+		w.dst = append(w.dst, `,"parallel_tool_calls":false`...)
+	}
+	return nil
+}
