@@ -88,7 +88,7 @@ func FromChat(body []byte, model string) ([]byte, *Error) {
 		dst = append(dst, input...)
 		dst = append(dst, '}')
 	}
-	reason, seq := stopReason(c.FinishReason, c.StopReason)
+	reason, seq := stopReason(c.FinishReason, stopString(c.StopReason))
 	dst = append(dst, `],"stop_reason":`...)
 	dst = appendString(dst, reason)
 	dst = append(dst, `,"stop_sequence":`...)
@@ -144,10 +144,20 @@ func toolInput(scratch *bytes.Buffer, args string) ([]byte, bool) {
 	return scratch.Bytes(), true
 }
 
+// stopString is vLLM's stop_reason when it is a string (the stop sequence
+// that matched), else "" (null at EOS, a number for a stop token id).
+func stopString(raw json.RawMessage) string {
+	var seq string
+	if v := bytes.TrimSpace(raw); len(v) > 0 && v[0] == '"' {
+		_ = json.Unmarshal(v, &seq)
+	}
+	return seq
+}
+
 // stopReason maps a finish reason to Anthropic's stop_reason. vLLM names the
-// stop string that matched in stop_reason; plain OpenAI servers do not, and
-// then a stop sequence cannot be told from the end of a turn.
-func stopReason(finish string, vllm json.RawMessage) (reason, seq string) {
+// stop string that matched (seq); plain OpenAI servers do not, and then a
+// stop sequence cannot be told from the end of a turn.
+func stopReason(finish, seq string) (string, string) {
 	switch finish {
 	case "length":
 		return "max_tokens", ""
@@ -156,10 +166,8 @@ func stopReason(finish string, vllm json.RawMessage) (reason, seq string) {
 	case "content_filter":
 		return "refusal", ""
 	case "stop":
-		if v := bytes.TrimSpace(vllm); len(v) > 0 && v[0] == '"' {
-			if json.Unmarshal(v, &seq) == nil && seq != "" {
-				return "stop_sequence", seq
-			}
+		if seq != "" {
+			return "stop_sequence", seq
 		}
 	}
 	return "end_turn", ""

@@ -21,7 +21,7 @@ type Stream struct {
 	// a tool block the OpenAI tool call index it belongs to.
 	block    int
 	kind     byte // 0 none, 't' text, 'u' tool_use
-	toolIdx  int
+	toolIdx  int64
 	args     []byte
 	next     int // index of the next block to open
 	finished bool
@@ -30,24 +30,27 @@ type Stream struct {
 	usage    bool
 	in, out  int64
 	deltaOut bool // message_delta sent
+	sc       scanner
+	f        chunkFields
 }
 
-type streamChunk struct {
-	ID      string `json:"id"`
-	Choices []struct {
-		Index int `json:"index"`
-		Delta struct {
-			Content   *string        `json:"content"`
-			ToolCalls []chatToolCall `json:"tool_calls"`
-		} `json:"delta"`
-		FinishReason *string         `json:"finish_reason"`
-		StopReason   json.RawMessage `json:"stop_reason"`
-	} `json:"choices"`
-	Usage *struct {
-		PromptTokens     int64 `json:"prompt_tokens"`
-		CompletionTokens int64 `json:"completion_tokens"`
-	} `json:"usage"`
-	Error json.RawMessage `json:"error"`
+// chunkFields is what one chunk carries that the events need, for choice
+// 0 (Messages has one choice). Reused from chunk to chunk; parse resets it.
+type chunkFields struct {
+	id         string
+	content    string
+	hasContent bool
+	tools      []toolDelta
+	finish     string
+	seq        string // vLLM's stop_reason when it is a string
+	usage      bool
+	in, out    int64
+	isError    bool
+}
+
+type toolDelta struct {
+	index          int64
+	id, name, args string
 }
 
 // NewStream starts a translator; model is the name reported to the client.
@@ -80,67 +83,59 @@ func (s *Stream) Chunk(data []byte, dst []byte) ([]byte, error) {
 		return event(dst, "message_stop", `{"type":"message_stop"}`), nil
 	}
 
-	// A fresh chunk each time: encoding/json does not clear fields a
-	// reused struct or slice element already holds.
-	c := new(streamChunk)
-	if err := json.Unmarshal(data, c); err != nil {
-		return dst, errors.New("upstream chunk is not JSON: " + err.Error())
+	c, ok := s.parse(data)
+	if !ok {
+		return dst, errors.New("upstream chunk is not valid JSON")
 	}
-	if len(c.Error) > 0 && string(c.Error) != "null" {
+	if c.isError {
 		msg := FromOpenAIError(500, data).Message
 		return dst, errors.New("upstream error: " + msg)
 	}
 	if !s.started {
-		dst = s.start(dst, c.ID)
+		dst = s.start(dst, c.id)
 	}
 	var err error
-	for i := range c.Choices {
-		ch := &c.Choices[i]
-		if ch.Index != 0 {
-			continue // Messages has one choice
-		}
-		if ch.Delta.Content != nil && *ch.Delta.Content != "" {
-			if s.kind != 't' {
-				if dst, err = s.closeBlock(dst); err != nil {
-					return dst, err
-				}
-				dst = s.openBlock(dst, 't', `{"type":"text","text":""}`)
-			}
-			dst = s.delta(dst, `{"type":"text_delta","text":`, *ch.Delta.Content)
-		}
-		for j := range ch.Delta.ToolCalls {
-			tc := &ch.Delta.ToolCalls[j]
-			if s.kind != 'u' || tc.Index != s.toolIdx {
-				if dst, err = s.closeBlock(dst); err != nil {
-					return dst, err
-				}
-				s.toolIdx = tc.Index
-				b := append(make([]byte, 0, 64), `{"type":"tool_use","id":`...)
-				b = appendString(b, toolID(tc.ID, tc.Index))
-				b = append(b, `,"name":`...)
-				b = appendString(b, tc.Function.Name)
-				b = append(b, `,"input":{}}`...)
-				dst = s.openBlock(dst, 'u', string(b))
-			}
-			if a := tc.Function.Arguments; a != "" {
-				if len(s.args)+len(a) > maxToolArgs {
-					return dst, errors.New("tool call arguments exceed " + strconv.Itoa(maxToolArgs) + " bytes")
-				}
-				s.args = append(s.args, a...)
-				dst = s.delta(dst, `{"type":"input_json_delta","partial_json":`, a)
-			}
-		}
-		if ch.FinishReason != nil && *ch.FinishReason != "" {
+	if c.hasContent && c.content != "" {
+		if s.kind != 't' {
 			if dst, err = s.closeBlock(dst); err != nil {
 				return dst, err
 			}
-			s.finished = true
-			s.reason, s.seq = stopReason(*ch.FinishReason, ch.StopReason)
+			dst = s.openBlock(dst, 't', `{"type":"text","text":""}`)
+		}
+		dst = s.delta(dst, `{"type":"text_delta","text":`, c.content)
+	}
+	for j := range c.tools {
+		tc := &c.tools[j]
+		if s.kind != 'u' || tc.index != s.toolIdx {
+			if dst, err = s.closeBlock(dst); err != nil {
+				return dst, err
+			}
+			s.toolIdx = tc.index
+			b := append(make([]byte, 0, 64), `{"type":"tool_use","id":`...)
+			b = appendString(b, toolID(tc.id, int(tc.index)))
+			b = append(b, `,"name":`...)
+			b = appendString(b, tc.name)
+			b = append(b, `,"input":{}}`...)
+			dst = s.openBlock(dst, 'u', string(b))
+		}
+		if a := tc.args; a != "" {
+			if len(s.args)+len(a) > maxToolArgs {
+				return dst, errors.New("tool call arguments exceed " + strconv.Itoa(maxToolArgs) + " bytes")
+			}
+			s.args = append(s.args, a...)
+			dst = s.delta(dst, `{"type":"input_json_delta","partial_json":`, a)
 		}
 	}
-	if c.Usage != nil {
+	if c.finish != "" {
+		if dst, err = s.closeBlock(dst); err != nil {
+			return dst, err
+		}
+		s.finished = true
+		s.reason, s.seq = stopReason(c.finish, c.seq)
+	}
+	if c.usage {
 		s.usage = true
-		s.in, s.out = c.Usage.PromptTokens, c.Usage.CompletionTokens
+		s.in, s.out = c.in, c.out
 	}
 	// Usage may come with the finish chunk or after it; once both are in,
 	// nothing else can change message_delta, so send it now rather than at
@@ -246,4 +241,142 @@ func event(dst []byte, name, data string) []byte {
 	dst = append(dst, "\ndata: "...)
 	dst = append(dst, data...)
 	return append(dst, "\n\n"...)
+}
+
+// parse reads the fields of one chunk into s.f. Key order is free, so a
+// choice's fields are gathered before its index says whether they count.
+func (s *Stream) parse(data []byte) (*chunkFields, bool) {
+	f := &s.f
+	*f = chunkFields{tools: f.tools[:0]}
+	sc := &s.sc
+	sc.b, sc.i, sc.bad = data, 0, false
+	ok := sc.object(func(key []byte) bool {
+		switch string(key) {
+		case "id":
+			if s.started {
+				return sc.skip(0) // only message_start needs it
+			}
+			f.id = sc.text()
+		case "choices":
+			if sc.isNull() {
+				return true
+			}
+			return sc.array(func() bool { return s.parseChoice(f) })
+		case "usage":
+			if sc.isNull() {
+				return true
+			}
+			f.usage = true
+			return sc.object(func(k []byte) bool {
+				switch string(k) {
+				case "prompt_tokens":
+					f.in = sc.integer()
+				case "completion_tokens":
+					f.out = sc.integer()
+				default:
+					return sc.skip(0)
+				}
+				return !sc.bad
+			})
+		case "error":
+			if sc.isNull() {
+				return true
+			}
+			f.isError = true
+			return sc.skip(0)
+		default:
+			return sc.skip(0)
+		}
+		return !sc.bad
+	})
+	return f, ok && sc.end()
+}
+
+func (s *Stream) parseChoice(f *chunkFields) bool {
+	sc := &s.sc
+	var idx int64
+	var content, finish, seq string
+	hasContent := false
+	first := len(f.tools)
+	ok := sc.object(func(key []byte) bool {
+		switch string(key) {
+		case "index":
+			idx = sc.integer()
+		case "delta":
+			if sc.isNull() {
+				return true
+			}
+			return sc.object(func(k []byte) bool {
+				switch string(k) {
+				case "content":
+					if !sc.isNull() {
+						hasContent = true
+						content = sc.text()
+					}
+				case "tool_calls":
+					if sc.isNull() {
+						return true
+					}
+					return sc.array(func() bool { return s.parseTool(f) })
+				default:
+					return sc.skip(0)
+				}
+				return !sc.bad
+			})
+		case "finish_reason":
+			finish = sc.text()
+		case "stop_reason":
+			if sc.peek() != '"' {
+				return sc.skip(0) // null, or a stop token id
+			}
+			seq = sc.text()
+		default:
+			return sc.skip(0)
+		}
+		return !sc.bad
+	})
+	if idx != 0 {
+		f.tools = f.tools[:first]
+		return ok
+	}
+	if hasContent {
+		f.hasContent, f.content = true, content
+	}
+	if finish != "" {
+		f.finish, f.seq = finish, seq
+	}
+	return ok
+}
+
+func (s *Stream) parseTool(f *chunkFields) bool {
+	sc := &s.sc
+	var t toolDelta
+	ok := sc.object(func(key []byte) bool {
+		switch string(key) {
+		case "index":
+			t.index = sc.integer()
+		case "id":
+			t.id = sc.text()
+		case "function":
+			if sc.isNull() {
+				return true
+			}
+			return sc.object(func(k []byte) bool {
+				switch string(k) {
+				case "name":
+					t.name = sc.text()
+				case "arguments":
+					t.args = sc.text()
+				default:
+					return sc.skip(0)
+				}
+				return !sc.bad
+			})
+		default:
+			return sc.skip(0)
+		}
+		return !sc.bad
+	})
+	f.tools = append(f.tools, t)
+	return ok
 }

@@ -270,7 +270,9 @@ func TestStreamErrors(t *testing.T) {
 		chunks []string
 		want   string
 	}{
-		{"not JSON", []string{`{"id":`}, "not JSON"},
+		{"not JSON", []string{`{"id":`}, "not valid JSON"},
+		{"trailing bytes", []string{`{"id":"c"} x`}, "not valid JSON"},
+		{"wrong type", []string{`{"id":"c","choices":[{"index":"0"}]}`}, "not valid JSON"},
 		{"upstream error chunk", []string{`{"error":{"message":"oom","type":"server_error"}}`}, "oom"},
 		{"vllm error chunk", []string{`{"object":"error","error":{"message":"oom"}}`}, "oom"},
 		{"bad tool arguments at finish", []string{
@@ -316,6 +318,9 @@ func FuzzStream(f *testing.F) {
 		for _, chunk := range [][]byte{a, b, c, []byte("[DONE]")} {
 			var err error
 			out, err = s.Chunk(chunk, out)
+			if err == nil && string(bytes.TrimSpace(chunk)) != "[DONE]" && !json.Valid(chunk) {
+				t.Fatalf("chunk %q is not JSON but was accepted", chunk)
+			}
 			if err != nil {
 				out = s.Fail(out, err.Error())
 				break
@@ -326,6 +331,29 @@ func FuzzStream(f *testing.F) {
 		}
 		if !bytes.HasSuffix(out, []byte("\n\n")) {
 			t.Fatalf("output does not end an event: %q", out)
+		}
+	})
+}
+
+// FuzzScanner checks the stream's hand-written JSON reader against
+// encoding/json: the same documents accepted, the same string values.
+func FuzzScanner(f *testing.F) {
+	for _, s := range []string{`{"a":[1,-2.5e3,true,false,null,{"b":"c"}]}`, `"a\u00e9\ud83d\ude00\ud800x\n"`,
+		`[1,]`, `01`, `"\x"`, "\"\x01\"", `{"a" 1}`, `-`, `1e`, `"\ud800\u0041"`, "\"\xff\""} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		sc := scanner{b: data}
+		got := sc.skip(0) && sc.end()
+		if want := json.Valid(data); got != want {
+			t.Fatalf("scanner accepts %q: %v, encoding/json: %v", data, got, want)
+		}
+		var want string
+		if json.Unmarshal(data, &want) == nil {
+			sc := scanner{b: data}
+			if s, ok := sc.str(); !ok || strings.ToValidUTF8(string(s), "\ufffd") != strings.ToValidUTF8(want, "\ufffd") {
+				t.Fatalf("scanner reads %q as %q, encoding/json as %q", data, s, want)
+			}
 		}
 	})
 }
