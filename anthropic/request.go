@@ -3,7 +3,6 @@ package anthropic
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"strconv"
 	"strings"
 )
@@ -36,20 +35,22 @@ type msgMessage struct {
 // union is cheaper than decoding twice, and the Type says which fields
 // matter.
 type msgBlock struct {
-	Type   string `json:"type"`
-	Text   string `json:"text"`
-	Source *struct {
-		Type      string `json:"type"`
-		MediaType string `json:"media_type"`
-		Data      string `json:"data"`
-		URL       string `json:"url"`
-	} `json:"source"`
+	Type      string          `json:"type"`
+	Text      string          `json:"text"`
+	Source    *msgSource      `json:"source"`
 	ID        string          `json:"id"`
 	Name      string          `json:"name"`
 	Input     json.RawMessage `json:"input"`
 	ToolUseID string          `json:"tool_use_id"`
 	Content   json.RawMessage `json:"content"`
 	IsError   bool            `json:"is_error"`
+}
+
+type msgSource struct {
+	Type      string `json:"type"`
+	MediaType string `json:"media_type"`
+	Data      string `json:"data"`
+	URL       string `json:"url"`
 }
 
 type msgTool struct {
@@ -71,12 +72,13 @@ type msgToolChoice struct {
 // Anthropic's shape naming the offending field.
 //
 // Translation needs the whole body (every message is rewritten), so this
-// decodes it fully with encoding/json, unlike the span extraction of
-// package openai; the output is appended by hand.
+// decodes it fully, unlike the span extraction of package openai (see
+// decode.go for why not with encoding/json); the output is appended by
+// hand.
 func ToChat(body []byte, model string) ([]byte, *Error) {
 	var req msgRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		return nil, decodeError(err)
+	if e := decodeRequest(body, &req); e != nil {
+		return nil, e
 	}
 	maxTokens, e := parseMaxTokens(req.MaxTokens)
 	if e != nil {
@@ -151,19 +153,6 @@ func ToChat(body []byte, model string) ([]byte, *Error) {
 	return append(w.dst, '}'), nil
 }
 
-// decodeError names what encoding/json found wrong, by field when it can.
-func decodeError(err error) *Error {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		field := te.Field
-		if field == "" {
-			return invalid("request body must be a JSON object")
-		}
-		return invalid(field + ": must not be a JSON " + te.Value)
-	}
-	return invalid("request body is not valid JSON: " + err.Error())
-}
-
 // parseMaxTokens requires max_tokens, as Anthropic does: there is no
 // default to fall back on, and guessing one would change what the client
 // pays for.
@@ -204,8 +193,8 @@ func (w *writer) system(raw json.RawMessage) *Error {
 		return nil
 	}
 	if raw[0] == '"' {
-		var s string
-		if json.Unmarshal(raw, &s) != nil {
+		s, ok := decodeString(raw)
+		if !ok {
 			return invalid("system: must be a string or an array of text blocks")
 		}
 		if s == "" {
@@ -217,8 +206,8 @@ func (w *writer) system(raw json.RawMessage) *Error {
 		w.dst = append(w.dst, '}')
 		return nil
 	}
-	var blocks []msgBlock
-	if json.Unmarshal(raw, &blocks) != nil {
+	blocks, ok := decodeBlocks(raw)
+	if !ok {
 		return invalid("system: must be a string or an array of text blocks")
 	}
 	for i := range blocks {
@@ -269,8 +258,8 @@ func (w *writer) message(i int, m *msgMessage, seen map[string]struct{}) *Error 
 		return invalid(at + ".content: field required")
 	}
 	if raw[0] == '"' {
-		var s string
-		if json.Unmarshal(raw, &s) != nil {
+		s, ok := decodeString(raw)
+		if !ok {
 			return invalid(at + ".content: must be a string or an array of content blocks")
 		}
 		w.open(m.Role)
@@ -279,8 +268,8 @@ func (w *writer) message(i int, m *msgMessage, seen map[string]struct{}) *Error 
 		w.dst = append(w.dst, '}')
 		return nil
 	}
-	var blocks []msgBlock
-	if raw[0] != '[' || json.Unmarshal(raw, &blocks) != nil {
+	blocks, ok := decodeBlocks(raw)
+	if !ok {
 		return invalid(at + ".content: must be a string or an array of content blocks")
 	}
 
@@ -449,12 +438,13 @@ func (w *writer) toolResult(at string, b *msgBlock) *Error {
 	switch {
 	case len(raw) == 0 || string(raw) == "null":
 	case raw[0] == '"':
-		if json.Unmarshal(raw, &text) != nil {
+		var ok bool
+		if text, ok = decodeString(raw); !ok {
 			return invalid(at + ".content: must be a string or an array of text blocks")
 		}
 	default:
-		var blocks []msgBlock
-		if json.Unmarshal(raw, &blocks) != nil {
+		blocks, ok := decodeBlocks(raw)
+		if !ok {
 			return invalid(at + ".content: must be a string or an array of text blocks")
 		}
 		var sb strings.Builder

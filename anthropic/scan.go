@@ -163,8 +163,14 @@ func (s *scanner) str() ([]byte, bool) {
 		case c < 0x20:
 			return nil, s.fail()
 		case c != '\\':
-			s.buf = append(s.buf, c)
-			s.i++
+			// Copy the run up to the next quote, escape or control
+			// character at once.
+			j := s.i + 1
+			for j < len(s.b) && s.b[j] != '"' && s.b[j] != '\\' && s.b[j] >= 0x20 {
+				j++
+			}
+			s.buf = append(s.buf, s.b[s.i:j]...)
+			s.i = j
 			continue
 		}
 		if s.i+1 >= len(s.b) {
@@ -214,6 +220,40 @@ func (s *scanner) str() ([]byte, bool) {
 		}
 	}
 	return nil, s.fail()
+}
+
+// skipStr consumes a string, checking it as str does without decoding it.
+func (s *scanner) skipStr() bool {
+	b, i := s.b, s.i+1
+	for i < len(b) {
+		c := b[i]
+		switch {
+		case c == '"':
+			s.i = i + 1
+			return true
+		case c < 0x20:
+			return s.fail()
+		case c == '\\':
+			if i+1 >= len(b) {
+				return s.fail()
+			}
+			switch b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				s.i = i + 2
+				if _, ok := s.hex4(); !ok {
+					return s.fail()
+				}
+				i = s.i
+			default:
+				return s.fail()
+			}
+		default:
+			i++
+		}
+	}
+	return s.fail()
 }
 
 func (s *scanner) hex4() (rune, bool) {
@@ -313,8 +353,7 @@ func (s *scanner) skip(depth int) bool {
 	case '[':
 		return s.array(func() bool { return s.skip(depth + 1) })
 	case '"':
-		_, ok := s.str()
-		return ok
+		return s.skipStr()
 	case 't':
 		return s.literal("true")
 	case 'f':
