@@ -13,9 +13,12 @@
 //     OpenAI- or vLLM-shaped error onto it.
 //
 // Unlike package openai, translation decodes the whole body: every field has
-// to be rewritten, so there is nothing to gain from locating spans. Output is
-// appended by hand rather than marshalled, which keeps it fast and the key
-// order fixed.
+// to be rewritten, so there is nothing to gain from locating spans. Requests
+// and stream chunks are read with a small JSON scanner (scan.go) that
+// accepts exactly what encoding/json accepts (FuzzScanner) at several times
+// its speed; the rare paths (responses, upstream errors) use encoding/json.
+// Output is appended by hand rather than marshalled, which keeps it fast and
+// the key order fixed.
 //
 // ToChat, FromChat and FromOpenAIError are pure functions of their inputs and
 // safe for concurrent use. A Stream belongs to one response and must not be

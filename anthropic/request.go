@@ -7,7 +7,8 @@ import (
 	"strings"
 )
 
-// The request as Anthropic defines it. Fields whose shape varies (a string
+// The request as Anthropic defines it (the tags name the wire fields that
+// decodeRequest reads). Fields whose shape varies (a string
 // or an array of blocks) stay raw until their turn comes.
 type msgRequest struct {
 	Model         string          `json:"model"`
@@ -98,7 +99,7 @@ func ToChat(body []byte, model string) ([]byte, *Error) {
 	if e := w.system(req.System); e != nil {
 		return nil, e
 	}
-	seen := make(map[string]struct{})
+	seen := make(map[string]struct{}) // tool_use ids so far
 	for i := range req.Messages {
 		if e := w.message(i, &req.Messages[i], seen); e != nil {
 			return nil, e
@@ -249,18 +250,20 @@ func (w *writer) textContent(blocks []msgBlock) {
 // turn that called), then whatever else the turn holds as one user message.
 // An assistant turn's tool_use blocks become its tool_calls.
 func (w *writer) message(i int, m *msgMessage, seen map[string]struct{}) *Error {
-	at := "messages." + strconv.Itoa(i)
+	// Field paths are built only on the error paths: they cost an
+	// allocation each, and most requests have none.
+	at := func() string { return "messages." + strconv.Itoa(i) }
 	if m.Role != "user" && m.Role != "assistant" {
-		return invalid(at + ".role: must be \"user\" or \"assistant\"")
+		return invalid(at() + ".role: must be \"user\" or \"assistant\"")
 	}
 	raw := bytes.TrimSpace(m.Content)
 	if len(raw) == 0 || string(raw) == "null" {
-		return invalid(at + ".content: field required")
+		return invalid(at() + ".content: field required")
 	}
 	if raw[0] == '"' {
 		s, ok := decodeString(raw)
 		if !ok {
-			return invalid(at + ".content: must be a string or an array of content blocks")
+			return invalid(at() + ".content: must be a string or an array of content blocks")
 		}
 		w.open(m.Role)
 		w.dst = append(w.dst, `,"content":`...)
@@ -270,71 +273,71 @@ func (w *writer) message(i int, m *msgMessage, seen map[string]struct{}) *Error 
 	}
 	blocks, ok := decodeBlocks(raw)
 	if !ok {
-		return invalid(at + ".content: must be a string or an array of content blocks")
+		return invalid(at() + ".content: must be a string or an array of content blocks")
 	}
 
 	// Check every block first, so an error never leaves half a message.
 	parts, calls, results := 0, 0, 0
 	for j := range blocks {
 		b := &blocks[j]
-		bat := at + ".content." + strconv.Itoa(j)
+		bat := func() string { return at() + ".content." + strconv.Itoa(j) }
 		switch b.Type {
 		case "text":
 			parts++
 		case "image":
 			if m.Role != "user" {
-				return invalid(bat + ": image blocks are only allowed in user messages")
+				return invalid(bat() + ": image blocks are only allowed in user messages")
 			}
 			if b.Source == nil {
-				return invalid(bat + ".source: field required")
+				return invalid(bat() + ".source: field required")
 			}
 			switch b.Source.Type {
 			case "base64":
 				if b.Source.MediaType == "" || b.Source.Data == "" {
-					return invalid(bat + ".source: base64 images need media_type and data")
+					return invalid(bat() + ".source: base64 images need media_type and data")
 				}
 			case "url":
 				if b.Source.URL == "" {
-					return invalid(bat + ".source.url: field required")
+					return invalid(bat() + ".source.url: field required")
 				}
 			default:
-				return invalid(bat + ".source.type: must be \"base64\" or \"url\"")
+				return invalid(bat() + ".source.type: must be \"base64\" or \"url\"")
 			}
 			parts++
 		case "tool_use":
 			if m.Role != "assistant" {
-				return invalid(bat + ": tool_use blocks are only allowed in assistant messages")
+				return invalid(bat() + ": tool_use blocks are only allowed in assistant messages")
 			}
 			if b.ID == "" || b.Name == "" {
-				return invalid(bat + ": tool_use blocks need id and name")
+				return invalid(bat() + ": tool_use blocks need id and name")
 			}
 			if in := bytes.TrimSpace(b.Input); len(in) > 0 && in[0] != '{' && string(in) != "null" {
-				return invalid(bat + ".input: must be an object")
+				return invalid(bat() + ".input: must be an object")
 			}
 			seen[b.ID] = struct{}{}
 			calls++
 		case "tool_result":
 			if m.Role != "user" {
-				return invalid(bat + ": tool_result blocks are only allowed in user messages")
+				return invalid(bat() + ": tool_result blocks are only allowed in user messages")
 			}
 			if _, ok := seen[b.ToolUseID]; !ok {
-				return invalid(bat + ".tool_use_id: no earlier tool_use block has id " + strconv.Quote(b.ToolUseID))
+				return invalid(bat() + ".tool_use_id: no earlier tool_use block has id " + strconv.Quote(b.ToolUseID))
 			}
 			results++
 		case "thinking", "redacted_thinking":
 			// Earlier turns' reasoning: Anthropic itself drops it from the
 			// context, and chat completions has nowhere to put it.
 			if m.Role != "assistant" {
-				return invalid(bat + ": thinking blocks are only allowed in assistant messages")
+				return invalid(bat() + ": thinking blocks are only allowed in assistant messages")
 			}
 		default:
-			return invalid(bat + ".type: unknown content block type " + strconv.Quote(b.Type))
+			return invalid(bat() + ".type: unknown content block type " + strconv.Quote(b.Type))
 		}
 	}
 
 	for j := range blocks {
 		if blocks[j].Type == "tool_result" {
-			if e := w.toolResult(at+".content."+strconv.Itoa(j), &blocks[j]); e != nil {
+			if e := w.toolResult(i, j, &blocks[j]); e != nil {
 				return e
 			}
 		}
@@ -432,7 +435,8 @@ func (w *writer) compact(raw json.RawMessage) string {
 // several text blocks are joined by newlines, because chat templates expect
 // a tool message's content to be a string. is_error has no counterpart and
 // is dropped: the text says what went wrong.
-func (w *writer) toolResult(at string, b *msgBlock) *Error {
+func (w *writer) toolResult(i, j int, b *msgBlock) *Error {
+	at := func() string { return "messages." + strconv.Itoa(i) + ".content." + strconv.Itoa(j) }
 	var text string
 	raw := bytes.TrimSpace(b.Content)
 	switch {
@@ -440,17 +444,17 @@ func (w *writer) toolResult(at string, b *msgBlock) *Error {
 	case raw[0] == '"':
 		var ok bool
 		if text, ok = decodeString(raw); !ok {
-			return invalid(at + ".content: must be a string or an array of text blocks")
+			return invalid(at() + ".content: must be a string or an array of text blocks")
 		}
 	default:
 		blocks, ok := decodeBlocks(raw)
 		if !ok {
-			return invalid(at + ".content: must be a string or an array of text blocks")
+			return invalid(at() + ".content: must be a string or an array of text blocks")
 		}
 		var sb strings.Builder
 		for k := range blocks {
 			if blocks[k].Type != "text" {
-				return invalid(at + ".content." + strconv.Itoa(k) + ".type: only text is supported in tool results, not " + strconv.Quote(blocks[k].Type))
+				return invalid(at() + ".content." + strconv.Itoa(k) + ".type: only text is supported in tool results, not " + strconv.Quote(blocks[k].Type))
 			}
 			if k > 0 {
 				sb.WriteByte('\n')

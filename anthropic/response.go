@@ -130,7 +130,7 @@ func toolID(id string, i int) string {
 // returns them compacted. Empty arguments mean a call without any (some
 // servers send "" rather than "{}").
 func toolInput(scratch *bytes.Buffer, args string) ([]byte, bool) {
-	a := strings.TrimSpace(args)
+	a := strings.Trim(args, " \t\r\n")
 	if a == "" {
 		return []byte("{}"), true
 	}

@@ -64,7 +64,7 @@ func NewStream(model string) *Stream {
 // chunk, a chunk that is not JSON, tool arguments that are not a JSON
 // object): the caller should end it with Fail.
 func (s *Stream) Chunk(data []byte, dst []byte) ([]byte, error) {
-	data = bytes.TrimSpace(data)
+	data = bytes.Trim(data, " \t\r\n") // JSON whitespace only: \f is not JSON
 	if s.done {
 		return dst, errors.New("upstream stream continued after [DONE]")
 	}
