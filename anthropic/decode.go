@@ -95,7 +95,21 @@ func decodeRequest(body []byte, req *msgRequest) *Error {
 					case "role":
 						m.Role = sc.text()
 					case "content":
-						m.Content = sc.raw()
+						// Decoded here rather than kept raw: a second pass
+						// over the bulk of the body is what a 128 KB
+						// request cannot afford.
+						switch sc.peek() {
+						case '"':
+							m.Kind, m.Text = contentString, sc.text()
+						case '[':
+							m.Kind = contentBlocks
+							m.Blocks, _ = sc.blocks()
+						case 'n':
+							sc.literal("null")
+						default:
+							m.Kind = contentBad
+							return sc.skip(0)
+						}
 					default:
 						return sc.skip(0)
 					}
@@ -217,6 +231,12 @@ func decodeString(raw []byte) (string, bool) {
 // decodeBlocks reads raw as an array of content blocks.
 func decodeBlocks(raw []byte) ([]msgBlock, bool) {
 	sc := scanner{b: raw}
+	blocks, ok := sc.blocks()
+	return blocks, ok && sc.end()
+}
+
+// blocks reads an array of content blocks.
+func (sc *scanner) blocks() ([]msgBlock, bool) {
 	var blocks []msgBlock
 	ok := sc.array(func() bool {
 		var b msgBlock
@@ -266,5 +286,5 @@ func decodeBlocks(raw []byte) ([]msgBlock, bool) {
 		blocks = append(blocks, b)
 		return ok
 	})
-	return blocks, ok && sc.end()
+	return blocks, ok
 }

@@ -7,6 +7,15 @@ import (
 
 const hexDigits = "0123456789abcdef"
 
+// plain marks the bytes appendString copies as they are: printable ASCII
+// other than the quote and the backslash.
+var plain = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
 // appendString appends s as a JSON string. It escapes what JSON requires
 // (quotes, backslashes, control characters), replaces invalid UTF-8 with
 // U+FFFD as encoding/json does, and escapes U+2028 and U+2029 so the output
@@ -16,6 +25,14 @@ func appendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		// Plain ASCII is the bulk of any text: step over it in a tight
+		// loop before looking at what stopped it.
+		for i < len(s) && plain[s[i]] {
+			i++
+		}
+		if i >= len(s) {
+			break
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if c >= 0x20 && c != '"' && c != '\\' {

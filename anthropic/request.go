@@ -28,9 +28,19 @@ type msgRequest struct {
 }
 
 type msgMessage struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
+	Role   string `json:"role"`
+	Kind   byte   // content: one of the content constants
+	Text   string // content as a string
+	Blocks []msgBlock
 }
+
+// What a message's content was.
+const (
+	contentAbsent = iota // missing or null
+	contentString
+	contentBlocks
+	contentBad // neither a string nor an array
+)
 
 // msgBlock is every content block type in one struct: decoding into a
 // union is cheaper than decoding twice, and the Type says which fields
@@ -256,25 +266,19 @@ func (w *writer) message(i int, m *msgMessage, seen map[string]struct{}) *Error 
 	if m.Role != "user" && m.Role != "assistant" {
 		return invalid(at() + ".role: must be \"user\" or \"assistant\"")
 	}
-	raw := bytes.TrimSpace(m.Content)
-	if len(raw) == 0 || string(raw) == "null" {
+	switch m.Kind {
+	case contentAbsent:
 		return invalid(at() + ".content: field required")
-	}
-	if raw[0] == '"' {
-		s, ok := decodeString(raw)
-		if !ok {
-			return invalid(at() + ".content: must be a string or an array of content blocks")
-		}
+	case contentBad:
+		return invalid(at() + ".content: must be a string or an array of content blocks")
+	case contentString:
 		w.open(m.Role)
 		w.dst = append(w.dst, `,"content":`...)
-		w.dst = appendString(w.dst, s)
+		w.dst = appendString(w.dst, m.Text)
 		w.dst = append(w.dst, '}')
 		return nil
 	}
-	blocks, ok := decodeBlocks(raw)
-	if !ok {
-		return invalid(at() + ".content: must be a string or an array of content blocks")
-	}
+	blocks := m.Blocks
 
 	// Check every block first, so an error never leaves half a message.
 	parts, calls, results := 0, 0, 0
