@@ -182,7 +182,7 @@ func parseMaxTokens(raw json.RawMessage) (int64, *Error) {
 // inputs, which become JSON strings.
 type writer struct {
 	dst      []byte
-	scratch  bytes.Buffer
+	scratch  []byte
 	messages int // messages written so far, for the separating commas
 }
 
@@ -428,11 +428,8 @@ func (w *writer) compact(raw json.RawMessage) string {
 	if len(raw) == 0 || string(raw) == "null" {
 		return "{}"
 	}
-	w.scratch.Reset()
-	if json.Compact(&w.scratch, raw) != nil {
-		return string(raw) // cannot happen: the decoder validated it
-	}
-	return w.scratch.String()
+	w.scratch = appendCompact(w.scratch[:0], raw)
+	return string(w.scratch)
 }
 
 // toolResult writes a role tool message. The content is the result's text;
@@ -509,9 +506,7 @@ func (w *writer) tools(tools []msgTool) *Error {
 			w.dst = appendString(w.dst, t.Description)
 		}
 		w.dst = append(w.dst, `,"parameters":`...)
-		w.scratch.Reset()
-		_ = json.Compact(&w.scratch, schema) // validated by the decoder
-		w.dst = append(w.dst, w.scratch.Bytes()...)
+		w.dst = appendCompact(w.dst, schema) // validated by the decoder
 		w.dst = append(w.dst, "}}"...)
 	}
 	w.dst = append(w.dst, ']')

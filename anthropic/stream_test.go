@@ -348,6 +348,13 @@ func FuzzScanner(f *testing.F) {
 		if want := json.Valid(data); got != want {
 			t.Fatalf("scanner accepts %q: %v, encoding/json: %v", data, got, want)
 		}
+		if got {
+			var want bytes.Buffer
+			_ = json.Compact(&want, data)
+			if c := appendCompact(nil, bytes.Trim(data, " \t\r\n")); !bytes.Equal(c, want.Bytes()) {
+				t.Fatalf("appendCompact(%q) = %q, encoding/json: %q", data, c, want.Bytes())
+			}
+		}
 		// Invalid UTF-8 is left for appendString, which replaces each bad
 		// byte as encoding/json does; []rune does the same.
 		// Invalid UTF-8 is left for appendString, which replaces each bad
