@@ -315,6 +315,9 @@ func FuzzToChat(f *testing.F) {
 			}
 			return
 		}
+		if !json.Valid(body) {
+			t.Fatalf("body %q is not JSON but was translated", body)
+		}
 		if !json.Valid(out) {
 			t.Fatalf("output is not JSON: %s", out)
 		}
