@@ -9,10 +9,11 @@ import (
 // the request is decoded whole either way, but encoding/json validates in a
 // separate pass, reflects on every field, and would decode each content
 // array twice (once as raw bytes, once as blocks), which made ToChat several
-// times slower than the targets. Fields whose shape varies (system, content,
-// input, input_schema) are kept as raw slices of the body, checked well
-// formed, and read when their turn comes. Keys match exactly, where
-// encoding/json would also accept other cases.
+// times slower than the targets. Message content, the bulk of any request,
+// is decoded in this one pass; the smaller fields whose shape varies
+// (system, a tool input or schema, a tool result's content) are kept as raw
+// slices of the body, checked well formed, and read when their turn comes.
+// Keys match exactly, where encoding/json would also accept other cases.
 
 // raw consumes a value and returns its bytes (a slice of the input).
 func (s *scanner) raw() []byte {

@@ -9,7 +9,8 @@ import (
 
 // The request as Anthropic defines it (the tags name the wire fields that
 // decodeRequest reads). Fields whose shape varies (a string
-// or an array of blocks) stay raw until their turn comes.
+// or an array of blocks) stay raw until their turn comes, except message
+// content, which decodeRequest reads in its one pass.
 type msgRequest struct {
 	Model         string          `json:"model"`
 	MaxTokens     json.RawMessage `json:"max_tokens"`
