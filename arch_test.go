@@ -50,7 +50,7 @@ func listPackages(t *testing.T, tags ...string) []pkg {
 // machine: which package may depend on which.
 func TestImportDirections(t *testing.T) {
 	pkgs := listPackages(t)
-	leaf := []string{"rules", "classifier", "models", "datasets", "evaluation", "training", "sim", "internal", "openai", "shadow",
+	leaf := []string{"rules", "classifier", "models", "datasets", "evaluation", "training", "sim", "internal", "openai", "anthropic", "shadow",
 		"router/pool", "router/access", "router/metrics", "router/proxy", "router/config", "router/h1", "router/tlsconf"}
 	// Wire formats: the API shapes clients speak. Routing decides on
 	// rules.Signals, which each wire format extracts; nothing below the
