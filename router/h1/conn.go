@@ -2,7 +2,6 @@ package h1
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -612,8 +611,7 @@ func (b *body) trailer() error {
 		if len(line) == 0 {
 			return io.EOF
 		}
-		i := bytes.IndexByte(line, ':')
-		if i <= 0 || !wire.Token(line[:i]) || !wire.FieldValue(line[i+1:]) {
+		if !wire.FieldLine(line) {
 			return errTrailer
 		}
 	}

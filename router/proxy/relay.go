@@ -533,8 +533,7 @@ func (r *relayer) trailers() error {
 		if n += len(line) + 2; n > maxTrailer {
 			return errors.New("response trailers too long")
 		}
-		i := bytes.IndexByte(line, ':')
-		if i <= 0 || !wire.Token(line[:i]) || !wire.FieldValue(line[i+1:]) {
+		if !wire.FieldLine(line) {
 			return fmt.Errorf("malformed trailer line %q", truncate(line))
 		}
 	}

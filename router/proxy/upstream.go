@@ -105,27 +105,23 @@ func (e *lateHeadError) Temporary() bool { return true }
 // most five slices of Body and the edits' tokens, in order, never copied.
 func (req *Request) pieces(dst *[5][]byte) [][]byte {
 	out := dst[:0]
-	type edit struct {
-		span openai.Span
-		tok  []byte
-	}
-	var es [2]edit
+	var es [2]openai.Edit
 	n := 0
 	if req.ModelTok != nil {
-		es[n] = edit{req.ModelSpan, req.ModelTok}
+		es[n] = openai.Edit{Span: req.ModelSpan, Tok: req.ModelTok}
 		n++
 	}
 	if req.Edit.Tok != nil {
-		es[n] = edit{req.Edit.Span, req.Edit.Tok}
+		es[n] = req.Edit
 		n++
 	}
-	if n == 2 && es[1].span.Start < es[0].span.Start {
+	if n == 2 && es[1].Span.Start < es[0].Span.Start {
 		es[0], es[1] = es[1], es[0]
 	}
 	at := 0
 	for _, e := range es[:n] {
-		out = append(out, req.Body[at:e.span.Start], e.tok)
-		at = e.span.End
+		out = append(out, req.Body[at:e.Span.Start], e.Tok)
+		at = e.Span.End
 	}
 	return append(out, req.Body[at:])
 }
@@ -241,8 +237,7 @@ func skipHeaders(br interface {
 		if len(line) == 0 {
 			return nil
 		}
-		i := bytes.IndexByte(line, ':')
-		if lines >= maxHeaderLines || i <= 0 || !wire.Token(line[:i]) || !wire.FieldValue(line[i+1:]) {
+		if lines >= maxHeaderLines || !wire.FieldLine(line) {
 			return fmt.Errorf("malformed header line %q", truncate(line))
 		}
 	}

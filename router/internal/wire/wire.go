@@ -2,7 +2,10 @@
 // (router/h1) and its upstream client (router/proxy) both need.
 package wire
 
-import "time"
+import (
+	"bytes"
+	"time"
+)
 
 // ALongTimeAgo is a deadline in the past: setting it fails pending I/O at
 // once.
@@ -59,6 +62,14 @@ var tchar = func() (t [256]bool) {
 	}
 	return t
 }()
+
+// FieldLine reports whether line (its line end cut) is a header or
+// trailer field line, "name: value": a token before the first colon and a
+// value without control characters after it.
+func FieldLine(line []byte) bool {
+	i := bytes.IndexByte(line, ':')
+	return i > 0 && Token(line[:i]) && FieldValue(line[i+1:])
+}
 
 // FieldValue reports whether s may be a header field value: no control
 // characters other than tab (RFC 9110 5.5; NUL, CR and LF included).

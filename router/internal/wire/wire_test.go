@@ -90,3 +90,14 @@ func FuzzCanonicalKey(f *testing.F) {
 		}
 	})
 }
+
+func TestFieldLine(t *testing.T) {
+	for line, want := range map[string]bool{
+		"X-Trailer: 1": true, "X:": true, "A-b:  v \t w": true,
+		": v": false, "no colon": false, "Bad Name: v": false, "X: a\x01b": false, "X: a\rb": false, "": false,
+	} {
+		if got := FieldLine([]byte(line)); got != want {
+			t.Errorf("FieldLine(%q) = %v, want %v", line, got, want)
+		}
+	}
+}
