@@ -94,7 +94,7 @@ func rawUpstream(tb testing.TB, reply []byte) string {
 				defer c.Close()
 				br := bufio.NewReaderSize(c, 64<<10)
 				for {
-					n, err := readHead(br)
+					n, _, err := readHeadFraming(br)
 					if err != nil {
 						return
 					}
@@ -111,13 +111,8 @@ func rawUpstream(tb testing.TB, reply []byte) string {
 	return "http://" + ln.Addr().String()
 }
 
-// readHead reads a message head and returns its Content-Length (0 when
-// absent) and, through chunked, whether the body is chunked.
-func readHead(br *bufio.Reader) (int, error) {
-	n, _, err := readHeadFraming(br)
-	return n, err
-}
-
+// readHeadFraming reads a message head and returns its Content-Length (0
+// when absent) and whether its body is chunked.
 func readHeadFraming(br *bufio.Reader) (length int, chunked bool, err error) {
 	for {
 		line, err := br.ReadSlice('\n')

@@ -2,6 +2,7 @@ package access
 
 import (
 	"context"
+	"maps"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -147,18 +148,7 @@ func (l *Limiter) Run(ctx context.Context) {
 func (l *Limiter) round(ctx context.Context) {
 	sh := l.sh
 	l.mu.Lock()
-	rates := make(map[string]sharedRate, len(l.rates))
-	for k, v := range l.rates {
-		rates[k] = v
-	}
-	tokens := make(map[string]sharedRate, len(l.tokens))
-	for k, v := range l.tokens {
-		tokens[k] = v
-	}
-	budgets := make(map[string]*budgetCounter, len(l.budgets))
-	for k, v := range l.budgets {
-		budgets[k] = v
-	}
+	rates, tokens, budgets := maps.Clone(l.rates), maps.Clone(l.tokens), maps.Clone(l.budgets)
 	l.mu.Unlock()
 	failed := false
 	for scope, r := range rates {
@@ -218,13 +208,7 @@ func (l *Limiter) syncBudget(ctx context.Context, scope string, b *budgetCounter
 	period := b.period.Load()
 	d := b.pending.Swap(0)
 	key := scope + "|" + strconv.FormatInt(period, 10)
-	var total int64
-	var err error
-	if d != 0 {
-		total, err = l.sh.store.AddTokens(ctx, key, d, 32*24*time.Hour) // outlives a month, then goes
-	} else {
-		total, err = l.sh.store.GetTokens(ctx, key)
-	}
+	total, err := l.push(ctx, key, d, 32*24*time.Hour) // outlives a month, then goes
 	if err != nil {
 		b.pending.Add(d)
 		return false
@@ -243,13 +227,7 @@ func (l *Limiter) syncTokens(ctx context.Context, scope string, r sharedRate, no
 	hour := now.Unix() / 3600
 	key := "tpm:" + scope + "|" + strconv.FormatInt(hour, 10)
 	d := c.debt.Swap(0)
-	var total int64
-	var err error
-	if d != 0 {
-		total, err = l.sh.store.AddTokens(ctx, key, d, 2*time.Hour)
-	} else {
-		total, err = l.sh.store.GetTokens(ctx, key)
-	}
+	total, err := l.push(ctx, key, d, 2*time.Hour)
 	if err != nil {
 		c.debt.Add(d)
 		return false
@@ -276,4 +254,14 @@ func (l *Limiter) syncTokens(ctx context.Context, scope string, r sharedRate, no
 			return true
 		}
 	}
+}
+
+// push adds d to the shared count at key (a new key lives ttl) and
+// returns the total every replica added; with nothing to add it only
+// reads it.
+func (l *Limiter) push(ctx context.Context, key string, d int64, ttl time.Duration) (int64, error) {
+	if d != 0 {
+		return l.sh.store.AddTokens(ctx, key, d, ttl)
+	}
+	return l.sh.store.GetTokens(ctx, key)
 }

@@ -121,17 +121,20 @@ func TestSharedLimitRedisDownAndBack(t *testing.T) {
 	}, "the outage's 400 tokens in Redis")
 }
 
-// Fail closed: while Redis is down, requests are refused with 503.
+// Fail closed: while Redis is down, requests are refused with 503, for a
+// requests-per-minute limit and for a tokens-per-minute one.
 func TestSharedLimitFailClosed(t *testing.T) {
-	addr, stop, _ := testenv.Redis(t)
-	secret, k := mustKey(t, "alice")
-	cfg := Config{KeysFile: "k", Policies: []Policy{{Principal: "alice", Limits: Limits{RequestsPerMinute: 30}}}}
-	r := newReplica(t, addr, cfg, k, secret, true)
-	waitShared(t, r, false)
-	stop()
-	waitShared(t, r, true)
-	if _, d := r.c.Admit(time.Now(), 0); d == nil || d.Status != 503 || d.Code != "limits_unavailable" {
-		t.Fatalf("fail closed with Redis down: %+v", d)
+	for _, lim := range []Limits{{RequestsPerMinute: 30}, {TokensPerMinute: 1000}} {
+		addr, stop, _ := testenv.Redis(t)
+		secret, k := mustKey(t, "alice")
+		cfg := Config{KeysFile: "k", Policies: []Policy{{Principal: "alice", Limits: lim}}}
+		r := newReplica(t, addr, cfg, k, secret, true)
+		waitShared(t, r, false)
+		stop()
+		waitShared(t, r, true)
+		if _, d := r.c.Admit(time.Now(), 10); d == nil || d.Status != 503 || d.Code != "limits_unavailable" {
+			t.Fatalf("%+v: fail closed with Redis down: %+v", lim, d)
+		}
 	}
 }
 
@@ -214,18 +217,4 @@ func TestSharedTokensAcrossReplicas(t *testing.T) {
 		t.Fatalf("Redis down, fail open: %+v %v", adm, d)
 	}
 	adm.Settle(100, 0, "")
-}
-
-// Fail closed covers a tokens-per-minute limit as it does requests.
-func TestSharedTokensFailClosed(t *testing.T) {
-	addr, stop, _ := testenv.Redis(t)
-	secret, k := mustKey(t, "alice")
-	cfg := Config{KeysFile: "k", Policies: []Policy{{Principal: "alice", Limits: Limits{TokensPerMinute: 1000}}}}
-	r := newReplica(t, addr, cfg, k, secret, true)
-	waitShared(t, r, false)
-	stop()
-	waitShared(t, r, true)
-	if _, d := r.c.Admit(time.Now(), 10); d == nil || d.Status != 503 {
-		t.Fatalf("fail closed with Redis down: %+v", d)
-	}
 }
