@@ -40,6 +40,9 @@ type Request struct {
 	// Start is when the gateway received the request; the pool's total
 	// timeout and retry budget count from it, and TTFB is measured from it.
 	Start time.Time
+	// Translate, when not nil, rewrites the response into the client's
+	// API shape (and answers the gateway's own errors in it).
+	Translate Translator
 	// Usage asks for the response's token usage: the last
 	// openai.TailSize bytes of a 2xx body are kept as they pass and
 	// scanned once it ends (Result.Usage). No chunk is parsed.
@@ -84,7 +87,7 @@ func (t *Transport) Forward(ctx context.Context, w http.ResponseWriter, p *pool.
 	b, err := p.Pick(nil)
 	if err != nil {
 		res.Err = err
-		return t.fail(w, res, openai.NoBackend(p.Name()))
+		return t.fail(w, req, res, openai.NoBackend(p.Name()))
 	}
 	for attempt := 1; ; attempt++ {
 		res.Attempts, res.Backend = attempt, b
@@ -112,7 +115,7 @@ func (t *Transport) Forward(ctx context.Context, w http.ResponseWriter, p *pool.
 					continue
 				}
 			}
-			return t.fail(w, res, errorFor(err))
+			return t.fail(w, req, res, errorFor(err))
 		}
 		// up lives in its connection, which the relay may hand to another
 		// request: what is needed of it is read first.
@@ -133,7 +136,7 @@ func (t *Transport) Forward(ctx context.Context, w http.ResponseWriter, p *pool.
 		switch {
 		case res.ClientGone:
 			p.Report(b, pool.Neutral)
-		case res.Aborted || status >= 500:
+		case res.Aborted || res.Err != nil || status >= 500 || res.Status >= 500:
 			p.Report(b, pool.Failure)
 		default:
 			p.Report(b, pool.Success)
@@ -142,8 +145,12 @@ func (t *Transport) Forward(ctx context.Context, w http.ResponseWriter, p *pool.
 	}
 }
 
-func (t *Transport) fail(w http.ResponseWriter, res Result, e *openai.Error) Result {
-	openai.WriteError(w, e)
+func (t *Transport) fail(w http.ResponseWriter, req *Request, res Result, e *openai.Error) Result {
+	if req.Translate != nil {
+		req.Translate.WriteError(w, e)
+	} else {
+		openai.WriteError(w, e)
+	}
 	res.Status = e.Status
 	res.TTFB = time.Since(res.start)
 	return res

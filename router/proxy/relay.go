@@ -27,6 +27,10 @@ type relayer struct {
 	tail  *tail // the body's last bytes, for its usage; nil: not kept
 	strip bool  // drop a stream's usage chunk, if the response is a stream
 	sse   *sseFilter
+	// rewrite: the response is translated (Request.Translate), so its
+	// length changes; tx holds the translation once the head is read.
+	rewrite bool
+	tx      *translation
 }
 
 // tail keeps the last openai.TailSize bytes written through it.
@@ -66,7 +70,8 @@ func (t *Transport) relay(ctx context.Context, w http.ResponseWriter, u *upstrea
 	res.Status = u.status
 	fl, _ := w.(http.Flusher)
 	r := &relayer{w: w, fl: fl, u: u, idle: pol.Idle, total: deadline}
-	r.strip = req.StripUsage && u.status/100 == 2
+	r.strip = req.StripUsage && u.status/100 == 2 && req.Translate == nil
+	r.rewrite = req.Translate != nil
 	fr, err := r.head()
 	if err != nil {
 		u.close()
@@ -75,11 +80,18 @@ func (t *Transport) relay(ctx context.Context, w http.ResponseWriter, u *upstrea
 			res.ClientGone, res.Status = true, 499
 			return res
 		}
-		return t.fail(w, res, errorFor(err))
+		return t.fail(w, req, res, errorFor(err))
 	}
-	w.WriteHeader(u.status)
-	res.TTFB = time.Since(req.Start)
-	r.dirty = true
+	if req.Translate != nil {
+		r.tx = translations.Get().(*translation)
+		r.tx.tr, r.tx.events = req.Translate, u.status/100 == 2 && fr.events
+		defer r.tx.release()
+	}
+	if r.tx == nil || r.tx.events {
+		w.WriteHeader(u.status)
+		res.TTFB = time.Since(req.Start)
+		r.dirty = true
+	} // else the head waits for the translated body
 	if req.Usage && u.status/100 == 2 && !fr.noBody {
 		r.tail = tails.Get().(*tail)
 	}
@@ -96,6 +108,25 @@ func (t *Transport) relay(ctx context.Context, w http.ResponseWriter, u *upstrea
 	default:
 		err = r.copyToEOF()
 		fr.reusable = false
+	}
+	inBand := false // a translated stream ended with an error event
+	if x := r.tx; x != nil {
+		switch {
+		case err == nil:
+			res.Status, err = x.end(r, u.status)
+			if !x.events {
+				res.TTFB = time.Since(req.Start)
+			}
+			inBand = errors.Is(err, errTranslate)
+		case errors.Is(err, errTranslate):
+			inBand = true
+		case x.events && !errors.Is(err, errClientGone) && ctx.Err() == nil:
+			if serr := x.broken(r); serr != nil {
+				err = serr
+			} else {
+				inBand = true
+			}
+		}
 	}
 	if r.sse != nil {
 		if err == nil {
@@ -136,6 +167,16 @@ func (t *Transport) relay(ctx context.Context, w http.ResponseWriter, u *upstrea
 		res.Status = 499
 		return res
 	}
+	if inBand {
+		// The client has a whole stream that ends in an error event.
+		if fl != nil {
+			fl.Flush()
+		}
+		return res
+	}
+	if r.tx != nil && !r.tx.events {
+		return t.fail(w, req, res, errorFor(err)) // nothing was sent: a whole error
+	}
 	// The body broke: the client gets the head and every byte before the
 	// break, then the cut, whether or not the break came in the same read
 	// as the head.
@@ -153,6 +194,7 @@ type framing struct {
 	noBody   bool
 	reusable bool
 	sse      bool // an event stream whose usage chunk is dropped (relayer.strip)
+	events   bool // Content-Type is text/event-stream
 }
 
 // maxHeaderLines bounds a response head; far above what any replica sends.
@@ -260,13 +302,14 @@ func (r *relayer) head() (framing, error) {
 	}
 	// A stream that may lose its usage chunk on the way loses its
 	// Content-Length with it (the server frames what is sent instead).
-	fr.sse = r.strip && !fr.noBody && eventStream(ctype)
+	fr.events = !fr.noBody && eventStream(ctype)
+	fr.sse = r.strip && fr.events
 	h := r.w.Header()
 	own := len(h)
 	var vals []string // the values' slices, cut from one array
 	for i := 0; i < len(kv); i += 2 {
 		k := kv[i]
-		if (k == "Content-Length" && (fr.length < 0 || fr.noBody || fr.sse)) || listed(connTokens, k) {
+		if (k == "Content-Length" && (fr.length < 0 || fr.noBody || fr.sse || r.rewrite)) || listed(connTokens, k) {
 			continue
 		}
 		if own > 0 {
@@ -368,6 +411,9 @@ func (r *relayer) write(p []byte) error {
 	}
 	if r.sse != nil {
 		return r.sse.write(r, p)
+	}
+	if r.tx != nil {
+		return r.tx.write(r, p)
 	}
 	return r.send(p)
 }

@@ -326,7 +326,7 @@ func dropRequestHeader(k string) bool {
 	switch k {
 	case "Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authorization", "Proxy-Authenticate",
 		"Te", "Trailer", "Transfer-Encoding", "Upgrade",
-		"Host", "Content-Length", "Authorization", "Expect", "Accept-Encoding", "X-Request-Id":
+		"Host", "Content-Length", "Authorization", "X-Api-Key", "Expect", "Accept-Encoding", "X-Request-Id":
 		return true
 	}
 	return false
