@@ -34,6 +34,10 @@ type Request struct {
 	// Messages, Prompt and Input locate the prompt-bearing fields of chat,
 	// completions and embeddings requests.
 	Messages, Prompt, Input Span
+	// Instructions and PreviousResponseID are a Responses request's
+	// system prompt and the response it continues (a JSON string token,
+	// quotes included, when it is a string).
+	Instructions, PreviousResponseID Span
 	// MaxTokens is the largest of max_tokens, max_completion_tokens and
 	// max_output_tokens given as whole numbers (0: none), for admitting a
 	// request against token limits before it runs.
@@ -148,6 +152,10 @@ func (s *scanner) topObject(r *Request) error {
 			r.Prompt = span
 		case "input":
 			r.Input = span
+		case "instructions":
+			r.Instructions = span
+		case "previous_response_id":
+			r.PreviousResponseID = span
 		case "max_tokens", "max_completion_tokens", "max_output_tokens":
 			// Not a whole number: the upstream judges it.
 			r.MaxTokens = max(r.MaxTokens, wholeNumber(s.b[vstart:s.i]))

@@ -22,7 +22,9 @@ const separator = "\n\n"
 // AppendText appends the classifier input of a request to dst: for chat,
 // the selected messages' text (string content, or the "text" of text parts);
 // for completions, the prompt (a string, or the first string of an array);
-// for embeddings, the input likewise. JSON escapes are decoded. r must come
+// for embeddings, the input likewise; for Responses, the messages among its
+// input items as for chat (a string input as for embeddings). JSON escapes
+// are decoded. r must come
 // from Extract on the same body, which has already validated it.
 func (c Conversation) AppendText(dst, body []byte, r *Request) []byte {
 	if c.UserTurns <= 0 {
@@ -37,10 +39,36 @@ func (c Conversation) AppendText(dst, body []byte, r *Request) []byte {
 		return c.appendMessages(dst, body, r.Messages, limit)
 	case r.Prompt.Len() > 0:
 		return appendFirstString(dst, body, r.Prompt, limit)
+	case r.Input.Len() > 0 && itemList(body, r.Input):
+		// A Responses request's input items: its messages are read as a
+		// chat's are, and its instructions stand for the system prompt.
+		dst = c.appendMessages(dst, body, r.Input, limit)
+		if c.System && r.Instructions.Len() > 0 && body[r.Instructions.Start] == '"' && len(dst)+len(separator) < limit {
+			if len(dst) > 0 {
+				dst = append(dst, separator...)
+			}
+			dst = appendUnquoted(dst, body[r.Instructions.Start:r.Instructions.End], limit)
+		}
+		return dst
 	case r.Input.Len() > 0:
 		return appendFirstString(dst, body, r.Input, limit)
 	}
 	return dst
+}
+
+// itemList reports whether v is an array whose first element is an object:
+// a Responses request's input items, where embeddings take strings or
+// token arrays.
+func itemList(body []byte, v Span) bool {
+	if body[v.Start] != '[' {
+		return false
+	}
+	obj := false
+	forElements(body, v, func(el Span) bool {
+		obj = body[el.Start] == '{'
+		return false
+	})
+	return obj
 }
 
 // Fingerprint identifies the conversation a chat request belongs to: a hash

@@ -117,9 +117,9 @@ func usageFields(obj []byte) (Usage, bool) {
 		i = skipWS(obj, i+1)
 		var dst *int64
 		switch string(key) {
-		case "prompt_tokens":
+		case "prompt_tokens", "input_tokens": // chat and completions; Responses
 			dst = &u.PromptTokens
-		case "completion_tokens":
+		case "completion_tokens", "output_tokens":
 			dst = &u.CompletionTokens
 		case "total_tokens":
 			dst = &u.TotalTokens

@@ -15,6 +15,8 @@ func TestScanUsage(t *testing.T) {
 		{"json body", `{"id":"c1","choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":12,"completion_tokens":5,"total_tokens":17}}`, Usage{12, 5, 17}, true},
 		{"details and spaces", "{\"usage\" : {\"prompt_tokens\": 3, \"completion_tokens\": 4, \"total_tokens\": 7, \"prompt_tokens_details\": {\"cached_tokens\": 0}}}\n", Usage{3, 4, 7}, true},
 		{"no total", `{"usage":{"prompt_tokens":3,"completion_tokens":4}}`, Usage{3, 4, 7}, true},
+		{"responses", `{"id":"resp_1","output":[],"usage":{"input_tokens":8,"input_tokens_details":{"cached_tokens":0},"output_tokens":5,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":13}}`, Usage{8, 5, 13}, true},
+		{"responses stream", "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"id\":\"resp_1\",\"usage\":{\"input_tokens\":8,\"output_tokens\":5,\"total_tokens\":13}}}\n\n", Usage{8, 5, 13}, true},
 		{"stream with include_usage", "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}],\"usage\":null}\n\n" +
 			"data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}],\"usage\":null}\n\n" +
 			"data: {\"choices\":[],\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":2,\"total_tokens\":11}}\n\ndata: [DONE]\n\n", Usage{9, 2, 11}, true},
