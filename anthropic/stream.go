@@ -150,6 +150,10 @@ func (s *Stream) Chunk(data []byte, dst []byte) ([]byte, error) {
 // upstream cannot grow a Stream without limit.
 const maxToolArgs = 4 << 20
 
+// Done reports whether the stream has ended: its [DONE] arrived, or Fail
+// was called. A body that ends before Done is a cut stream.
+func (s *Stream) Done() bool { return s.done }
+
 // Fail appends an Anthropic error event, for a stream that broke upstream or
 // could not be translated. Nothing may follow it.
 func (s *Stream) Fail(dst []byte, msg string) []byte {

@@ -83,6 +83,8 @@ type Gateway struct {
 	changed  chan struct{} // kicks Run to start or stop health checks
 	draining atomic.Bool
 	served   atomic.Uint64 // requests answered on the OpenAI endpoints
+	// responses maps each Responses answer's id to where it was made.
+	responses *responseIndex
 }
 
 // snapshot is one immutable configuration in effect.
@@ -118,8 +120,10 @@ type poolEntry struct {
 	tok    []byte // model as a JSON string token, for the splice
 	// askUsage: ask for a stream's usage when the client did not
 	// (pool.Config.StreamUsage).
-	askUsage bool
-	m        *metrics.Pool
+	askUsage  bool
+	kind      string // pool.Config.Kind
+	maxTokens int64  // pool.Config.DefaultMaxTokens
+	m         *metrics.Pool
 }
 
 // New builds a Gateway serving cfg, routing by routing (nil: by model name
@@ -148,6 +152,7 @@ func New(cfg *config.Config, routing *rules.Set, o Options) (*Gateway, error) {
 		shadowLog: o.ShadowLog,
 		usageLog:  o.UsageLog,
 		limiter:   access.NewLimiter(),
+		responses: newResponseIndex(responseIndexSize),
 	}
 	if rc := cfg.Access.Redis; rc.Enabled() {
 		store, err := access.NewRedisStore(rc, g.log)
@@ -249,7 +254,7 @@ func (g *Gateway) Apply(cfg *config.Config, routing *rules.Set) error {
 			if err != nil {
 				return fmt.Errorf("pools[%d]: %w", i, err)
 			}
-			e = &poolEntry{pool: p, policy: proxy.PolicyOf(&pc), model: pc.Model, tok: openai.Quote(pc.Model), askUsage: pc.AsksStreamUsage(), m: g.metrics.Pool(pc.Name)}
+			e = &poolEntry{pool: p, policy: proxy.PolicyOf(&pc), model: pc.Model, tok: openai.Quote(pc.Model), askUsage: pc.AsksStreamUsage(), kind: pc.Kind, maxTokens: pc.DefaultMaxTokens, m: g.metrics.Pool(pc.Name)}
 		}
 		s.pools = append(s.pools, e)
 		s.byName[pc.Name] = e

@@ -18,10 +18,12 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/triagegw/triage/anthropic"
 	"github.com/triagegw/triage/openai"
 	"github.com/triagegw/triage/router/access"
 	"github.com/triagegw/triage/router/config"
 	"github.com/triagegw/triage/router/metrics"
+	"github.com/triagegw/triage/router/pool"
 	"github.com/triagegw/triage/router/proxy"
 	"github.com/triagegw/triage/rules"
 )
@@ -34,6 +36,11 @@ func (g *Gateway) newEngine() *gin.Engine {
 	for _, p := range []string{"/v1/chat/completions", "/v1/completions", "/v1/embeddings"} {
 		e.POST(p, g.forward)
 	}
+	e.POST("/v1/messages", g.messages)
+	e.POST("/v1/responses", g.createResponse)
+	e.GET("/v1/responses/*rest", g.storedResponse)
+	e.DELETE("/v1/responses/*rest", g.storedResponse)
+	e.POST("/v1/responses/*rest", g.storedResponse) // cancel
 	// Every GET answers HEAD too, as net/http's own handlers do: the same
 	// status and headers, and the server drops the body.
 	get := func(path string, h gin.HandlerFunc) {
@@ -114,7 +121,20 @@ func (g *Gateway) readyz(c *gin.Context) {
 
 // forward handles the OpenAI endpoints: read the body once, find the
 // pool, forward, account.
-func (g *Gateway) forward(c *gin.Context) {
+func (g *Gateway) forward(c *gin.Context) { g.serve(c, shapeOpenAI) }
+
+// messages handles Anthropic's Messages endpoint: the body becomes a chat
+// completion, which is routed and forwarded as one, and the answer (or
+// stream) is translated back on its way out.
+func (g *Gateway) messages(c *gin.Context) { g.serve(c, shapeMessages) }
+
+// createResponse handles OpenAI's Responses endpoint: routed by the
+// subject of its input items, passed through to a pool that serves it, and
+// remembered by id so that a chain (previous_response_id) and later reads
+// go back where the response lives.
+func (g *Gateway) createResponse(c *gin.Context) { g.serve(c, shapeResponses) }
+
+func (g *Gateway) serve(c *gin.Context, sh shape) {
 	start := time.Now()
 	s := g.snap.Load()
 	r, w := c.Request, c.Writer
@@ -136,8 +156,18 @@ func (g *Gateway) forward(c *gin.Context) {
 	if oe := checkHeaders(r, &s.cfg.Limits); oe != nil {
 		w.Header()["Connection"] = []string{"close"}
 		al.status, al.err = oe.Status, oe
-		openai.WriteError(w, oe)
+		sh.writeError(w, oe)
 		return
+	}
+	path, query := r.URL.Path, r.URL.RawQuery
+	if sh == shapeMessages {
+		w.Header()["Request-Id"] = ids // where Anthropic's clients look for it
+		if ae := checkAnthropic(r.Header); ae != nil {
+			al.status, al.err = ae.Status, ae
+			writeAnthropic(w, ae)
+			return
+		}
+		path, query = "/v1/chat/completions", "" // what the pools speak
 	}
 	var caller access.Caller
 	var adm access.Admission
@@ -146,7 +176,7 @@ func (g *Gateway) forward(c *gin.Context) {
 		// map lookup and a hash, not a body.
 		var d *access.Denial
 		if caller, d = s.access.Authenticate(r.Header, start); d != nil {
-			g.deny(w, &al, d)
+			g.deny(w, sh, &al, d)
 			return
 		}
 		al.principal, al.keyID = caller.Principal().Name, caller.Principal().Key
@@ -158,7 +188,7 @@ func (g *Gateway) forward(c *gin.Context) {
 		// after the error instead of draining it.
 		w.Header()["Connection"] = []string{"close"}
 		al.status, al.err = oerr.Status, oerr
-		openai.WriteError(w, oerr)
+		sh.writeError(w, oerr)
 		return
 	}
 	// golang/go#40747 cuts ~1% of streams when the response starts while
@@ -168,11 +198,21 @@ func (g *Gateway) forward(c *gin.Context) {
 	if fd, ok := raw.(interface{ EnableFullDuplex() error }); ok {
 		_ = fd.EnableFullDuplex()
 	}
+	orig := body // the client's own body, before any translation
+	if sh == shapeMessages {
+		chat, ae := anthropic.ToChat(body, "")
+		if ae != nil {
+			al.status, al.err = ae.Status, ae
+			writeAnthropic(w, ae)
+			return
+		}
+		body = chat // routed, limited and forwarded as the chat completion it is
+	}
 	req, err := openai.Extract(body)
 	if err != nil {
 		oe := err.(*openai.Error)
 		al.status, al.err = oe.Status, err
-		openai.WriteError(w, oe)
+		sh.writeError(w, oe)
 		return
 	}
 	al.model, al.stream = req.Model, req.Stream
@@ -183,7 +223,7 @@ func (g *Gateway) forward(c *gin.Context) {
 	}
 	if s.access != nil {
 		if d := caller.AllowModel(string(req.Model), semantic); d != nil {
-			g.deny(w, &al, d)
+			g.deny(w, sh, &al, d)
 			return
 		}
 		// Counted before deciding: a client over its limit does not get
@@ -195,7 +235,7 @@ func (g *Gateway) forward(c *gin.Context) {
 			w.Header()["X-Triage-Degraded"] = []string{"true"} // shared limits counted on this replica alone
 		}
 		if d != nil {
-			g.deny(w, &al, d)
+			g.deny(w, sh, &al, d)
 			return
 		}
 		defer adm.Release()
@@ -218,7 +258,7 @@ func (g *Gateway) forward(c *gin.Context) {
 	} else if dec, err = s.table.decide(&req); err != nil {
 		oe := openai.ModelNotFound(req.ModelName())
 		al.status, al.err = oe.Status, err
-		openai.WriteError(w, oe)
+		sh.writeError(w, oe)
 		return
 	}
 	al.dec, al.semantic = dec, semantic
@@ -226,7 +266,7 @@ func (g *Gateway) forward(c *gin.Context) {
 		setExplain(w.Header(), s, &dec)
 		oe := openai.Blocked(dec.Route, s.rules.BlockMessage(dec.Route))
 		al.status, al.err = oe.Status, oe
-		openai.WriteError(w, oe)
+		sh.writeError(w, oe)
 		return
 	}
 	if s.access != nil && semantic && dec.Tier > 0 && !dec.Block {
@@ -239,12 +279,34 @@ func (g *Gateway) forward(c *gin.Context) {
 	if e == nil {
 		oe := openai.Internal()
 		al.status, al.err = oe.Status, errors.New("router: decider chose unknown pool "+dec.Pool)
-		openai.WriteError(w, oe)
+		sh.writeError(w, oe)
 		return
 	}
 	if dec.Fallback != "" && !e.pool.Available() {
 		if fb := s.byName[dec.Fallback]; fb != nil {
 			e = fb
+		}
+	}
+	prefer, owner := "", al.principal
+	if sh == shapeResponses {
+		// A chain continues where its previous response lives, whatever
+		// the subject of its new turn.
+		if prev := previousResponse(body, &req); prev != "" {
+			if loc, ok := g.responses.get(prev); ok && loc.owner == owner && s.byName[loc.pool] != nil {
+				e, prefer = s.byName[loc.pool], loc.replica
+				dec.Pool, dec.Fallback = loc.pool, ""
+				if semantic {
+					dec.Reason = "previous_response"
+				}
+				al.dec = dec
+			}
+		}
+		if e.kind == pool.KindAnthropic {
+			oe := openai.BadRequest("pool " + strconv.Quote(e.pool.Name()) + " (kind anthropic) does not serve the Responses API; send chat completions or messages, or route Responses to a vllm or openai pool")
+			oe.Param = "model"
+			al.status, al.err = oe.Status, oe
+			openai.WriteError(w, oe)
+			return
 		}
 	}
 	if semantic {
@@ -256,20 +318,37 @@ func (g *Gateway) forward(c *gin.Context) {
 			class = dec.Class
 		}
 		if d := caller.AllowRoute(e.pool.Name(), dec.Route, class); d != nil {
-			g.deny(w, &al, d)
+			g.deny(w, sh, &al, d)
 			return
 		}
 	}
 	al.pool = e
 	fr := proxy.Request{
-		Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: r.Header,
+		Method: r.Method, Path: path, RawQuery: query, Header: r.Header,
 		Body: body, Stream: req.Stream, RequestID: id, Start: start,
 		Usage: true, // chat, completions and embeddings all end with their usage
 	}
 	if req.ModelEscaped || string(req.Model) != e.model {
 		fr.ModelSpan, fr.ModelTok = req.ModelSpan, e.tok
 	}
-	if req.Stream && e.askUsage {
+	var peek *idPeek
+	switch {
+	case e.kind == pool.KindAnthropic:
+		if oe := toAnthropicPool(&fr, e, sh, orig, &req); oe != nil {
+			al.status, al.err = oe.Status, oe
+			sh.writeError(w, oe)
+			return
+		}
+	case sh == shapeMessages:
+		// The chat request asks for usage itself (message_delta reports
+		// it), and the answer goes back as a Messages answer.
+		fr.Translate, fr.WriteError = &messagesOut{model: e.model}, shapeMessages.writeError
+	case sh == shapeResponses:
+		// Responses streams report usage in their last event unasked.
+		fr.Prefer = prefer
+		peek = &idPeek{}
+		fr.Peek = peek.peek
+	case req.Stream && e.askUsage:
 		// A stream ends with its usage only when asked: ask on the
 		// client's behalf, and drop the answer before it sees it.
 		if ed, ok := openai.UsageEdit(body, &req); ok {
@@ -277,6 +356,9 @@ func (g *Gateway) forward(c *gin.Context) {
 		}
 	}
 	res := g.tr.Forward(r.Context(), w, e.pool, &e.policy, &fr)
+	if peek != nil && peek.id != "" && res.Backend != nil {
+		g.responses.add(peek.id, responseLoc{pool: e.pool.Name(), replica: res.Backend.Name, owner: owner})
+	}
 	switch {
 	case res.UsageFound:
 		adm.Settle(res.Usage.PromptTokens, res.Usage.CompletionTokens, e.pool.Name())
@@ -292,7 +374,7 @@ func (g *Gateway) forward(c *gin.Context) {
 
 // deny answers a request access control refused, in OpenAI's shape:
 // 401, 403, or 429 with Retry-After.
-func (g *Gateway) deny(w http.ResponseWriter, al *accessLine, d *access.Denial) {
+func (g *Gateway) deny(w http.ResponseWriter, sh shape, al *accessLine, d *access.Denial) {
 	typ := openai.TypePermission
 	switch d.Status {
 	case http.StatusUnauthorized:
@@ -304,7 +386,7 @@ func (g *Gateway) deny(w http.ResponseWriter, al *accessLine, d *access.Denial) 
 	oe := &openai.Error{Status: d.Status, Message: d.Message, Type: typ, Code: d.Code}
 	al.status, al.err = oe.Status, oe
 	g.metrics.Limited(d.Code)
-	openai.WriteError(w, oe)
+	sh.writeError(w, oe)
 }
 
 // rateHeaders sets OpenAI's x-ratelimit-*-requests and *-tokens headers

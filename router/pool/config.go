@@ -21,6 +21,16 @@ type Config struct {
 	// A request routed here has its model field rewritten to it when it
 	// differs. Required.
 	Model string `koanf:"model"`
+	// Kind is the API the replicas speak:
+	//   - "vllm" (the default): OpenAI's API as vLLM serves it, Responses
+	//     included, with active health checks on /health;
+	//   - "openai": any OpenAI-compatible server (a hosted API, say); no
+	//     /health to check, so health is passive only (the breaker);
+	//   - "anthropic": Anthropic's Messages API (api.anthropic.com or a
+	//     compatible server). Chat completions routed here are translated
+	//     to Messages and back, streams included; health is passive only,
+	//     and the replicas' API keys are sent as x-api-key.
+	Kind string `koanf:"kind"`
 	// Aliases are further names clients may send to reach this pool.
 	Aliases []string `koanf:"aliases"`
 	// Replicas are the upstream servers. At least one.
@@ -29,6 +39,10 @@ type Config struct {
 	Retry    Retry     `koanf:"retry"`
 	Health   Health    `koanf:"health"`
 	Breaker  Breaker   `koanf:"breaker"`
+	// DefaultMaxTokens is the max_tokens sent to a kind: anthropic pool
+	// for a chat completion that sets none (Messages requires one).
+	// Default 4096.
+	DefaultMaxTokens int64 `koanf:"default_max_tokens"`
 	// MaxIdleConns caps idle keep-alive connections kept per replica.
 	// Default 64.
 	MaxIdleConns int `koanf:"max_idle_conns"`
@@ -42,6 +56,17 @@ type Config struct {
 	// off for a server that refuses stream_options.
 	StreamUsage *bool `koanf:"stream_usage"`
 }
+
+// The pool kinds (Config.Kind).
+const (
+	KindVLLM      = "vllm"
+	KindOpenAI    = "openai"
+	KindAnthropic = "anthropic"
+)
+
+// ServesResponses reports whether the pool's replicas serve OpenAI's
+// Responses API (/v1/responses).
+func (c *Config) ServesResponses() bool { return c.Kind != KindAnthropic }
 
 // AsksStreamUsage reports StreamUsage with its default.
 func (c *Config) AsksStreamUsage() bool { return c.StreamUsage == nil || *c.StreamUsage }
@@ -209,8 +234,12 @@ func (c *Config) SetDefaults() {
 	def(&c.Timeouts.Total, 600*time.Second)
 	defInt(&c.Retry.Attempts, 3)
 	def(&c.Retry.Budget, 10*time.Second)
+	if c.Kind == "" {
+		c.Kind = KindVLLM
+	}
 	if c.Health.Enabled == nil {
-		t := true
+		// Cloud APIs have no health endpoint: the breaker alone judges them.
+		t := c.Kind == KindVLLM
 		c.Health.Enabled = &t
 	}
 	if c.Health.Path == "" {
@@ -224,6 +253,9 @@ func (c *Config) SetDefaults() {
 	def(&c.Breaker.Cooldown, 10*time.Second)
 	def(&c.Breaker.MaxCooldown, 5*time.Minute)
 	defInt(&c.MaxIdleConns, 64)
+	if c.DefaultMaxTokens == 0 {
+		c.DefaultMaxTokens = 4096
+	}
 }
 
 // Validate reports every problem in c, each prefixed with path (such as
@@ -243,6 +275,11 @@ func (c *Config) Validate(path string) []error {
 		if strings.TrimSpace(a) == "" {
 			bad(fmt.Sprintf("aliases[%d]", i), "empty alias")
 		}
+	}
+	switch c.Kind {
+	case KindVLLM, KindOpenAI, KindAnthropic:
+	default:
+		bad("kind", "must be vllm, openai or anthropic, got %q", c.Kind)
 	}
 	if len(c.Replicas) == 0 {
 		bad("replicas", "at least one replica is required")

@@ -34,8 +34,12 @@ type Backend struct {
 	Scheme, Addr, Host, BasePath string
 	// Weight is the relative share of traffic.
 	Weight int64
-	// APIKey is sent upstream as a bearer token when not empty.
+	// APIKey is sent upstream as a bearer token when not empty (as
+	// x-api-key to an Anthropic replica).
 	APIKey string
+	// Anthropic: the replica speaks Anthropic's Messages API (Config.Kind),
+	// which takes its key as x-api-key and wants anthropic-version.
+	Anthropic bool
 	// TLS is the client TLS config for an https replica of a pool that sets
 	// tls, its ServerName filled in; nil otherwise (the transport's own
 	// applies). Shared: never modify it.
@@ -135,6 +139,7 @@ func New(cfg Config, opts ...Option) (*Pool, error) {
 			}
 		}
 		b.APIKey = string(r.APIKey)
+		b.Anthropic = cfg.Kind == KindAnthropic
 		if !*cfg.Health.Enabled {
 			b.health.Store(healthUp)
 		}
@@ -195,6 +200,21 @@ func (p *Pool) Pick(tried []*Backend) (*Backend, error) {
 		return b, nil
 	}
 	return nil, ErrNoBackend
+}
+
+// PickNamed is Pick, preferring the replica named name (Backend.Name)
+// while it is available: a conversation whose state lives on one replica
+// (a Responses chain, in vLLM's memory) goes back to it.
+func (p *Pool) PickNamed(name string) (*Backend, error) {
+	if name != "" {
+		for _, b := range p.backends {
+			if b.Name == name && b.health.Load() != healthDown && b.openUntil.Load() == 0 {
+				b.inflight.Add(1)
+				return b, nil
+			}
+		}
+	}
+	return p.Pick(nil)
 }
 
 func (p *Pool) choose(tried []*Backend) *Backend {

@@ -40,9 +40,19 @@ type Request struct {
 	// Start is when the gateway received the request; the pool's total
 	// timeout and retry budget count from it, and TTFB is measured from it.
 	Start time.Time
+	// Prefer names the replica (pool.Backend.Name) to try first while it
+	// is available: the one holding a conversation's state.
+	Prefer string
+	// Peek, when not nil, sees the first bytes of a 2xx body as they are
+	// relayed, read by read, until it returns true (a response id, say).
+	Peek func(p []byte) (done bool)
 	// Translate, when not nil, rewrites the response into the client's
-	// API shape (and answers the gateway's own errors in it).
+	// API shape.
 	Translate Translator
+	// WriteError, when not nil, writes the errors the gateway answers
+	// itself (no replica answered) in the client's API shape; OpenAI's
+	// otherwise.
+	WriteError func(w http.ResponseWriter, e *openai.Error)
 	// Usage asks for the response's token usage: the last
 	// openai.TailSize bytes of a 2xx body are kept as they pass and
 	// scanned once it ends (Result.Usage). No chunk is parsed.
@@ -84,7 +94,13 @@ func (t *Transport) Forward(ctx context.Context, w http.ResponseWriter, p *pool.
 	var triedArr [4]*pool.Backend
 	tried := triedArr[:0]
 
-	b, err := p.Pick(nil)
+	var b *pool.Backend
+	var err error
+	if req.Prefer != "" {
+		b, err = p.PickNamed(req.Prefer)
+	} else {
+		b, err = p.Pick(nil)
+	}
 	if err != nil {
 		res.Err = err
 		return t.fail(w, req, res, openai.NoBackend(p.Name()))
@@ -146,8 +162,8 @@ func (t *Transport) Forward(ctx context.Context, w http.ResponseWriter, p *pool.
 }
 
 func (t *Transport) fail(w http.ResponseWriter, req *Request, res Result, e *openai.Error) Result {
-	if req.Translate != nil {
-		req.Translate.WriteError(w, e)
+	if req.WriteError != nil {
+		req.WriteError(w, e)
 	} else {
 		openai.WriteError(w, e)
 	}

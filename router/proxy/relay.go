@@ -31,6 +31,7 @@ type relayer struct {
 	// length changes; tx holds the translation once the head is read.
 	rewrite bool
 	tx      *translation
+	peek    func([]byte) bool // Request.Peek, until it is done
 }
 
 // tail keeps the last openai.TailSize bytes written through it.
@@ -92,6 +93,9 @@ func (t *Transport) relay(ctx context.Context, w http.ResponseWriter, u *upstrea
 		res.TTFB = time.Since(req.Start)
 		r.dirty = true
 	} // else the head waits for the translated body
+	if req.Peek != nil && u.status/100 == 2 {
+		r.peek = req.Peek
+	}
 	if req.Usage && u.status/100 == 2 && !fr.noBody {
 		r.tail = tails.Get().(*tail)
 	}
@@ -140,6 +144,12 @@ func (t *Transport) relay(ctx context.Context, w http.ResponseWriter, u *upstrea
 		r.sse = nil
 	}
 	res.Bytes = r.n
+	if u, ok := req.Translate.(interface{ Usage() (openai.Usage, bool) }); ok && err == nil {
+		// A translated stream's usage is in events the tail may not hold
+		// (Messages reports input tokens in its first): the translator's
+		// count stands.
+		res.Usage, res.UsageFound = u.Usage()
+	}
 	if r.tail != nil {
 		if err == nil && !res.UsageFound {
 			res.Usage, res.UsageFound = openai.ScanUsage(r.tail.bytes())
@@ -406,6 +416,9 @@ func (r *relayer) fill(have int) error {
 }
 
 func (r *relayer) write(p []byte) error {
+	if r.peek != nil && r.peek(p) {
+		r.peek = nil
+	}
 	if r.tail != nil {
 		r.tail.add(p)
 	}

@@ -3,16 +3,14 @@ package proxy
 import (
 	"bytes"
 	"errors"
-	"net/http"
 	"strconv"
 	"sync"
-
-	"github.com/triagegw/triage/openai"
 )
 
 // Translator rewrites a response into the client's API shape on its way to
 // the client: an Anthropic Messages client served by a chat-completions
-// pool, say. One belongs to one request; the proxy calls it from the
+// pool, say. The gateway's own errors take the client's shape through
+// Request.WriteError. One belongs to one request; the proxy calls it from the
 // goroutine that relays, and only for the attempt whose answer is relayed.
 type Translator interface {
 	// Event appends the translation of one event of a 2xx event stream:
@@ -30,9 +28,6 @@ type Translator interface {
 	// answer, or an error with the replica's status) and returns the
 	// status and JSON body to send.
 	Body(status int, body []byte) (int, []byte)
-	// WriteError writes an error the gateway answers itself, when no
-	// replica's answer is relayed.
-	WriteError(w http.ResponseWriter, e *openai.Error)
 }
 
 // maxTranslated bounds what is held to translate: a whole non-streamed

@@ -65,7 +65,7 @@ func (e *echoTranslator) Body(status int, body []byte) (int, []byte) {
 	return status, fmt.Appendf(nil, `{"translated":%d,"len":%d}`, status, len(body))
 }
 
-func (e *echoTranslator) WriteError(w http.ResponseWriter, oe *openai.Error) {
+func echoError(w http.ResponseWriter, oe *openai.Error) {
 	w.WriteHeader(oe.Status)
 	fmt.Fprintf(w, `{"gateway":%d}`, oe.Status)
 }
@@ -144,7 +144,7 @@ func TestTranslateThroughForward(t *testing.T) {
 	run := func(stream bool, x Translator) (*httptest.ResponseRecorder, Result) {
 		body := []byte(`{"model":"m","stream":` + strconv.FormatBool(stream) + `}`)
 		req := &Request{Method: "POST", Path: "/v1/chat/completions", Header: http.Header{}, Body: body,
-			Stream: stream, Start: time.Now(), Usage: true, Translate: x}
+			Stream: stream, Start: time.Now(), Usage: true, Translate: x, WriteError: echoError}
 		rec := httptest.NewRecorder()
 		return rec, tr.Forward(t.Context(), rec, p, &pol, req)
 	}
@@ -249,7 +249,7 @@ func TestTranslateThroughForward(t *testing.T) {
 	t.Run("no replica: the gateway's error in the client's shape", func(t *testing.T) {
 		dead := newPool(t, nil, "http://127.0.0.1:1")
 		rec := httptest.NewRecorder()
-		req := &Request{Method: "POST", Path: "/v1/chat/completions", Header: http.Header{}, Body: []byte(`{}`), Start: time.Now(), Translate: &echoTranslator{}}
+		req := &Request{Method: "POST", Path: "/v1/chat/completions", Header: http.Header{}, Body: []byte(`{}`), Start: time.Now(), Translate: &echoTranslator{}, WriteError: echoError}
 		pol := PolicyOf(dead.Config())
 		tr.Forward(t.Context(), rec, dead, &pol, req)
 		if !strings.HasPrefix(rec.Body.String(), `{"gateway":`) {

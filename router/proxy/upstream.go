@@ -299,7 +299,17 @@ func appendRequestHead(dst []byte, b *pool.Backend, req *Request) []byte {
 			dst = append(dst, "\r\n"...)
 		}
 	}
-	if b.APIKey != "" {
+	switch {
+	case b.Anthropic:
+		if b.APIKey != "" {
+			dst = append(dst, "X-Api-Key: "...)
+			dst = append(dst, b.APIKey...)
+			dst = append(dst, "\r\n"...)
+		}
+		if len(req.Header["Anthropic-Version"]) == 0 {
+			dst = append(dst, "Anthropic-Version: 2023-06-01\r\n"...)
+		}
+	case b.APIKey != "":
 		dst = append(dst, "Authorization: Bearer "...)
 		dst = append(dst, b.APIKey...)
 		dst = append(dst, "\r\n"...)

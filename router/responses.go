@@ -1,0 +1,176 @@
+package router
+
+import (
+	"bytes"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/triagegw/triage/openai"
+	"github.com/triagegw/triage/router/access"
+	"github.com/triagegw/triage/router/proxy"
+)
+
+// responseIndex remembers where each Responses answer was made: the pool
+// and the replica, since vLLM keeps a stored response (and so a
+// previous_response_id chain) in that replica's memory, and who asked for
+// it, so no other tenant can read or delete it. It outlives reloads. It is
+// bounded: the oldest ids are forgotten first, and a forgotten id is
+// routed as any other request (its replica answers 404 if it forgot too).
+type responseIndex struct {
+	mu   sync.Mutex
+	m    map[string]responseLoc
+	ring []string // ids in the order they were added
+	next int
+}
+
+type responseLoc struct {
+	pool, replica string
+	owner         string // the principal that made it; "" without access control
+}
+
+// responseIndexSize bounds the index: about 100 bytes an id.
+const responseIndexSize = 1 << 17
+
+func newResponseIndex(n int) *responseIndex {
+	return &responseIndex{m: make(map[string]responseLoc), ring: make([]string, n)}
+}
+
+func (x *responseIndex) add(id string, loc responseLoc) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if _, ok := x.m[id]; ok {
+		x.m[id] = loc
+		return
+	}
+	if old := x.ring[x.next]; old != "" {
+		delete(x.m, old)
+	}
+	x.ring[x.next] = id
+	x.next = (x.next + 1) % len(x.ring)
+	x.m[id] = loc
+}
+
+func (x *responseIndex) get(id string) (responseLoc, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	loc, ok := x.m[id]
+	return loc, ok
+}
+
+func (x *responseIndex) remove(id string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	delete(x.m, id) // its ring slot is reused in turn
+}
+
+// maxIDPeek bounds how much of an answer is searched for its id: it is the
+// first field of a response object and of a stream's first event.
+const maxIDPeek = 1024
+
+// idPeek collects the start of a Responses answer until it holds the
+// response's id (Request.Peek).
+type idPeek struct {
+	buf []byte
+	id  string
+}
+
+func (p *idPeek) peek(b []byte) bool {
+	p.buf = append(p.buf, b[:min(len(b), maxIDPeek-len(p.buf))]...)
+	if id := responseID(p.buf); id != "" {
+		p.id = id
+		return true
+	}
+	return len(p.buf) >= maxIDPeek
+}
+
+// responseID finds the first "id":"resp…" in the start of a response
+// object or stream; "" when it has not arrived.
+func responseID(b []byte) string {
+	const key = `"id":`
+	for {
+		i := bytes.Index(b, []byte(key))
+		if i < 0 {
+			return ""
+		}
+		v := bytes.TrimLeft(b[i+len(key):], " ")
+		if len(v) > 0 && v[0] == '"' {
+			if end := bytes.IndexByte(v[1:], '"'); end > 0 {
+				id := v[1 : 1+end]
+				if bytes.HasPrefix(id, []byte("resp")) && validID(string(id)) {
+					return string(id)
+				}
+			}
+		}
+		b = b[i+len(key):]
+	}
+}
+
+// previousResponse is a Responses request's previous_response_id, "" when
+// it has none (or it is not a plain string).
+func previousResponse(body []byte, req *openai.Request) string {
+	s := req.PreviousResponseID
+	if s.Len() < 3 || body[s.Start] != '"' {
+		return ""
+	}
+	id := string(body[s.Start+1 : s.End-1])
+	if !validID(id) {
+		return ""
+	}
+	return id
+}
+
+// storedResponse serves GET and DELETE /v1/responses/{id} (and what lies
+// below it, such as input_items): the request goes to the pool and replica
+// that made the response, for the principal that made it.
+func (g *Gateway) storedResponse(c *gin.Context) {
+	start := time.Now()
+	s := g.snap.Load()
+	r, w := c.Request, c.Writer
+	ids := requestID(r.Header)
+	w.Header()["X-Request-Id"] = ids
+	al := accessLine{id: ids[0], path: r.URL.Path, start: start}
+	defer g.account(s, &al)
+	rest := strings.TrimPrefix(c.Param("rest"), "/")
+	id, _, _ := strings.Cut(rest, "/")
+	notFound := func() {
+		oe := &openai.Error{Status: http.StatusNotFound, Message: "No response with id '" + id + "' is known to this gateway.", Type: openai.TypeInvalidRequest, Param: "response_id", Code: "response_not_found"}
+		al.status, al.err = oe.Status, oe
+		openai.WriteError(w, oe)
+	}
+	var caller access.Caller
+	owner := ""
+	if s.access != nil {
+		var d *access.Denial
+		if caller, d = s.access.Authenticate(r.Header, start); d != nil {
+			g.deny(w, shapeOpenAI, &al, d)
+			return
+		}
+		al.principal, al.keyID = caller.Principal().Name, caller.Principal().Key
+		owner = caller.Principal().Name
+	}
+	loc, ok := g.responses.get(id)
+	if !ok || loc.owner != owner {
+		notFound() // another tenant's response does not exist for this one
+		return
+	}
+	e := s.byName[loc.pool]
+	if e == nil {
+		notFound() // its pool was removed by a reload
+		return
+	}
+	al.pool = e
+	fr := proxy.Request{Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: r.Header,
+		RequestID: ids[0], Start: start, Prefer: loc.replica}
+	res := g.tr.Forward(r.Context(), w, e.pool, &e.policy, &fr)
+	al.res, al.status = res, res.Status
+	if r.Method == http.MethodDelete && res.Status/100 == 2 && rest == id {
+		g.responses.remove(id)
+	}
+	if res.Aborted {
+		panic(http.ErrAbortHandler)
+	}
+}
