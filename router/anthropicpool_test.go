@@ -142,6 +142,13 @@ func TestChatThroughAnthropicPool(t *testing.T) {
 		}
 	})
 
+	t.Run("models list what each may use", func(t *testing.T) {
+		r := h.do(t, "GET", "/v1/models", "")
+		if !strings.Contains(r.body, `"id":"gpt-4o","object":"model"`) || !strings.Contains(r.body, `"triage_apis":["chat.completions","messages"]`) {
+			t.Fatalf("%s", r.body)
+		}
+	})
+
 	t.Run("messages pass through natively", func(t *testing.T) {
 		r := h.do(t, "POST", "/v1/messages", `{"model":"gpt-4o","max_tokens":20,"messages":[{"role":"user","content":"hi"}]}`, "anthropic-version", "2023-06-01")
 		if r.status != 200 || !strings.Contains(r.body, `"type":"message"`) {

@@ -404,6 +404,14 @@ func samePool(p *pool.Pool, pc pool.Config) bool {
 	return true
 }
 
+// apisOf lists the endpoints a pool of the kind serves.
+func apisOf(kind string) []string {
+	if kind == pool.KindAnthropic {
+		return []string{"chat.completions", "messages"}
+	}
+	return []string{"chat.completions", "completions", "embeddings", "messages", "responses"}
+}
+
 // modelList renders /v1/models: every name a client may send.
 func modelList(s *snapshot) []byte {
 	type model struct {
@@ -412,6 +420,9 @@ func modelList(s *snapshot) []byte {
 		Created int64  `json:"created"`
 		OwnedBy string `json:"owned_by"`
 		Root    string `json:"root"`
+		// APIs are the endpoints that may name the model: what its pool
+		// serves, directly or translated.
+		APIs []string `json:"triage_apis"`
 	}
 	var list struct {
 		Object string  `json:"object"`
@@ -420,11 +431,19 @@ func modelList(s *snapshot) []byte {
 	list.Object = "list"
 	list.Data = []model{}
 	for name, e := range s.models {
-		list.Data = append(list.Data, model{ID: name, Object: "model", Created: s.loadedAt.Unix(), OwnedBy: "triage", Root: e.model})
+		list.Data = append(list.Data, model{ID: name, Object: "model", Created: s.loadedAt.Unix(), OwnedBy: "triage", Root: e.model, APIs: apisOf(e.kind)})
 	}
 	if s.rules != nil {
+		// A rules alias may land on any pool: what every pool serves, the
+		// shapes translated into every kind.
 		for _, a := range s.rules.Aliases() {
-			list.Data = append(list.Data, model{ID: a, Object: "model", Created: s.loadedAt.Unix(), OwnedBy: "triage", Root: a})
+			apis := apisOf(pool.KindVLLM)
+			for _, e := range s.pools {
+				if e.kind == pool.KindAnthropic {
+					apis = apisOf(pool.KindAnthropic)
+				}
+			}
+			list.Data = append(list.Data, model{ID: a, Object: "model", Created: s.loadedAt.Unix(), OwnedBy: "triage", Root: a, APIs: apis})
 		}
 	}
 	sort.Slice(list.Data, func(i, j int) bool { return list.Data[i].ID < list.Data[j].ID })
