@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -266,4 +268,41 @@ func TestMessagesAccess(t *testing.T) {
 			t.Fatalf("key %q: %d %s", tc.key, r.status, r.body)
 		}
 	}
+}
+
+// TestMessagesUntranslatableAnswer: a replica's answer that cannot become
+// a Messages answer (a tool call whose arguments are not JSON) ends a
+// stream with an error event, and a body with a 502 in Anthropic's shape;
+// never a hang, a silent cut or a half message.
+func TestMessagesUntranslatableAnswer(t *testing.T) {
+	const badArgs = `{"id":"c1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":"{not json"}}]}}]}`
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(body), `"stream":true`) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, "data: "+badArgs+"\n\n")
+			io.WriteString(w, `data: {"id":"c1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`+"\n\n")
+			io.WriteString(w, "data: [DONE]\n\n")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"id":"c1","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"f","arguments":"{not json"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`)
+	}))
+	t.Cleanup(up.Close)
+	h := newHarness(t, newConfig("general", poolCfg("general", "m", up.URL)))
+	client := anthropic.NewClient(option.WithBaseURL(h.URL), option.WithAPIKey("k"), option.WithMaxRetries(0))
+	params := anthropic.MessageNewParams{Model: "m", MaxTokens: 16, Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi"))}}
+
+	_, err := client.Messages.New(context.Background(), params)
+	var ae *anthropic.Error
+	if !errors.As(err, &ae) || ae.StatusCode != http.StatusBadGateway || !strings.Contains(ae.RawJSON(), `"api_error"`) {
+		t.Fatalf("body: %v", err)
+	}
+	stream := client.Messages.NewStreaming(context.Background(), params)
+	for stream.Next() {
+	}
+	if err := stream.Err(); err == nil || !strings.Contains(err.Error(), "JSON") {
+		t.Fatalf("stream: %v", err)
+	}
+	stream.Close()
 }
