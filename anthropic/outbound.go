@@ -1,0 +1,1472 @@
+package anthropic
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// The outbound direction: a client speaking chat completions served by a
+// pool that speaks Messages. The request is decoded with the scanner in one
+// pass, like a Messages request (decode.go says why); text is carried over
+// as the JSON string literal the client sent whenever that literal is
+// already what the output needs, which spares decoding and encoding again
+// the bulk of every body.
+
+// chatReq is what ChatToMessages reads of a chat-completions request.
+// Numbers stay as their JSON text: they are checked, then copied as sent.
+type chatReq struct {
+	model         string
+	messages      []chatMsg
+	maxTokens     []byte // max_tokens
+	maxCompletion []byte // max_completion_tokens
+	temperature   []byte
+	topP          []byte
+	topK          []byte // vLLM's extension, which Messages shares
+	stop          [][]byte
+	stream        bool
+	user          []byte // literals: user, safety_identifier
+	safetyID      []byte
+	tools         []chatTool
+	toolChoice    []byte // raw; read once the tools are known
+	noParallel    bool   // parallel_tool_calls: false
+	unsupported   string // the first field that cannot be served, as a message
+}
+
+type chatMsg struct {
+	role       string
+	kind       byte   // content: one of the content constants
+	text       []byte // literal, for contentString
+	parts      []chatPart
+	calls      []chatCall
+	toolCallID string
+	funcCall   bool // the deprecated function_call is set
+}
+
+type chatPart struct {
+	typ  string
+	text []byte // literal: text, or refusal
+	url  string // image_url.url
+	// Set by checkImage: a data URL's media type and base64 payload, or
+	// the URL itself when it is an http(s) one.
+	mediaType, data string
+}
+
+type chatCall struct {
+	id    string
+	typ   string
+	name  []byte // literal
+	input []byte // the arguments as a compact JSON object; nil if they are not one
+}
+
+type chatTool struct {
+	typ       string
+	hasFunc   bool
+	name      []byte // literals
+	desc      []byte
+	params    []byte // raw
+	hasParams bool
+}
+
+// ChatToMessages translates an OpenAI chat-completions request body into an
+// Anthropic Messages request body. model, when not empty, replaces the
+// request's model (the router names the pool's model). Messages requires
+// max_tokens where chat completions does not: defaultMaxTokens is used when
+// the request sets neither max_tokens nor max_completion_tokens, and when it
+// is not positive such a request is refused.
+//
+// What Messages cannot express is refused rather than dropped when it would
+// change the answer (n above 1, logprobs, penalties, logit_bias, a JSON
+// response format, audio, reasoning_effort, web search, the deprecated
+// functions, a temperature above 1); settings that only concern OpenAI's
+// side or speed (stream_options, seed, store, metadata, service_tier,
+// prediction, prompt_cache_key, verbosity, an image's detail, a message's
+// name) and fields it does not know are ignored. System and developer messages, wherever they stand, become the
+// top-level system prompt; consecutive turns of the same side are merged,
+// tool results first as Messages requires. A trailing assistant message is
+// sent as it is, which Messages reads as the start of its answer.
+//
+// Errors are 400s naming the offending field; the caller renders them in
+// the client's shape.
+func ChatToMessages(body []byte, model string, defaultMaxTokens int64) ([]byte, *Error) {
+	var req chatReq
+	if e := decodeChatRequest(body, &req); e != nil {
+		return nil, e
+	}
+	if req.unsupported != "" {
+		return nil, invalid(req.unsupported)
+	}
+	if model == "" {
+		model = req.model
+	}
+	if model == "" {
+		return nil, invalid("model: field required")
+	}
+	maxTokens, e := chatMaxTokens(&req, defaultMaxTokens)
+	if e != nil {
+		return nil, e
+	}
+	if e := checkRange("temperature", req.temperature); e != nil {
+		return nil, e
+	}
+	if e := checkRange("top_p", req.topP); e != nil {
+		return nil, e
+	}
+	if len(req.topK) > 0 {
+		if n, err := strconv.ParseInt(string(req.topK), 10, 64); err != nil || n < 0 {
+			return nil, invalid("top_k: must be a non-negative integer")
+		}
+	}
+	if len(req.messages) == 0 {
+		return nil, invalid("messages: at least one message is required")
+	}
+	if e := checkMessages(req.messages); e != nil {
+		return nil, e
+	}
+	if e := checkTools(req.tools); e != nil {
+		return nil, e
+	}
+	choice, e := chatToolChoice(req.toolChoice, len(req.tools) > 0)
+	if e != nil {
+		return nil, e
+	}
+
+	dst := make([]byte, 0, len(body)+256)
+	dst = append(dst, `{"model":`...)
+	dst = appendString(dst, model)
+	dst = append(dst, `,"max_tokens":`...)
+	dst = strconv.AppendInt(dst, maxTokens, 10)
+	dst = appendSystem(dst, req.messages)
+	var ok bool
+	if dst, ok = appendTurns(dst, req.messages); !ok {
+		return nil, invalid("messages: no message has any content")
+	}
+	if len(req.temperature) > 0 {
+		dst = append(dst, `,"temperature":`...)
+		dst = append(dst, req.temperature...)
+	}
+	if len(req.topP) > 0 {
+		dst = append(dst, `,"top_p":`...)
+		dst = append(dst, req.topP...)
+	}
+	if len(req.topK) > 0 {
+		dst = append(dst, `,"top_k":`...)
+		dst = append(dst, req.topK...)
+	}
+	if len(req.stop) > 0 {
+		dst = append(dst, `,"stop_sequences":[`...)
+		for i, s := range req.stop {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, s...)
+		}
+		dst = append(dst, ']')
+	}
+	if req.stream {
+		dst = append(dst, `,"stream":true`...)
+	}
+	// safety_identifier is the newer name for what user was for; either
+	// becomes the one id Messages keeps.
+	if user := req.safetyID; filled(user) || filled(req.user) {
+		if !filled(user) {
+			user = req.user
+		}
+		dst = append(dst, `,"metadata":{"user_id":`...)
+		dst = append(dst, user...)
+		dst = append(dst, '}')
+	}
+	if len(req.tools) > 0 {
+		dst = appendTools(dst, req.tools)
+		dst = appendToolChoice(dst, choice, req.noParallel)
+	}
+	return append(dst, '}'), nil
+}
+
+// chatMaxTokens picks the output budget. max_completion_tokens is the newer
+// field and wins when both are set.
+func chatMaxTokens(req *chatReq, def int64) (int64, *Error) {
+	raw, field := req.maxCompletion, "max_completion_tokens"
+	if len(raw) == 0 {
+		raw, field = req.maxTokens, "max_tokens"
+	}
+	if len(raw) == 0 {
+		if def <= 0 {
+			return 0, invalid("max_tokens: field required")
+		}
+		return def, nil
+	}
+	n, err := strconv.ParseInt(string(raw), 10, 64)
+	if err != nil || n < 1 {
+		return 0, invalid(field + ": must be a positive integer")
+	}
+	return n, nil
+}
+
+// checkRange holds a sampling setting to what Messages accepts. A
+// temperature between 1 and 2 is valid for OpenAI but has no equivalent
+// here, and clamping it would quietly serve a different distribution.
+func checkRange(field string, raw []byte) *Error {
+	if len(raw) == 0 {
+		return nil
+	}
+	f, err := strconv.ParseFloat(string(raw), 64)
+	if err != nil || f < 0 || f > 1 {
+		return invalid(field + ": must be between 0 and 1 (the upstream is an Anthropic Messages API)")
+	}
+	return nil
+}
+
+func msgAt(i int) string { return "messages[" + strconv.Itoa(i) + "]" }
+
+func partAt(i, j int) string { return msgAt(i) + ".content[" + strconv.Itoa(j) + "]" }
+
+// checkMessages validates every message before anything is written, so the
+// writing pass cannot fail halfway. Field paths are built only on the error
+// paths.
+func checkMessages(msgs []chatMsg) *Error {
+	seen := make(map[string]struct{}) // tool call ids so far
+	for i := range msgs {
+		m := &msgs[i]
+		switch m.role {
+		case "system", "developer", "user", "assistant", "tool":
+		case "function":
+			return invalid(msgAt(i) + ".role: function messages are not supported; use tool messages")
+		default:
+			return invalid(msgAt(i) + ".role: must be one of \"system\", \"developer\", \"user\", \"assistant\", \"tool\"")
+		}
+		switch m.kind {
+		case contentBad:
+			return invalid(msgAt(i) + ".content: must be a string or an array of content parts")
+		case contentAbsent:
+			// An assistant turn may be all tool calls, and a tool may
+			// return nothing; anyone else must say something.
+			if m.role != "assistant" && m.role != "tool" {
+				return invalid(msgAt(i) + ".content: field required")
+			}
+		}
+		if m.funcCall {
+			return invalid(msgAt(i) + ".function_call: the deprecated function_call is not supported; use tool_calls")
+		}
+		if len(m.calls) > 0 && m.role != "assistant" {
+			return invalid(msgAt(i) + ".tool_calls: only assistant messages can have tool calls")
+		}
+		for j := range m.parts {
+			p := &m.parts[j]
+			switch p.typ {
+			case "text":
+			case "refusal":
+				if m.role != "assistant" {
+					return invalid(partAt(i, j) + ".type: refusal parts are only allowed in assistant messages")
+				}
+			case "image_url":
+				if m.role != "user" {
+					return invalid(partAt(i, j) + ".type: image parts are only allowed in user messages")
+				}
+				if msg := checkImage(p); msg != "" {
+					return invalid(partAt(i, j) + ".image_url.url: " + msg)
+				}
+			default:
+				return invalid(partAt(i, j) + ".type: content part type " + strconv.Quote(p.typ) + " is not supported")
+			}
+		}
+		for j := range m.calls {
+			c := &m.calls[j]
+			at := func() string { return msgAt(i) + ".tool_calls[" + strconv.Itoa(j) + "]" }
+			if c.typ != "" && c.typ != "function" {
+				return invalid(at() + ".type: tool call type " + strconv.Quote(c.typ) + " is not supported")
+			}
+			if c.id == "" {
+				return invalid(at() + ".id: field required")
+			}
+			if !filled(c.name) {
+				return invalid(at() + ".function.name: field required")
+			}
+			if c.input == nil {
+				return invalid(at() + ".function.arguments: must be a JSON object")
+			}
+			seen[c.id] = struct{}{}
+		}
+		if m.role == "tool" {
+			if _, ok := seen[m.toolCallID]; !ok {
+				return invalid(msgAt(i) + ".tool_call_id: no earlier tool call has id " + strconv.Quote(m.toolCallID))
+			}
+			for j := range m.parts {
+				if m.parts[j].typ != "text" {
+					return invalid(partAt(i, j) + ".type: only text is supported in tool messages")
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// checkImage sorts an image URL into a base64 source (a data URL) or a url
+// source (http or https), or says why it is neither: Messages takes
+// nothing else.
+func checkImage(p *chatPart) string {
+	u := p.url
+	if len(u) >= 5 && strings.EqualFold(u[:5], "data:") {
+		meta, data, ok := strings.Cut(u[5:], ",")
+		mt, isBase64 := strings.CutSuffix(meta, ";base64")
+		if mt, _, _ = strings.Cut(mt, ";"); !ok || !isBase64 || mt == "" || data == "" {
+			return "data URLs must be of the form data:<media type>;base64,<data>"
+		}
+		p.mediaType, p.data = mt, data
+		return ""
+	}
+	if len(u) >= 8 && strings.EqualFold(u[:8], "https://") || len(u) >= 7 && strings.EqualFold(u[:7], "http://") {
+		p.data = u
+		return ""
+	}
+	return "must be an http(s) URL or a base64 data URL"
+}
+
+func checkTools(tools []chatTool) *Error {
+	for i := range tools {
+		t := &tools[i]
+		at := "tools[" + strconv.Itoa(i) + "]"
+		if t.typ != "" && t.typ != "function" {
+			return invalid(at + ".type: tool type " + strconv.Quote(t.typ) + " is not supported")
+		}
+		if !t.hasFunc {
+			return invalid(at + ".function: field required")
+		}
+		if !filled(t.name) {
+			return invalid(at + ".function.name: field required")
+		}
+		if t.hasParams {
+			if p := bytes.TrimLeft(t.params, " \t\r\n"); len(p) == 0 || p[0] != '{' {
+				return invalid(at + ".function.parameters: must be a JSON object")
+			}
+		}
+	}
+	return nil
+}
+
+// A tool choice, read from the raw field once the tools are known.
+type toolChoice struct {
+	kind string // "", "auto", "none", "any", "tool"
+	name string
+}
+
+func chatToolChoice(raw []byte, haveTools bool) (toolChoice, *Error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return toolChoice{}, nil
+	}
+	var c toolChoice
+	if s, ok := decodeString(raw); ok {
+		switch s {
+		case "auto":
+			c.kind = "auto"
+		case "none":
+			c.kind = "none"
+		case "required":
+			c.kind = "any"
+		default:
+			return c, invalid("tool_choice: must be \"auto\", \"none\", \"required\" or a function")
+		}
+	} else {
+		var typ string
+		sc := scanner{b: raw}
+		ok := sc.object(func(k []byte) bool {
+			switch string(k) {
+			case "type":
+				typ = sc.text()
+			case "function":
+				if sc.isNull() {
+					return true
+				}
+				return sc.object(func(k []byte) bool {
+					if string(k) == "name" {
+						c.name = sc.text()
+						return !sc.bad
+					}
+					return sc.skip(0)
+				})
+			default:
+				return sc.skip(0)
+			}
+			return !sc.bad
+		})
+		switch {
+		case !ok:
+			return c, invalid("tool_choice: must be \"auto\", \"none\", \"required\" or a function")
+		case typ != "function":
+			return c, invalid("tool_choice.type: " + strconv.Quote(typ) + " is not supported")
+		case c.name == "":
+			return c, invalid("tool_choice.function.name: field required")
+		}
+		c.kind = "tool"
+	}
+	// Without tools, auto and none mean what no tool_choice means, and
+	// Messages refuses a tool_choice without tools.
+	if !haveTools {
+		if c.kind == "any" || c.kind == "tool" {
+			return c, invalid("tool_choice: requires tools")
+		}
+		return toolChoice{}, nil
+	}
+	return c, nil
+}
+
+// appendSystem gathers system and developer messages into the top-level
+// system prompt: a string when there is one string, else text blocks, so
+// the boundaries between them are kept. Empty text is left out: Messages
+// refuses empty text blocks.
+func appendSystem(dst []byte, msgs []chatMsg) []byte {
+	n, single := 0, -1 // texts, and the one string if that is all
+	for i := range msgs {
+		m := &msgs[i]
+		if m.role != "system" && m.role != "developer" {
+			continue
+		}
+		if m.kind == contentString {
+			if filled(m.text) {
+				n++
+				single = i
+			}
+			continue
+		}
+		for j := range m.parts {
+			if filled(m.parts[j].text) {
+				n++
+				single = -1
+			}
+		}
+	}
+	if n == 0 {
+		return dst
+	}
+	dst = append(dst, `,"system":`...)
+	if n == 1 && single >= 0 {
+		return append(dst, msgs[single].text...)
+	}
+	dst = append(dst, '[')
+	first := true
+	text := func(lit []byte) {
+		if !filled(lit) {
+			return
+		}
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+		dst = append(dst, `{"type":"text","text":`...)
+		dst = append(dst, lit...)
+		dst = append(dst, '}')
+	}
+	for i := range msgs {
+		m := &msgs[i]
+		if m.role != "system" && m.role != "developer" {
+			continue
+		}
+		if m.kind == contentString {
+			text(m.text)
+			continue
+		}
+		for j := range m.parts {
+			text(m.parts[j].text)
+		}
+	}
+	return append(dst, ']')
+}
+
+// side is the Messages role a chat message belongs to: tool results are
+// user content. System messages have none (they went to system), nor do
+// messages with nothing to send, which Messages would refuse.
+func side(m *chatMsg) byte {
+	switch m.role {
+	case "tool":
+		return 'u'
+	case "user":
+		if hasText(m) {
+			return 'u'
+		}
+	case "assistant":
+		if hasText(m) || len(m.calls) > 0 {
+			return 'a'
+		}
+	}
+	return 0
+}
+
+func hasText(m *chatMsg) bool {
+	if m.kind == contentString {
+		return filled(m.text)
+	}
+	for j := range m.parts {
+		if p := &m.parts[j]; p.typ == "image_url" || filled(p.text) {
+			return true
+		}
+	}
+	return false
+}
+
+// appendTurns writes the messages as Messages turns, which must alternate:
+// runs of messages on the same side are merged into one turn. It reports
+// false when no message has anything to send.
+func appendTurns(dst []byte, msgs []chatMsg) ([]byte, bool) {
+	dst = append(dst, `,"messages":[`...)
+	turns := 0
+	for i := 0; i < len(msgs); {
+		s := side(&msgs[i])
+		if s == 0 {
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(msgs) && (side(&msgs[j]) == s || side(&msgs[j]) == 0) {
+			j++
+		}
+		if turns > 0 {
+			dst = append(dst, ',')
+		}
+		turns++
+		dst = appendTurn(dst, s, msgs[i:j])
+		i = j
+	}
+	return append(dst, ']'), turns > 0
+}
+
+// appendTurn writes one turn from a run of messages of one side (and
+// skippable ones). A lone string message stays a string; anything else
+// becomes blocks, a user turn's tool results first, as Messages requires
+// them to lead the turn that answers the calls.
+func appendTurn(dst []byte, s byte, run []chatMsg) []byte {
+	role := "user"
+	if s == 'a' {
+		role = "assistant"
+	}
+	dst = append(dst, `{"role":"`...)
+	dst = append(dst, role...)
+	dst = append(dst, `","content":`...)
+	var only *chatMsg
+	for k := range run {
+		if side(&run[k]) == 0 {
+			continue
+		}
+		if only != nil {
+			only = nil
+			break
+		}
+		only = &run[k]
+	}
+	if only != nil && only.kind == contentString && len(only.calls) == 0 && only.role != "tool" {
+		dst = append(dst, only.text...)
+		return append(dst, '}')
+	}
+	dst = append(dst, '[')
+	first := true
+	sep := func() {
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+	}
+	if s == 'u' {
+		for k := range run {
+			if m := &run[k]; m.role == "tool" {
+				sep()
+				dst = appendToolResult(dst, m)
+			}
+		}
+	}
+	for k := range run {
+		m := &run[k]
+		if side(m) == 0 || m.role == "tool" {
+			continue
+		}
+		if m.kind == contentString {
+			if filled(m.text) {
+				sep()
+				dst = append(dst, `{"type":"text","text":`...)
+				dst = append(dst, m.text...)
+				dst = append(dst, '}')
+			}
+		} else {
+			for j := range m.parts {
+				p := &m.parts[j]
+				if p.typ == "image_url" {
+					sep()
+					dst = appendImage(dst, p)
+					continue
+				}
+				if filled(p.text) {
+					sep()
+					dst = append(dst, `{"type":"text","text":`...)
+					dst = append(dst, p.text...)
+					dst = append(dst, '}')
+				}
+			}
+		}
+		for j := range m.calls {
+			c := &m.calls[j]
+			sep()
+			dst = append(dst, `{"type":"tool_use","id":`...)
+			dst = appendString(dst, c.id)
+			dst = append(dst, `,"name":`...)
+			dst = append(dst, c.name...)
+			dst = append(dst, `,"input":`...)
+			dst = append(dst, c.input...)
+			dst = append(dst, '}')
+		}
+	}
+	return append(dst, "]}"...)
+}
+
+func appendImage(dst []byte, p *chatPart) []byte {
+	if p.mediaType == "" {
+		dst = append(dst, `{"type":"image","source":{"type":"url","url":`...)
+		dst = appendString(dst, p.data)
+		return append(dst, "}}"...)
+	}
+	dst = append(dst, `{"type":"image","source":{"type":"base64","media_type":`...)
+	dst = appendString(dst, p.mediaType)
+	dst = append(dst, `,"data":`...)
+	dst = appendString(dst, p.data)
+	return append(dst, "}}"...)
+}
+
+// appendToolResult writes a tool message as a tool_result block. Empty
+// content is left out rather than sent as an empty text, which Messages
+// refuses.
+func appendToolResult(dst []byte, m *chatMsg) []byte {
+	dst = append(dst, `{"type":"tool_result","tool_use_id":`...)
+	dst = appendString(dst, m.toolCallID)
+	switch m.kind {
+	case contentString:
+		if filled(m.text) {
+			dst = append(dst, `,"content":`...)
+			dst = append(dst, m.text...)
+		}
+	case contentBlocks:
+		n := 0
+		for j := range m.parts {
+			if !filled(m.parts[j].text) {
+				continue
+			}
+			if n == 0 {
+				dst = append(dst, `,"content":[`...)
+			} else {
+				dst = append(dst, ',')
+			}
+			n++
+			dst = append(dst, `{"type":"text","text":`...)
+			dst = append(dst, m.parts[j].text...)
+			dst = append(dst, '}')
+		}
+		if n > 0 {
+			dst = append(dst, ']')
+		}
+	}
+	return append(dst, '}')
+}
+
+// appendTools writes function tools as Messages tools. Messages wants an
+// object schema with its type named; a tool without parameters takes none.
+func appendTools(dst []byte, tools []chatTool) []byte {
+	dst = append(dst, `,"tools":[`...)
+	for i := range tools {
+		t := &tools[i]
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"name":`...)
+		dst = append(dst, t.name...)
+		if filled(t.desc) {
+			dst = append(dst, `,"description":`...)
+			dst = append(dst, t.desc...)
+		}
+		dst = append(dst, `,"input_schema":`...)
+		switch {
+		case !t.hasParams:
+			dst = append(dst, `{"type":"object"}`...)
+		case !hasKey(t.params, "type"):
+			dst = append(dst, `{"type":"object"`...)
+			if body := appendJSONValue(nil, t.params); len(body) > len("{}") {
+				dst = append(dst, ',')
+				dst = append(dst, body[1:]...)
+			} else {
+				dst = append(dst, '}')
+			}
+		default:
+			dst = appendJSONValue(dst, t.params)
+		}
+		dst = append(dst, '}')
+	}
+	return append(dst, ']')
+}
+
+func appendToolChoice(dst []byte, c toolChoice, noParallel bool) []byte {
+	if c.kind == "" {
+		if !noParallel {
+			return dst
+		}
+		c.kind = "auto" // the default, stated to carry the flag
+	}
+	dst = append(dst, `,"tool_choice":{"type":"`...)
+	dst = append(dst, c.kind...)
+	dst = append(dst, '"')
+	if c.kind == "tool" {
+		dst = append(dst, `,"name":`...)
+		dst = appendString(dst, c.name)
+	}
+	// none takes no flag: no call, nothing to run in parallel.
+	if noParallel && c.kind != "none" {
+		dst = append(dst, `,"disable_parallel_tool_use":true`...)
+	}
+	return append(dst, '}')
+}
+
+// hasKey reports whether the JSON object raw has the top-level key.
+func hasKey(raw []byte, key string) bool {
+	sc := scanner{b: raw}
+	found := false
+	sc.object(func(k []byte) bool {
+		if string(k) == key {
+			found = true
+		}
+		return sc.skip(0)
+	})
+	return found
+}
+
+// appendJSONValue appends a checked JSON value compacted. Bytes that are
+// not UTF-8, or an escaped half of a surrogate pair, would make the body one
+// a strict reader refuses; the rare value holding them is decoded and
+// encoded again, which replaces them as encoding/json does.
+func appendJSONValue(dst, raw []byte) []byte {
+	raw = bytes.Trim(raw, " \t\r\n")
+	if utf8.Valid(raw) && !loneSurrogate(raw) {
+		return appendCompact(dst, raw)
+	}
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	if d.Decode(&v) != nil {
+		return append(dst, "null"...) // unreachable: raw was checked
+	}
+	var buf bytes.Buffer
+	e := json.NewEncoder(&buf)
+	e.SetEscapeHTML(false)
+	_ = e.Encode(v)
+	return append(dst, bytes.TrimRight(buf.Bytes(), "\n")...)
+}
+
+// loneSurrogate reports whether JSON text holds a \u escape of half a
+// surrogate pair without its other half.
+func loneSurrogate(b []byte) bool {
+	for i := 0; i < len(b); i++ {
+		if b[i] != '\\' {
+			continue
+		}
+		i++
+		if i >= len(b) || b[i] != 'u' {
+			continue
+		}
+		sc := scanner{b: b, i: i + 1}
+		r, ok := sc.hex4()
+		if !ok || r < 0xD800 || r >= 0xE000 {
+			continue
+		}
+		if r >= 0xDC00 || len(b)-sc.i < 6 || b[sc.i] != '\\' || b[sc.i+1] != 'u' {
+			return true
+		}
+		sc.i += 2
+		if r2, ok := sc.hex4(); !ok || r2 < 0xDC00 || r2 >= 0xE000 {
+			return true
+		}
+		i = sc.i - 1
+	}
+	return false
+}
+
+// toolArgs turns a tool call's arguments string into the input object,
+// compacted; nil when it is not a JSON object. Empty arguments are a call
+// without any: some models write "" rather than "{}".
+func toolArgs(s []byte) []byte {
+	s = bytes.Trim(s, " \t\r\n")
+	if len(s) == 0 {
+		return []byte("{}")
+	}
+	if s[0] != '{' {
+		return nil
+	}
+	sc := scanner{b: s}
+	if !sc.skip(0) || !sc.end() {
+		return nil
+	}
+	return appendJSONValue(nil, s)
+}
+
+// decodeChatRequest fills req from body, reporting errors as
+// decodeRequest does.
+func decodeChatRequest(body []byte, req *chatReq) *Error {
+	sc := scanner{b: body}
+	var field string
+	refuse := func(msg string) {
+		if req.unsupported == "" {
+			req.unsupported = field + ": " + msg
+		}
+	}
+	ok := sc.object(func(key []byte) bool {
+		field = string(key)
+		switch field {
+		case "model":
+			req.model = sc.text()
+		case "messages":
+			if sc.isNull() {
+				return true
+			}
+			req.messages = make([]chatMsg, 0, 8)
+			return sc.array(func() bool {
+				req.messages = append(req.messages, chatMsg{})
+				return sc.chatMessage(&req.messages[len(req.messages)-1])
+			})
+		case "max_tokens":
+			req.maxTokens = sc.num()
+		case "max_completion_tokens":
+			req.maxCompletion = sc.num()
+		case "temperature":
+			req.temperature = sc.num()
+		case "top_p":
+			req.topP = sc.num()
+		case "top_k":
+			req.topK = sc.num()
+		case "stop":
+			switch sc.peek() {
+			case 'n':
+				sc.literal("null")
+			case '"':
+				req.stop = [][]byte{sc.lit()}
+			default:
+				return sc.array(func() bool {
+					req.stop = append(req.stop, sc.lit())
+					return !sc.bad
+				})
+			}
+		case "stream":
+			req.stream = sc.boolean()
+		case "user":
+			if !sc.isNull() {
+				req.user = sc.lit()
+			}
+		case "safety_identifier":
+			if !sc.isNull() {
+				req.safetyID = sc.lit()
+			}
+		case "tools":
+			if sc.isNull() {
+				return true
+			}
+			return sc.array(func() bool {
+				req.tools = append(req.tools, chatTool{})
+				return sc.chatTool(&req.tools[len(req.tools)-1])
+			})
+		case "tool_choice":
+			req.toolChoice = sc.raw()
+		case "parallel_tool_calls":
+			if !sc.isNull() {
+				req.noParallel = !sc.boolean()
+			}
+		case "n":
+			if n := sc.num(); n != nil && string(n) != "1" {
+				refuse("only 1 choice can be generated")
+			}
+		case "logprobs":
+			if sc.boolean() {
+				refuse("log probabilities are not available")
+			}
+		case "top_logprobs":
+			if n := sc.num(); n != nil && string(n) != "0" {
+				refuse("log probabilities are not available")
+			}
+		case "frequency_penalty", "presence_penalty":
+			if n := sc.num(); n != nil {
+				if f, err := strconv.ParseFloat(string(n), 64); err != nil || f != 0 {
+					refuse("penalties are not supported")
+				}
+			}
+		case "logit_bias":
+			if v := sc.raw(); len(v) > 0 && string(v) != "null" && !emptyObject(v) {
+				refuse("logit_bias is not supported")
+			}
+		case "response_format":
+			if v := sc.raw(); len(v) > 0 && string(v) != "null" && formatType(v) != "text" {
+				refuse("only the text format is supported")
+			}
+		case "modalities":
+			if v := sc.raw(); len(v) > 0 && string(v) != "null" && !onlyText(v) {
+				refuse("only text output is supported")
+			}
+		case "audio", "reasoning_effort", "web_search_options", "functions", "function_call":
+			if v := sc.raw(); len(v) > 0 && string(v) != "null" {
+				refuse("not supported")
+			}
+		default:
+			return sc.skip(0)
+		}
+		return !sc.bad
+	})
+	if ok && sc.end() {
+		return nil
+	}
+	req.unsupported = ""
+	if !json.Valid(body) {
+		var v any
+		if err := json.Unmarshal(body, &v); err != nil {
+			return invalid("request body is not valid JSON: " + err.Error())
+		}
+		return invalid("request body is not valid JSON")
+	}
+	if len(body) == 0 || sc.i == 0 || field == "" && body[firstByte(body)] != '{' {
+		return invalid("request body must be a JSON object")
+	}
+	return invalid(field + ": has the wrong type")
+}
+
+func (sc *scanner) chatMessage(m *chatMsg) bool {
+	return sc.object(func(k []byte) bool {
+		switch string(k) {
+		case "role":
+			m.role = sc.text()
+		case "content":
+			switch sc.peek() {
+			case '"':
+				m.kind, m.text = contentString, sc.lit()
+			case '[':
+				m.kind = contentBlocks
+				m.parts = []chatPart{}
+				return sc.array(func() bool {
+					m.parts = append(m.parts, chatPart{})
+					return sc.chatPart(&m.parts[len(m.parts)-1])
+				})
+			case 'n':
+				sc.literal("null")
+			default:
+				m.kind = contentBad
+				return sc.skip(0)
+			}
+		case "tool_calls":
+			if sc.isNull() {
+				return true
+			}
+			return sc.array(func() bool {
+				m.calls = append(m.calls, chatCall{})
+				return sc.chatCall(&m.calls[len(m.calls)-1])
+			})
+		case "tool_call_id":
+			m.toolCallID = sc.text()
+		case "function_call":
+			m.funcCall = !sc.isNull()
+			if m.funcCall {
+				return sc.skip(0)
+			}
+		default:
+			return sc.skip(0)
+		}
+		return !sc.bad
+	})
+}
+
+func (sc *scanner) chatPart(p *chatPart) bool {
+	return sc.object(func(k []byte) bool {
+		switch string(k) {
+		case "type":
+			p.typ = sc.text()
+		case "text", "refusal":
+			if !sc.isNull() {
+				p.text = sc.lit()
+			}
+		case "image_url":
+			// An object with url (and detail, which Messages has no use
+			// for); some clients send the URL as a bare string.
+			if sc.peek() == '"' {
+				p.url = sc.text()
+				return !sc.bad
+			}
+			if sc.isNull() {
+				return true
+			}
+			return sc.object(func(k []byte) bool {
+				if string(k) == "url" {
+					p.url = sc.text()
+					return !sc.bad
+				}
+				return sc.skip(0)
+			})
+		default:
+			return sc.skip(0)
+		}
+		return !sc.bad
+	})
+}
+
+func (sc *scanner) chatCall(c *chatCall) bool {
+	c.input = []byte("{}") // arguments absent: a call without any
+	return sc.object(func(k []byte) bool {
+		switch string(k) {
+		case "id":
+			c.id = sc.text()
+		case "type":
+			c.typ = sc.text()
+		case "function":
+			if sc.isNull() {
+				return true
+			}
+			return sc.object(func(k []byte) bool {
+				switch string(k) {
+				case "name":
+					c.name = sc.lit()
+				case "arguments":
+					if sc.isNull() {
+						return true
+					}
+					s, ok := sc.str()
+					if !ok {
+						return false
+					}
+					c.input = toolArgs(s)
+				default:
+					return sc.skip(0)
+				}
+				return !sc.bad
+			})
+		default:
+			return sc.skip(0)
+		}
+		return !sc.bad
+	})
+}
+
+func (sc *scanner) chatTool(t *chatTool) bool {
+	return sc.object(func(k []byte) bool {
+		switch string(k) {
+		case "type":
+			t.typ = sc.text()
+		case "function":
+			if sc.isNull() {
+				return true
+			}
+			t.hasFunc = true
+			return sc.object(func(k []byte) bool {
+				switch string(k) {
+				case "name":
+					t.name = sc.lit()
+				case "description":
+					if !sc.isNull() {
+						t.desc = sc.lit()
+					}
+				case "parameters":
+					if sc.isNull() {
+						return true
+					}
+					t.params, t.hasParams = sc.raw(), true
+				default:
+					return sc.skip(0) // strict: Messages checks inputs its own way
+				}
+				return !sc.bad
+			})
+		default:
+			return sc.skip(0)
+		}
+		return !sc.bad
+	})
+}
+
+// num reads a number as its JSON text, or null as nil.
+func (s *scanner) num() []byte {
+	if s.isNull() {
+		return nil
+	}
+	n, _ := s.number()
+	return n
+}
+
+// lit reads a string and returns it as a JSON string literal to append as
+// it is. The input's own bytes are returned when any JSON reader decodes
+// them to the same text: escapes other than \u are plain, and a \u escape
+// is safe unless it is half a surrogate pair, which strict readers refuse;
+// bytes that are not UTF-8 are refused by some too. Only then is the string
+// decoded and encoded again (appendString repairs both).
+func (s *scanner) lit() []byte {
+	if s.bad || s.peek() != '"' {
+		s.fail()
+		return nil
+	}
+	b, start := s.b, s.i
+	i := start + 1
+	ascii := true
+	for i < len(b) {
+		for i < len(b) && plain[b[i]] {
+			i++
+		}
+		if i >= len(b) {
+			break
+		}
+		c := b[i]
+		switch {
+		case c == '"':
+			s.i = i + 1
+			if ascii || utf8.Valid(b[start+1:i]) {
+				return b[start:s.i]
+			}
+			return s.relit(start)
+		case c == '\\':
+			if i+1 >= len(b) {
+				s.fail()
+				return nil
+			}
+			switch b[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+				continue
+			case 'u':
+				s.i = i + 2
+				r, ok := s.hex4()
+				if !ok {
+					s.fail()
+					return nil
+				}
+				if r >= 0xD800 && r < 0xDC00 && s.i+1 < len(b) && b[s.i] == '\\' && b[s.i+1] == 'u' {
+					s.i += 2
+					if r2, ok := s.hex4(); ok && r2 >= 0xDC00 && r2 < 0xE000 {
+						i = s.i
+						continue
+					}
+				}
+				if r >= 0xD800 && r < 0xE000 {
+					return s.relit(start)
+				}
+				i = s.i
+				continue
+			}
+			s.fail()
+			return nil
+		case c < 0x20:
+			s.fail()
+			return nil
+		default:
+			ascii = false
+			i++
+		}
+	}
+	s.fail()
+	return nil
+}
+
+// filled reports whether a string literal holds any text: longer than "".
+func filled(lit []byte) bool { return len(lit) > 2 }
+
+// relit decodes the string that starts at start and encodes it again.
+func (s *scanner) relit(start int) []byte {
+	s.i = start
+	str, ok := s.str()
+	if !ok {
+		return nil
+	}
+	return appendString(make([]byte, 0, len(str)+8), string(str))
+}
+
+func emptyObject(raw []byte) bool {
+	sc := scanner{b: raw}
+	n := 0
+	sc.object(func([]byte) bool { n++; return sc.skip(0) })
+	return n == 0 && !sc.bad
+}
+
+// formatType is response_format's type.
+func formatType(raw []byte) string {
+	sc := scanner{b: raw}
+	typ := ""
+	sc.object(func(k []byte) bool {
+		if string(k) == "type" && sc.peek() == '"' {
+			typ = sc.text()
+			return !sc.bad
+		}
+		return sc.skip(0)
+	})
+	return typ
+}
+
+// onlyText reports whether modalities asks for text alone.
+func onlyText(raw []byte) bool {
+	sc := scanner{b: raw}
+	ok := true
+	sc.array(func() bool {
+		if sc.peek() == '"' && sc.text() == "text" {
+			return !sc.bad
+		}
+		ok = false
+		return sc.skip(0)
+	})
+	return ok && !sc.bad
+}
+
+// msgResponse is the part of a Messages response a chat completion needs.
+type msgResponse struct {
+	ID      string `json:"id"`
+	Type    string `json:"type"`
+	Model   string `json:"model"`
+	Content []struct {
+		Type  string          `json:"type"`
+		Text  string          `json:"text"`
+		ID    string          `json:"id"`
+		Name  string          `json:"name"`
+		Input json.RawMessage `json:"input"`
+	} `json:"content"`
+	StopReason *string   `json:"stop_reason"`
+	Usage      *msgUsage `json:"usage"`
+	Error      *struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+type msgUsage struct {
+	InputTokens              int64 `json:"input_tokens"`
+	OutputTokens             int64 `json:"output_tokens"`
+	CacheCreationInputTokens int64 `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int64 `json:"cache_read_input_tokens"`
+}
+
+// MessagesToChat translates a non-streamed Messages response into a chat
+// completion. model, when not empty, is the model reported to the client
+// (the name it asked for rather than the pool's). The id is the message's;
+// created is the time of translation, Messages having no such field. Text
+// blocks are joined into the content as they stand (a streamed response
+// yields them back to back too); thinking and other block types chat
+// completions has no place for are left out. A response that cannot be
+// translated (not JSON, no content, a tool input that is not an object) is
+// a 502 api_error, never a response with the bad part dropped.
+func MessagesToChat(body []byte, model string) ([]byte, *Error) {
+	var r msgResponse
+	if err := json.Unmarshal(body, &r); err != nil {
+		return nil, badUpstream("not a Messages response: " + err.Error())
+	}
+	if r.Type == "error" || r.Error != nil {
+		msg := "an error"
+		if r.Error != nil && r.Error.Message != "" {
+			msg = r.Error.Message
+		}
+		return nil, badUpstream("the upstream answered with an error: " + msg)
+	}
+	if r.Type != "" && r.Type != "message" {
+		return nil, badUpstream("not a Messages response: type " + strconv.Quote(r.Type))
+	}
+	if r.Content == nil {
+		return nil, badUpstream("no content")
+	}
+	if model == "" {
+		model = r.Model
+	}
+
+	dst := make([]byte, 0, len(body)+192)
+	dst = append(dst, `{"id":`...)
+	dst = appendString(dst, r.ID)
+	dst = append(dst, `,"object":"chat.completion","created":`...)
+	dst = strconv.AppendInt(dst, time.Now().Unix(), 10)
+	dst = append(dst, `,"model":`...)
+	dst = appendString(dst, model)
+	dst = append(dst, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
+	var text strings.Builder
+	calls := 0
+	for i := range r.Content {
+		switch b := &r.Content[i]; b.Type {
+		case "text":
+			text.WriteString(b.Text)
+		case "tool_use":
+			calls++
+		}
+	}
+	// null content for a turn that is all tool calls, as OpenAI sends it.
+	if text.Len() > 0 || calls == 0 {
+		dst = appendString(dst, text.String())
+	} else {
+		dst = append(dst, "null"...)
+	}
+	if calls > 0 {
+		dst = append(dst, `,"tool_calls":[`...)
+		n := 0
+		for i := range r.Content {
+			b := &r.Content[i]
+			if b.Type != "tool_use" {
+				continue
+			}
+			in := bytes.TrimSpace(b.Input)
+			if len(in) == 0 || string(in) == "null" {
+				in = []byte("{}")
+			} else if in[0] != '{' {
+				return nil, badUpstream("tool_use block " + strconv.Quote(b.Name) + " has an input that is not a JSON object")
+			}
+			if b.Name == "" {
+				return nil, badUpstream("a tool_use block has no name")
+			}
+			if n > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `{"id":`...)
+			dst = appendString(dst, toolID(b.ID, n))
+			dst = append(dst, `,"type":"function","function":{"name":`...)
+			dst = appendString(dst, b.Name)
+			dst = append(dst, `,"arguments":`...)
+			dst = appendString(dst, string(appendCompact(nil, in)))
+			dst = append(dst, "}}"...)
+			n++
+		}
+		dst = append(dst, ']')
+	}
+	reason := ""
+	if r.StopReason != nil {
+		reason = *r.StopReason
+	}
+	dst = append(dst, `},"logprobs":null,"finish_reason":`...)
+	dst = appendString(dst, finishReason(reason))
+	dst = append(dst, "}]"...)
+	var u msgUsage
+	if r.Usage != nil {
+		u = *r.Usage
+	}
+	dst = appendChatUsage(dst, &u)
+	return append(dst, '}'), nil
+}
+
+// finishReason maps a stop_reason to a finish_reason. pause_turn (a server
+// tool's turn paused) has no counterpart and ends the turn as far as the
+// client can tell.
+func finishReason(stop string) string {
+	switch stop {
+	case "max_tokens", "model_context_window_exceeded":
+		return "length"
+	case "tool_use":
+		return "tool_calls"
+	case "refusal":
+		return "content_filter"
+	}
+	return "stop"
+}
+
+// appendChatUsage appends ,"usage":{...}. Messages counts the prompt tokens
+// read from and written to its cache apart from the rest; chat completions
+// counts them all as prompt tokens, and names the cached ones.
+func appendChatUsage(dst []byte, u *msgUsage) []byte {
+	prompt := u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens
+	dst = append(dst, `,"usage":{"prompt_tokens":`...)
+	dst = strconv.AppendInt(dst, prompt, 10)
+	dst = append(dst, `,"completion_tokens":`...)
+	dst = strconv.AppendInt(dst, u.OutputTokens, 10)
+	dst = append(dst, `,"total_tokens":`...)
+	dst = strconv.AppendInt(dst, prompt+u.OutputTokens, 10)
+	if u.CacheReadInputTokens > 0 {
+		dst = append(dst, `,"prompt_tokens_details":{"cached_tokens":`...)
+		dst = strconv.AppendInt(dst, u.CacheReadInputTokens, 10)
+		dst = append(dst, '}')
+	}
+	return append(dst, '}')
+}
+
+// OpenAI's error types, for errors sent to a chat-completions client.
+const (
+	openaiInvalidRequest = "invalid_request_error"
+	openaiAuthentication = "authentication_error"
+	openaiPermission     = "permission_error"
+	openaiRateLimit      = "rate_limit_error"
+	openaiServer         = "server_error"
+)
+
+// openaiType is the OpenAI error type for an HTTP status.
+func openaiType(status int) string {
+	switch {
+	case status == http.StatusUnauthorized:
+		return openaiAuthentication
+	case status == http.StatusForbidden:
+		return openaiPermission
+	case status == http.StatusTooManyRequests:
+		return openaiRateLimit
+	case status >= 500:
+		return openaiServer
+	}
+	return openaiInvalidRequest
+}
+
+// statusForType is the HTTP status Anthropic sends with an error type, for
+// an error that arrives inside a stream, where there is no status.
+func statusForType(typ string) int {
+	switch typ {
+	case TypeInvalidRequest:
+		return http.StatusBadRequest
+	case TypeAuthentication:
+		return http.StatusUnauthorized
+	case TypePermission:
+		return http.StatusForbidden
+	case TypeNotFound:
+		return http.StatusNotFound
+	case TypeTooLarge:
+		return http.StatusRequestEntityTooLarge
+	case TypeRateLimit:
+		return http.StatusTooManyRequests
+	case TypeOverloaded:
+		return 529
+	}
+	return http.StatusInternalServerError
+}
+
+// FromAnthropicError maps an upstream Messages error response to OpenAI's
+// error body, {"error":{"message","type","param","code"}}. The type follows
+// the status, in OpenAI's names; the upstream's own type (overloaded_error,
+// say) is kept as the code, where a client can still tell it apart, and its
+// message is kept since it is usually the most useful thing to show. The
+// status itself is the caller's to send: 529 is not one OpenAI clients
+// know, but they retry it as any 5xx.
+func FromAnthropicError(status int, body []byte) []byte {
+	var u struct {
+		Error   json.RawMessage `json:"error"`
+		Message string          `json:"message"`
+	}
+	var msg, code string
+	if json.Unmarshal(body, &u) == nil {
+		msg = u.Message
+		var inner struct {
+			Type    string `json:"type"`
+			Message string `json:"message"`
+		}
+		var s string
+		if json.Unmarshal(u.Error, &inner) == nil {
+			code = inner.Type
+			if inner.Message != "" {
+				msg = inner.Message
+			}
+		} else if json.Unmarshal(u.Error, &s) == nil && s != "" {
+			msg = s
+		}
+	}
+	if msg == "" {
+		msg = "upstream error: status " + strconv.Itoa(status)
+		if t := http.StatusText(status); t != "" {
+			msg += " " + t
+		}
+	}
+	return appendOpenAIError(make([]byte, 0, 96+len(msg)), msg, openaiType(status), code)
+}
+
+// appendOpenAIError appends OpenAI's error body; an empty code is null, as
+// OpenAI sends it, and so is param, which an upstream error never names.
+func appendOpenAIError(dst []byte, msg, typ, code string) []byte {
+	dst = append(dst, `{"error":{"message":`...)
+	dst = appendString(dst, msg)
+	dst = append(dst, `,"type":`...)
+	dst = appendString(dst, typ)
+	dst = append(dst, `,"param":null,"code":`...)
+	if code == "" {
+		dst = append(dst, "null"...)
+	} else {
+		dst = appendString(dst, code)
+	}
+	return append(dst, "}}"...)
+}
