@@ -12,6 +12,24 @@
 //   - Error is Anthropic's error shape, and FromOpenAIError maps an upstream
 //     OpenAI- or vLLM-shaped error onto it.
 //
+// The other way round, for a client speaking chat completions served by a
+// pool that speaks Messages (api.anthropic.com or a compatible server):
+//
+//   - ChatToMessages turns a chat-completions request body into a Messages
+//     request body, refusing with a 400 what Messages cannot express where
+//     dropping it would change the answer;
+//   - MessagesToChat turns a (non-streamed) Messages response into a chat
+//     completion;
+//   - ChatStream turns a Messages SSE stream into chat-completions chunks,
+//     one upstream event at a time, ending in [DONE] or, through Fail, in
+//     an error chunk as vLLM sends one;
+//   - FromAnthropicError maps an upstream Messages error onto OpenAI's
+//     error body.
+//
+// What is said below of the first four holds for these too (a ChatStream,
+// like a Stream, belongs to one response); MessagesToChat and NewChatStream
+// also read the clock, for the created field Messages lacks.
+//
 // Unlike package openai, translation decodes the whole body: every field has
 // to be rewritten, so there is nothing to gain from locating spans. Requests
 // and stream chunks are read with a small JSON scanner (scan.go) that
