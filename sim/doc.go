@@ -1,4 +1,4 @@
-// Package sim is an OpenAI-compatible simulator of a vLLM server.
+// Package sim is a simulator of a vLLM server's OpenAI-compatible API.
 //
 // It backs the gateway's quickstart (`triage sim --listen ADDR --model NAME`),
 // its integration tests and its benchmarks. A [Server] is an [http.Handler]
@@ -13,6 +13,30 @@
 //   - vLLM's error shape {"object":"error","message":...,"type":...,
 //     "param":null,"code":N} for every error it answers.
 //
+// # Tool calls
+//
+// A chat request with a non-empty "tools" array, whose tool_choice is not
+// "none" (vLLM's default is "auto" when tools are given) and whose last
+// message is not a "tool" message, is answered with a call instead of text,
+// as vLLM with automatic tool choice enabled: to the function tool_choice
+// names, else to the first tool. The message has "content":null and one
+// entry in tool_calls, {"id":"chatcmpl-tool-…","type":"function",
+// "function":{"name":…,"arguments":…}}; finish_reason is "tool_calls". The
+// arguments are a JSON object built from the function's parameters schema:
+// each required property (each property when none is required), in the
+// schema's order, with its first enum value, its const, or a value of its
+// type: "sim" for a string, 1 for a number or an integer, true for a
+// boolean, [] for an array, {} for an object. Streamed, the role chunk is
+// followed by a chunk whose delta is tool_calls [{"id":…,"type":"function",
+// "index":0,"function":{"name":…,"arguments":""}}], then by the arguments in
+// up to Chunks fragments ({"index":0,"function":{"arguments":…}}), each a
+// content chunk for the chunk delay and for drops, then the finish chunk.
+// The fragments are the completion tokens. Tools are validated as vLLM
+// does: a tool without a function name, a tool_choice without tools, an
+// unknown tool_choice or one naming no tool is a 400.
+//
+// # Controls
+//
 // The package owns the behaviour of one simulated replica: its latency,
 // chunking, injected failures (error status before any byte, a stream
 // aborted mid-way without its terminating chunk, or one of the wire-level
@@ -21,7 +45,9 @@
 // per POST ([Options.RequestLog]). Tests and benchmarks steer single
 // requests with the X-Sim-Latency, X-Sim-Chunks, X-Sim-Chunk-Delay,
 // X-Sim-Status, X-Sim-Drop-After and X-Sim-Fault request headers; every
-// response carries X-Sim-Replica.
+// response carries X-Sim-Replica. These apply to every POST endpoint: a
+// chunk is a word of text, or a fragment of a tool call's arguments, and a
+// drop cuts a stream after that many of them, whatever its event format.
 //
 // It does not own listening, TLS or process lifetime: the caller mounts the
 // handler on its own http.Server (or httptest.Server). The one exception is
@@ -39,7 +65,7 @@
 // written raw on the hijacked connection ([http.Hijacker]) after the
 // latency, in a single write. "The answer" below is the response the
 // request would have got, whole and framed by Content-Length (a stream's
-// events all at once):
+// events all at once), in its endpoint's shape:
 //
 //	HTTP/1.1 200 OK\r\n
 //	Content-Type: application/json\r\n     (text/event-stream; charset=utf-8 for a stream)

@@ -116,7 +116,7 @@ func (s *Server) serveFault(w http.ResponseWriter, r *http.Request, fault string
 
 	nc, rw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, fmt.Sprintf("sim: fault %s needs the connection: %v", fault, err))
+		s.fail(w, http.StatusInternalServerError, fmt.Sprintf("sim: fault %s needs the connection: %v", fault, err))
 		return
 	}
 	br := rw.Reader
@@ -253,10 +253,7 @@ func (s *Server) textCompletion(p job, text, id string) []byte {
 		resp.Choices = []textChoice{{Text: text, FinishReason: &stop}}
 	} else {
 		resp.ID, resp.Object = "chatcmpl-"+id, "chat.completion"
-		resp.Choices = []chatChoice{{
-			Message:      assistantMessage{Role: "assistant", Content: text, ToolCalls: []struct{}{}},
-			FinishReason: stop,
-		}}
+		resp.Choices = []chatChoice{{Message: textMessage(text), FinishReason: stop}}
 	}
 	b, err := json.Marshal(resp)
 	if err != nil { // cannot happen with the package's own types

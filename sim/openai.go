@@ -33,8 +33,13 @@ type usage struct {
 
 type assistantMessage struct {
 	Role      string     `json:"role"`
-	Content   string     `json:"content"`
-	ToolCalls []struct{} `json:"tool_calls"`
+	Content   *string    `json:"content"` // null beside tool calls
+	ToolCalls []toolCall `json:"tool_calls"`
+}
+
+// textMessage is the assistant message that answers with text.
+func textMessage(text string) assistantMessage {
+	return assistantMessage{Role: "assistant", Content: &text, ToolCalls: []toolCall{}}
 }
 
 type chatChoice struct {
@@ -63,8 +68,9 @@ type completionResponse struct {
 }
 
 type delta struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
+	Role      string          `json:"role,omitempty"`
+	Content   *string         `json:"content,omitempty"`
+	ToolCalls []toolCallDelta `json:"tool_calls,omitempty"`
 }
 
 type chatChunkChoice struct {
@@ -120,8 +126,10 @@ type chatRequest struct {
 		Role    string          `json:"role"`
 		Content json.RawMessage `json:"content"`
 	} `json:"messages"`
-	Stream        bool           `json:"stream"`
-	StreamOptions *streamOptions `json:"stream_options"`
+	Stream        bool            `json:"stream"`
+	StreamOptions *streamOptions  `json:"stream_options"`
+	Tools         json.RawMessage `json:"tools"`
+	ToolChoice    json.RawMessage `json:"tool_choice"`
 }
 
 type completionRequest struct {
@@ -346,6 +354,7 @@ type generation struct {
 	stream       bool
 	usage        bool // the stream ends with a usage chunk (stream_options.include_usage)
 	promptTokens int
+	call         *call // chat only: the answer is this tool call instead of text
 }
 
 func parseGeneration(ep endpoint, body []byte) (generation, string, error) {
@@ -369,6 +378,11 @@ func parseGeneration(ep endpoint, body []byte) (generation, string, error) {
 		g.stream, g.promptTokens = req.Stream, max(1, words)
 		var err error
 		g.usage, err = streamUsage(req.Stream, req.StreamOptions)
+		if err != nil {
+			return g, req.Model, err
+		}
+		msgs := *req.Messages
+		g.call, err = chatToolCall(req.Tools, req.ToolChoice, msgs[len(msgs)-1].Role == "tool")
 		return g, req.Model, err
 	}
 	var req completionRequest
@@ -394,13 +408,23 @@ func (s *Server) completion(g generation, id int64, n int) completionResponse {
 		Model:   s.opt.Model,
 		Usage:   &usage{PromptTokens: g.promptTokens, CompletionTokens: n, TotalTokens: g.promptTokens + n},
 	}
-	if g.chat {
+	switch {
+	case g.call != nil:
 		resp.ID, resp.Object = "chatcmpl-"+strconv.FormatInt(id, 10), "chat.completion"
 		resp.Choices = []chatChoice{{
-			Message:      assistantMessage{Role: "assistant", Content: s.content(n), ToolCalls: []struct{}{}},
-			FinishReason: "stop",
+			Message: assistantMessage{Role: "assistant", ToolCalls: []toolCall{{
+				ID:       "chatcmpl-tool-" + s.uid(),
+				Type:     "function",
+				Function: functionCall{Name: g.call.name, Arguments: g.call.args},
+			}}},
+			FinishReason: "tool_calls",
 		}}
-	} else {
+		k := len(g.call.fragments(n))
+		resp.Usage = &usage{PromptTokens: g.promptTokens, CompletionTokens: k, TotalTokens: g.promptTokens + k}
+	case g.chat:
+		resp.ID, resp.Object = "chatcmpl-"+strconv.FormatInt(id, 10), "chat.completion"
+		resp.Choices = []chatChoice{{Message: textMessage(s.content(n)), FinishReason: "stop"}}
+	default:
 		stop := "stop"
 		resp.ID, resp.Object = "cmpl-"+strconv.FormatInt(id, 10), "text_completion"
 		resp.Choices = []textChoice{{Text: s.content(n), FinishReason: &stop}}
@@ -410,7 +434,8 @@ func (s *Server) completion(g generation, id int64, n int) completionResponse {
 
 // answerValue is the JSON answer to a request that is not streamed.
 func (s *Server) answerValue(p job, ov overrides) any {
-	if p.ep == endpointEmbeddings {
+	switch p.ep {
+	case endpointEmbeddings:
 		return s.embeddings(p.inputs, p.base64)
 	}
 	return s.completion(p.gen, s.seq.Add(1), ov.chunks)
@@ -419,8 +444,15 @@ func (s *Server) answerValue(p job, ov overrides) any {
 // answerBytes is the whole answer to p as one body, for faults that send a
 // valid answer: the JSON object, or every event of the stream.
 func (s *Server) answerBytes(p job, ov overrides) (contentType string, body []byte) {
-	if answerType(p) == eventStream {
-		return eventStream, s.newSSE(p.gen, s.seq.Add(1), ov.chunks).bytes()
+	if p.stream() {
+		ev := s.newEvents(p, ov)
+		var b []byte
+		for i := range ev.len() {
+			b = ev.appendEvent(b, i)
+		}
+		b = ev.appendEnd(b)
+		ev.done()
+		return eventStream, b
 	}
 	b, err := json.Marshal(s.answerValue(p, ov))
 	if err != nil { // cannot happen with the package's own types
@@ -431,7 +463,7 @@ func (s *Server) answerBytes(p job, ov overrides) (contentType string, body []by
 
 // answerType is the Content-Type of the answer to p.
 func answerType(p job) string {
-	if p.ep != endpointEmbeddings && p.gen.stream {
+	if p.stream() {
 		return eventStream
 	}
 	return "application/json"
@@ -439,53 +471,115 @@ func answerType(p job) string {
 
 const eventStream = "text/event-stream; charset=utf-8"
 
-// sse is the event stream answering one generation: the role chunk (chat
-// only), n content chunks, the finish chunk and, when asked for, the usage
-// chunk, then "data: [DONE]".
-type sse struct {
-	s    *Server
-	g    generation
-	base completionResponse
-	n    int
+// events is the server-sent event stream answering one request.
+type events interface {
+	// len is the number of events.
+	len() int
+	// content reports whether event i carries generated content: each
+	// such event waits the chunk delay, and drops count them.
+	content(i int) bool
+	// appendEvent appends event i, framed.
+	appendEvent(dst []byte, i int) []byte
+	// appendEnd appends what follows the last event ("data: [DONE]" in
+	// the completion APIs).
+	appendEnd(dst []byte) []byte
+	// done is called once the whole stream has been written.
+	done()
 }
 
-func (s *Server) newSSE(g generation, id int64, n int) sse {
+// newEvents is the event stream answering p.
+func (s *Server) newEvents(p job, ov overrides) events {
+	return s.newSSE(p.gen, s.seq.Add(1), ov.chunks)
+}
+
+// cutAt is the index of the event before which a stream dropped after
+// dropAfter content events is cut: the next content event, or the event
+// after the last one.
+func cutAt(ev events, dropAfter int) int {
+	seen, after := 0, 0
+	for i := range ev.len() {
+		if !ev.content(i) {
+			continue
+		}
+		if seen == dropAfter {
+			return i
+		}
+		seen, after = seen+1, i+1
+	}
+	return after
+}
+
+// sse is the event stream answering one generation: the role chunk (chat
+// only), n content chunks, the finish chunk and, when asked for, the usage
+// chunk, then "data: [DONE]". A tool call has, after the role chunk, one
+// chunk naming the function, and its content chunks are fragments of the
+// arguments.
+type sse struct {
+	s     *Server
+	g     generation
+	base  completionResponse
+	n     int
+	call  toolCallDelta // the first tool_calls delta
+	frags []string      // the fragments of the arguments
+}
+
+func (s *Server) newSSE(g generation, id int64, n int) *sse {
 	base := completionResponse{Created: time.Now().Unix(), Model: s.opt.Model}
 	if g.chat {
 		base.ID, base.Object = "chatcmpl-"+strconv.FormatInt(id, 10), "chat.completion.chunk"
 	} else {
 		base.ID, base.Object = "cmpl-"+strconv.FormatInt(id, 10), "text_completion"
 	}
-	return sse{s: s, g: g, base: base, n: n}
+	e := &sse{s: s, g: g, base: base, n: n}
+	if g.call != nil {
+		e.frags = g.call.fragments(n)
+		e.n = len(e.frags)
+		e.call = toolCallDelta{ID: "chatcmpl-tool-" + s.uid(), Type: "function", Function: functionDelta{Name: g.call.name}}
+	}
+	return e
 }
 
 // first is the index of the first content chunk.
-func (e sse) first() int {
-	if e.g.chat {
+func (e *sse) first() int {
+	switch {
+	case e.g.call != nil:
+		return 2
+	case e.g.chat:
 		return 1
 	}
 	return 0
 }
 
-// len is the number of JSON events, "[DONE]" excluded.
-func (e sse) len() int {
+func (e *sse) len() int {
 	if e.g.usage {
 		return e.first() + e.n + 2
 	}
 	return e.first() + e.n + 1
 }
 
-// content reports whether event i is a content chunk.
-func (e sse) content(i int) bool { return i >= e.first() && i < e.first()+e.n }
+func (e *sse) content(i int) bool { return i >= e.first() && i < e.first()+e.n }
+
+func (e *sse) appendEvent(dst []byte, i int) []byte { return appendEvent(dst, e.event(i)) }
+
+func (e *sse) appendEnd(dst []byte) []byte { return append(dst, "data: [DONE]\n\n"...) }
+
+func (e *sse) done() {}
 
 // event returns event i.
-func (e sse) event(i int) completionResponse {
+func (e *sse) event(i int) completionResponse {
 	c := e.base
 	stop := "stop"
+	if e.g.call != nil {
+		stop = "tool_calls"
+	}
 	switch k := i - e.first(); {
-	case k < 0: // the chat role chunk
+	case i == 0 && e.g.chat: // the role chunk
 		empty := ""
 		c.Choices = []any{chatChunkChoice{Delta: delta{Role: "assistant", Content: &empty}}}
+	case k < 0: // the tool call's name
+		c.Choices = []any{chatChunkChoice{Delta: delta{ToolCalls: []toolCallDelta{e.call}}}}
+	case k < e.n && e.g.call != nil:
+		c.Choices = []any{chatChunkChoice{Delta: delta{ToolCalls: []toolCallDelta{{Function: functionDelta{Arguments: e.frags[k]}}}}}}
 	case k < e.n:
 		text := e.s.piece(k, e.n)
 		if e.g.chat {
@@ -515,20 +609,10 @@ func appendEvent(dst []byte, v any) []byte {
 	return append(dst, "\n\n"...)
 }
 
-// bytes is the whole stream, "[DONE]" included.
-func (e sse) bytes() []byte {
-	var b []byte
-	for i := range e.len() {
-		b = appendEvent(b, e.event(i))
-	}
-	return append(b, "data: [DONE]\n\n"...)
-}
-
-// stream writes a server-sent event stream like vLLM's, flushing each
-// event. dropAfter >= 0 aborts the connection after that many content
-// chunks; fault counts the abort as a fault (die-mid-stream) rather than a
-// drop.
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, g generation, id int64, ov overrides, dropAfter int, fault bool) {
+// stream writes a server-sent event stream, flushing each event.
+// dropAfter >= 0 aborts the connection after that many content events;
+// fault counts the abort as a fault (die-mid-stream) rather than a drop.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, ev events, ov overrides, dropAfter int, fault bool) {
 	ctx := r.Context()
 	rc := http.NewResponseController(w)
 	h := w.Header()
@@ -536,15 +620,13 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, g generation, id
 	h.Del("Content-Length")
 	w.WriteHeader(http.StatusOK)
 
-	ev := s.newSSE(g, id, ov.chunks)
 	cut := -1
 	if dropAfter >= 0 {
-		cut = ev.first() + min(dropAfter, ev.n)
+		cut = cutAt(ev, dropAfter)
 	}
 	var buf []byte
-	send := func(v any) bool {
-		buf = appendEvent(buf[:0], v)
-		if _, err := w.Write(buf); err != nil {
+	send := func(b []byte) bool {
+		if _, err := w.Write(b); err != nil {
 			return false
 		}
 		_ = rc.Flush() // http.ErrNotSupported only for exotic writers
@@ -558,7 +640,8 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, g generation, id
 			s.cancelled.Add(1)
 			return
 		}
-		if !send(ev.event(i)) {
+		buf = ev.appendEvent(buf[:0], i)
+		if !send(buf) {
 			s.cancelled.Add(1)
 			return
 		}
@@ -573,15 +656,15 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, g generation, id
 		// and then a truncated chunked body (no terminating chunk).
 		panic(http.ErrAbortHandler)
 	}
-	if _, err := w.Write([]byte("data: [DONE]\n\n")); err != nil {
+	if end := ev.appendEnd(buf[:0]); len(end) > 0 && !send(end) {
 		s.cancelled.Add(1)
 		return
 	}
-	_ = rc.Flush()
 	if ctx.Err() != nil {
 		s.cancelled.Add(1)
 		return
 	}
+	ev.done()
 	s.completed.Add(1)
 }
 

@@ -193,6 +193,7 @@ type Server struct {
 
 	unhealthy atomic.Bool
 	seq       atomic.Int64 // response id counter
+	nonce     string       // this Server's part of the ids a client may send back
 
 	requests, active, completed, cancelled, injected, dropped, faults atomic.Int64
 
@@ -215,7 +216,10 @@ func New(o Options) (*Server, error) {
 	return &Server{
 		opt:     o,
 		created: time.Now().Unix(),
-		rng:     rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		// Random, not seeded: two replicas must not hand out the same
+		// ids.
+		nonce: fmt.Sprintf("%08x", rand.Uint32()),
+		rng:   rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 	}, nil
 }
 
@@ -273,9 +277,8 @@ func (s *Server) chance(p float64) bool {
 // ServeHTTP routes a request to the simulated vLLM endpoints.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Sim-Replica", s.opt.Name)
-	switch r.URL.Path {
-	case "/health":
-		if !allowMethod(w, r, http.MethodGet, http.MethodHead) {
+	if r.URL.Path == "/health" {
+		if !s.allowMethod(w, r, http.MethodGet, http.MethodHead) {
 			return
 		}
 		if s.unhealthy.Load() {
@@ -284,37 +287,51 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		w.Header().Set("Content-Length", "0")
 		w.WriteHeader(http.StatusOK)
+		return
+	}
+	switch r.URL.Path {
 	case "/v1/models":
-		if !allowMethod(w, r, http.MethodGet, http.MethodHead) {
+		if !s.allowMethod(w, r, http.MethodGet, http.MethodHead) {
 			return
 		}
 		s.handleModels(w)
 	case "/v1/chat/completions":
-		if allowMethod(w, r, http.MethodPost) {
+		if s.allowMethod(w, r, http.MethodPost) {
 			s.handlePost(w, r, endpointChat)
 		}
 	case "/v1/completions":
-		if allowMethod(w, r, http.MethodPost) {
+		if s.allowMethod(w, r, http.MethodPost) {
 			s.handlePost(w, r, endpointCompletions)
 		}
 	case "/v1/embeddings":
-		if allowMethod(w, r, http.MethodPost) {
+		if s.allowMethod(w, r, http.MethodPost) {
 			s.handlePost(w, r, endpointEmbeddings)
 		}
 	default:
-		writeError(w, http.StatusNotFound, "Not Found: "+r.URL.Path)
+		s.fail(w, http.StatusNotFound, "Not Found: "+r.URL.Path)
 	}
 }
 
-func allowMethod(w http.ResponseWriter, r *http.Request, methods ...string) bool {
+func (s *Server) allowMethod(w http.ResponseWriter, r *http.Request, methods ...string) bool {
 	for _, m := range methods {
 		if r.Method == m {
 			return true
 		}
 	}
 	w.Header().Set("Allow", strings.Join(methods, ", "))
-	writeError(w, http.StatusMethodNotAllowed, "Method Not Allowed")
+	s.fail(w, http.StatusMethodNotAllowed, "Method Not Allowed")
 	return false
+}
+
+// fail answers status with vLLM's error shape.
+func (s *Server) fail(w http.ResponseWriter, status int, msg string) {
+	writeError(w, status, msg)
+}
+
+// uid returns an id no other Server hands out: the Server's nonce and a
+// count, in hex.
+func (s *Server) uid() string {
+	return s.nonce + fmt.Sprintf("%08x", s.seq.Add(1))
 }
 
 type endpoint int
@@ -397,6 +414,28 @@ type job struct {
 	base64 bool       // embeddings
 }
 
+// stream reports whether the answer to p is an event stream.
+func (p job) stream() bool {
+	switch p.ep {
+	case endpointChat, endpointCompletions:
+		return p.gen.stream
+	}
+	return false
+}
+
+// parseJob validates the body of a POST to ep; it also returns the model
+// the request names.
+func (s *Server) parseJob(ep endpoint, body []byte) (p job, model string, err error) {
+	p.ep = ep
+	switch ep {
+	case endpointChat, endpointCompletions:
+		p.gen, model, err = parseGeneration(ep, body)
+	case endpointEmbeddings:
+		p.inputs, p.base64, model, err = parseEmbeddings(body)
+	}
+	return p, model, err
+}
+
 // handlePost runs the common part of every POST endpoint: counting,
 // recording, header overrides, error injection, validation, the choice of
 // fault or drop; then the endpoint itself.
@@ -416,7 +455,7 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, ep endpoint)
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			logged("invalid", "status", http.StatusRequestEntityTooLarge)
-			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", tooBig.Limit))
+			s.fail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", tooBig.Limit))
 			return
 		}
 		if r.Context().Err() != nil {
@@ -424,40 +463,33 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, ep endpoint)
 			return
 		}
 		logged("invalid", "status", http.StatusBadRequest)
-		writeError(w, http.StatusBadRequest, "error reading request body: "+err.Error())
+		s.fail(w, http.StatusBadRequest, "error reading request body: "+err.Error())
 		return
 	}
 
 	ov, err := s.parseOverrides(r.Header)
 	if err != nil {
 		logged("invalid", "status", http.StatusBadRequest)
-		writeError(w, http.StatusBadRequest, err.Error())
+		s.fail(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	if ov.status != 0 {
 		s.injected.Add(1)
 		logged("error", "status", ov.status)
-		writeError(w, ov.status, fmt.Sprintf("injected error %d (X-Sim-Status) from sim replica %s", ov.status, s.opt.Name))
+		s.fail(w, ov.status, fmt.Sprintf("injected error %d (X-Sim-Status) from sim replica %s", ov.status, s.opt.Name))
 		return
 	}
 	if s.chance(s.opt.ErrorRate) {
 		s.injected.Add(1)
 		logged("error", "status", s.opt.ErrorStatus)
-		writeError(w, s.opt.ErrorStatus, fmt.Sprintf("injected error %d from sim replica %s", s.opt.ErrorStatus, s.opt.Name))
+		s.fail(w, s.opt.ErrorStatus, fmt.Sprintf("injected error %d from sim replica %s", s.opt.ErrorStatus, s.opt.Name))
 		return
 	}
 
-	p := job{ep: ep}
-	var model string
-	switch ep {
-	case endpointChat, endpointCompletions:
-		p.gen, model, err = parseGeneration(ep, body)
-	case endpointEmbeddings:
-		p.inputs, p.base64, model, err = parseEmbeddings(body)
-	}
+	p, model, err := s.parseJob(ep, body)
 	if err != nil {
 		logged("invalid", "status", http.StatusBadRequest)
-		writeError(w, http.StatusBadRequest, err.Error())
+		s.fail(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	if !s.checkModel(w, model) {
@@ -465,7 +497,7 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, ep endpoint)
 		return
 	}
 
-	stream := p.gen.stream // false for embeddings
+	stream := p.stream()
 	fault := ov.fault
 	if fault == "" && (s.opt.Fault != FaultDieMidStream || stream) && s.chance(s.opt.FaultRate) {
 		fault = s.opt.Fault
@@ -506,7 +538,7 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, ep endpoint)
 	}
 	switch {
 	case stream:
-		s.stream(w, r, p.gen, s.seq.Add(1), ov, dropAfter, fault == FaultDieMidStream)
+		s.stream(w, r, s.newEvents(p, ov), ov, dropAfter, fault == FaultDieMidStream)
 	default:
 		v := s.answerValue(p, ov)
 		if err := writeJSON(w, http.StatusOK, v); err != nil || r.Context().Err() != nil {
