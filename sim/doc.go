@@ -9,9 +9,11 @@
 //     finish chunk, then, when stream_options.include_usage asks, the usage
 //     chunk with "choices":[], then "data: [DONE]"),
 //   - POST /v1/embeddings (deterministic, L2-normalised vectors),
+//   - POST /v1/responses, GET and DELETE /v1/responses/{id} (below),
 //   - GET /v1/models and GET /health,
 //   - vLLM's error shape {"object":"error","message":...,"type":...,
-//     "param":null,"code":N} for every error it answers.
+//     "param":null,"code":N} for every error it answers (param names the
+//     parameter at fault where vLLM names one).
 //
 // # Tool calls
 //
@@ -34,6 +36,37 @@
 // The fragments are the completion tokens. Tools are validated as vLLM
 // does: a tool without a function name, a tool_choice without tools, an
 // unknown tool_choice or one naming no tool is a 400.
+//
+// # Responses API
+//
+// POST /v1/responses takes "input" (a string, or an array of items:
+// messages whose content is a string or input_text/output_text parts,
+// function calls and their outputs), "instructions", "max_output_tokens",
+// "previous_response_id", "store" and "stream", and answers vLLM's
+// response object: {"id":"resp_…","object":"response","created_at":…,
+// "status":"completed","model":…,"output":[{"type":"message","id":"msg_…",
+// "role":"assistant","status":"completed","content":[{"type":"output_text",
+// "text":…,"annotations":[]}]}],"usage":{"input_tokens":…,"output_tokens":…,
+// "total_tokens":…,"input_tokens_details":…,"output_tokens_details":…},…}.
+// When max_output_tokens is below the chunk count the text is cut there and
+// the status is "incomplete" with incomplete_details {"reason":
+// "max_output_tokens"}. Streamed, the events carry "event:" lines and
+// numbered sequence_number fields: response.created, response.in_progress,
+// response.output_item.added, response.content_part.added, one
+// response.output_text.delta per word (the content events), then
+// response.output_text.done, response.content_part.done,
+// response.output_item.done and response.completed with the whole response;
+// there is no "[DONE]". Unless "store" is false, a response is kept once it
+// has been sent whole, up to the latest 1024: GET /v1/responses/{id}
+// returns it and DELETE removes it, answering {"id":…,"object":
+// "response.deleted","deleted":true} as OpenAI does (vLLM has no DELETE).
+// An id the replica does not hold, in those or as previous_response_id,
+// gets vLLM's 404 with type "invalid_request_error" and param
+// "response_id"; a previous response it holds counts its tokens in the
+// input, as vLLM prepends that conversation. Ids are unique to the Server,
+// so a conversation sent to another replica is a 404 there, as with vLLM.
+// GET and DELETE are not POSTs: they are neither counted nor steered by
+// X-Sim-* headers. Background responses are refused.
 //
 // # Controls
 //
@@ -74,7 +107,8 @@
 //	\r\n
 //	BODY
 //
-// A "leaked" response is the same with a completion whose text is
+// A "leaked" response is the same with a completion (a response for
+// /v1/responses, never stored) whose text is
 // LEAKED-NAME, a marker that must never reach any client.
 //
 //   - extra-response: the answer immediately followed by a leaked response.
@@ -122,8 +156,8 @@
 // Every method of [Server] is safe for concurrent use. Counters are
 // atomics; the random source (a PCG seeded from [Options.Seed], so the
 // sequence of injected errors, faults and drops is deterministic given the
-// seed and the order of requests) and the recorded last request are guarded
-// by mutexes. All waiting (latency, gaps between chunks, a hang) happens on
+// seed and the order of requests), the recorded last request and the
+// stored responses are guarded by mutexes. All waiting (latency, gaps between chunks, a hang) happens on
 // the request's goroutine and ends early when the request context is done.
 // The package starts goroutines only to serve the connections faults keep
 // open: one accept loop, started with the first such fault, and net/http's

@@ -238,24 +238,32 @@ func (s *Server) shortLengthBody(p job) []byte {
 	return s.textCompletion(p, "héllo wörld ✓", strconv.FormatInt(s.seq.Add(1), 10))
 }
 
-// textCompletion is a non-streamed completion with the given text, a
-// text_completion for /v1/completions and a chat.completion otherwise.
+// textCompletion is a non-streamed answer with the given text in the shape
+// of p's endpoint: a text_completion for /v1/completions, a response for
+// /v1/responses (never stored), and a chat.completion otherwise.
 func (s *Server) textCompletion(p job, text, id string) []byte {
 	n := countWords(text)
-	resp := completionResponse{
-		Created: time.Now().Unix(),
-		Model:   s.opt.Model,
-		Usage:   &usage{PromptTokens: p.gen.promptTokens, CompletionTokens: n, TotalTokens: p.gen.promptTokens + n},
+	var v any
+	switch p.ep {
+	case endpointResponses:
+		v = s.responseWithText(p.resp, text, id, n)
+	default:
+		resp := completionResponse{
+			Created: time.Now().Unix(),
+			Model:   s.opt.Model,
+			Usage:   &usage{PromptTokens: p.gen.promptTokens, CompletionTokens: n, TotalTokens: p.gen.promptTokens + n},
+		}
+		stop := "stop"
+		if p.ep == endpointCompletions {
+			resp.ID, resp.Object = "cmpl-"+id, "text_completion"
+			resp.Choices = []textChoice{{Text: text, FinishReason: &stop}}
+		} else {
+			resp.ID, resp.Object = "chatcmpl-"+id, "chat.completion"
+			resp.Choices = []chatChoice{{Message: textMessage(text), FinishReason: stop}}
+		}
+		v = resp
 	}
-	stop := "stop"
-	if p.ep == endpointCompletions {
-		resp.ID, resp.Object = "cmpl-"+id, "text_completion"
-		resp.Choices = []textChoice{{Text: text, FinishReason: &stop}}
-	} else {
-		resp.ID, resp.Object = "chatcmpl-"+id, "chat.completion"
-		resp.Choices = []chatChoice{{Message: textMessage(text), FinishReason: stop}}
-	}
-	b, err := json.Marshal(resp)
+	b, err := json.Marshal(v)
 	if err != nil { // cannot happen with the package's own types
 		return []byte(`{}`)
 	}

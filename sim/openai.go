@@ -199,6 +199,19 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 	writeJSON(w, status, apiError{Object: "error", Message: msg, Type: errorType(status), Code: status})
 }
 
+// writeStatusError answers se with vLLM's error JSON, its type and param
+// included.
+func writeStatusError(w http.ResponseWriter, se *statusError) {
+	e := apiError{Object: "error", Message: se.msg, Type: se.typ, Code: se.status}
+	if e.Type == "" {
+		e.Type = errorType(se.status)
+	}
+	if se.param != "" {
+		e.Param = &se.param
+	}
+	writeJSON(w, se.status, e)
+}
+
 func writeJSON(w http.ResponseWriter, status int, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil { // cannot happen with the package's own types
@@ -437,6 +450,8 @@ func (s *Server) answerValue(p job, ov overrides) any {
 	switch p.ep {
 	case endpointEmbeddings:
 		return s.embeddings(p.inputs, p.base64)
+	case endpointResponses:
+		return s.response(p.resp, ov)
 	}
 	return s.completion(p.gen, s.seq.Add(1), ov.chunks)
 }
@@ -489,6 +504,10 @@ type events interface {
 
 // newEvents is the event stream answering p.
 func (s *Server) newEvents(p job, ov overrides) events {
+	switch p.ep {
+	case endpointResponses:
+		return s.newResponseEvents(p.resp, ov)
+	}
 	return s.newSSE(p.gen, s.seq.Add(1), ov.chunks)
 }
 
@@ -607,6 +626,15 @@ func appendEvent(dst []byte, v any) []byte {
 		dst = append(dst, b...)
 	}
 	return append(dst, "\n\n"...)
+}
+
+// appendNamedEvent appends event v with its "event:" line, the framing of
+// the Responses stream.
+func appendNamedEvent(dst []byte, name string, v any) []byte {
+	dst = append(dst, "event: "...)
+	dst = append(dst, name...)
+	dst = append(dst, '\n')
+	return appendEvent(dst, v)
 }
 
 // stream writes a server-sent event stream, flushing each event.

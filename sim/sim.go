@@ -195,6 +195,8 @@ type Server struct {
 	seq       atomic.Int64 // response id counter
 	nonce     string       // this Server's part of the ids a client may send back
 
+	responses responseStore // the Responses API's stored responses
+
 	requests, active, completed, cancelled, injected, dropped, faults atomic.Int64
 
 	rngMu sync.Mutex
@@ -217,7 +219,8 @@ func New(o Options) (*Server, error) {
 		opt:     o,
 		created: time.Now().Unix(),
 		// Random, not seeded: two replicas must not hand out the same
-		// ids.
+		// response id, or a previous_response_id sent to the wrong one
+		// would find a conversation instead of a 404.
 		nonce: fmt.Sprintf("%08x", rand.Uint32()),
 		rng:   rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 	}, nil
@@ -307,7 +310,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if s.allowMethod(w, r, http.MethodPost) {
 			s.handlePost(w, r, endpointEmbeddings)
 		}
+	case "/v1/responses":
+		if s.allowMethod(w, r, http.MethodPost) {
+			s.handlePost(w, r, endpointResponses)
+		}
 	default:
+		if id, ok := strings.CutPrefix(r.URL.Path, "/v1/responses/"); ok && id != "" && !strings.Contains(id, "/") {
+			if s.allowMethod(w, r, http.MethodGet, http.MethodHead, http.MethodDelete) {
+				s.handleStoredResponse(w, r, id)
+			}
+			return
+		}
 		s.fail(w, http.StatusNotFound, "Not Found: "+r.URL.Path)
 	}
 }
@@ -328,6 +341,29 @@ func (s *Server) fail(w http.ResponseWriter, status int, msg string) {
 	writeError(w, status, msg)
 }
 
+// statusError is a request the endpoint refuses with a status other than
+// 400, the status of every other validation error, or with an error type
+// other than the status's.
+type statusError struct {
+	status int
+	msg    string
+	typ    string // vLLM's error type when it is not the status's
+	param  string // the parameter at fault, when vLLM names it
+}
+
+func (e *statusError) Error() string { return e.msg }
+
+// failInvalid answers the validation error err and returns its status.
+func (s *Server) failInvalid(w http.ResponseWriter, err error) int {
+	se, ok := errors.AsType[*statusError](err)
+	if !ok {
+		s.fail(w, http.StatusBadRequest, err.Error())
+		return http.StatusBadRequest
+	}
+	writeStatusError(w, se)
+	return se.status
+}
+
 // uid returns an id no other Server hands out: the Server's nonce and a
 // count, in hex.
 func (s *Server) uid() string {
@@ -340,6 +376,7 @@ const (
 	endpointChat endpoint = iota
 	endpointCompletions
 	endpointEmbeddings
+	endpointResponses
 )
 
 // overrides are the per-request X-Sim-* header settings.
@@ -409,9 +446,10 @@ func faultHeader(h http.Header, dst *string) error {
 // job is a validated POST request: what the endpoint is asked for.
 type job struct {
 	ep     endpoint
-	gen    generation // chat and completions
-	inputs []any      // embeddings
-	base64 bool       // embeddings
+	gen    generation        // chat and completions
+	inputs []any             // embeddings
+	base64 bool              // embeddings
+	resp   *responsesRequest // responses
 }
 
 // stream reports whether the answer to p is an event stream.
@@ -419,6 +457,8 @@ func (p job) stream() bool {
 	switch p.ep {
 	case endpointChat, endpointCompletions:
 		return p.gen.stream
+	case endpointResponses:
+		return p.resp.stream
 	}
 	return false
 }
@@ -432,6 +472,8 @@ func (s *Server) parseJob(ep endpoint, body []byte) (p job, model string, err er
 		p.gen, model, err = parseGeneration(ep, body)
 	case endpointEmbeddings:
 		p.inputs, p.base64, model, err = parseEmbeddings(body)
+	case endpointResponses:
+		p.resp, model, err = s.parseResponses(body)
 	}
 	return p, model, err
 }
@@ -488,8 +530,7 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, ep endpoint)
 
 	p, model, err := s.parseJob(ep, body)
 	if err != nil {
-		logged("invalid", "status", http.StatusBadRequest)
-		s.fail(w, http.StatusBadRequest, err.Error())
+		logged("invalid", "status", s.failInvalid(w, err))
 		return
 	}
 	if !s.checkModel(w, model) {
