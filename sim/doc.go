@@ -1,4 +1,5 @@
-// Package sim is a simulator of a vLLM server's OpenAI-compatible API.
+// Package sim is a simulator of a vLLM server's OpenAI-compatible API and,
+// as an alternative, of Anthropic's Messages API.
 //
 // It backs the gateway's quickstart (`triage sim --listen ADDR --model NAME`),
 // its integration tests and its benchmarks. A [Server] is an [http.Handler]
@@ -14,6 +15,9 @@
 //   - vLLM's error shape {"object":"error","message":...,"type":...,
 //     "param":null,"code":N} for every error it answers (param names the
 //     parameter at fault where vLLM names one).
+//
+// With [Options.API] "anthropic" it serves api.anthropic.com's POST
+// /v1/messages and GET /v1/models instead of the OpenAI endpoints (below).
 //
 // # Tool calls
 //
@@ -68,6 +72,43 @@
 // GET and DELETE are not POSTs: they are neither counted nor steered by
 // X-Sim-* headers. Background responses are refused.
 //
+// # Anthropic mode
+//
+// With [Options.API] "anthropic", POST /v1/messages is served as
+// api.anthropic.com serves it. Every response carries a request-id header
+// "req_…". Before anything else, a request must carry [Options.APIKey],
+// when set, in x-api-key or as "Authorization: Bearer" (where Anthropic's
+// Go SDK v2 sends it), else 401 authentication_error, and an
+// anthropic-version header (any version), else 400 invalid_request_error.
+// The body needs model and max_tokens (>= 1) and a non-empty messages array
+// alternating user and assistant from user, each content a string or
+// blocks with a type; system is a string or text blocks; tools need a name
+// and an object input_schema (server tools, with another type, are
+// accepted and never called); tool_choice is auto, any, tool (naming a
+// tool) or none. The answer is a Message {"id":"msg_…","type":"message",
+// "role":"assistant","model":…,"content":[…],"stop_reason":…,
+// "stop_sequence":…,"usage":{"input_tokens":…,"cache_creation_input_tokens":0,
+// "cache_read_input_tokens":0,"output_tokens":…}}: a text block, cut at
+// max_tokens words (stop_reason "max_tokens") and before the first of the
+// stop_sequences it holds ("stop_sequence", naming it), else "end_turn"; or,
+// under the tool rule above (tools given, tool_choice not none, the last
+// message a user turn holding no tool_result), a tool_use block
+// {"type":"tool_use","id":"toolu_…","name":…,"input":…} to the tool
+// tool_choice names, else the first, with stop_reason "tool_use". Streamed:
+// message_start (usage with the input tokens and output_tokens 1),
+// content_block_start, ping, a content_block_delta per word (text_delta)
+// or argument fragment (input_json_delta), content_block_stop,
+// message_delta (stop_reason, stop_sequence, usage.output_tokens) and
+// message_stop, each with its "event:" line. GET /v1/models lists the
+// model in Anthropic's shape. Every error, injected ones included, has
+// Anthropic's shape {"type":"error","error":{"type":…,"message":…},
+// "request_id":…}: 400 invalid_request_error (and other 4xx), 401
+// authentication_error, 403 permission_error, 404 not_found_error, 413
+// request_too_large, 429 rate_limit_error, 500 api_error (and other 5xx),
+// 504 timeout_error, 529 overloaded_error. This is an implementation of its
+// own: it shares no code with the gateway's translator, which is tested
+// against it.
+//
 // # Controls
 //
 // The package owns the behaviour of one simulated replica: its latency,
@@ -108,7 +149,7 @@
 //	BODY
 //
 // A "leaked" response is the same with a completion (a response for
-// /v1/responses, never stored) whose text is
+// /v1/responses, never stored; a Message in Anthropic mode) whose text is
 // LEAKED-NAME, a marker that must never reach any client.
 //
 //   - extra-response: the answer immediately followed by a leaked response.

@@ -240,13 +240,16 @@ func (s *Server) shortLengthBody(p job) []byte {
 
 // textCompletion is a non-streamed answer with the given text in the shape
 // of p's endpoint: a text_completion for /v1/completions, a response for
-// /v1/responses (never stored), and a chat.completion otherwise.
+// /v1/responses (never stored), a Message for /v1/messages, and a
+// chat.completion otherwise.
 func (s *Server) textCompletion(p job, text, id string) []byte {
 	n := countWords(text)
 	var v any
 	switch p.ep {
 	case endpointResponses:
 		v = s.responseWithText(p.resp, text, id, n)
+	case endpointMessages:
+		v = s.messageWithText(p.msg, text, id, n)
 	default:
 		resp := completionResponse{
 			Created: time.Now().Unix(),

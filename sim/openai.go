@@ -230,6 +230,10 @@ func (s *Server) checkModel(w http.ResponseWriter, model string) bool {
 	if model == "" || model == s.opt.Model {
 		return true
 	}
+	if s.opt.API == APIAnthropic {
+		s.fail(w, http.StatusNotFound, "model: "+model)
+		return false
+	}
 	writeError(w, http.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", model))
 	return false
 }
@@ -452,6 +456,8 @@ func (s *Server) answerValue(p job, ov overrides) any {
 		return s.embeddings(p.inputs, p.base64)
 	case endpointResponses:
 		return s.response(p.resp, ov)
+	case endpointMessages:
+		return s.message(p.msg, ov)
 	}
 	return s.completion(p.gen, s.seq.Add(1), ov.chunks)
 }
@@ -496,7 +502,7 @@ type events interface {
 	// appendEvent appends event i, framed.
 	appendEvent(dst []byte, i int) []byte
 	// appendEnd appends what follows the last event ("data: [DONE]" in
-	// the completion APIs).
+	// the OpenAI completion APIs).
 	appendEnd(dst []byte) []byte
 	// done is called once the whole stream has been written.
 	done()
@@ -507,6 +513,8 @@ func (s *Server) newEvents(p job, ov overrides) events {
 	switch p.ep {
 	case endpointResponses:
 		return s.newResponseEvents(p.resp, ov)
+	case endpointMessages:
+		return s.newMessageEvents(p.msg, ov)
 	}
 	return s.newSSE(p.gen, s.seq.Add(1), ov.chunks)
 }
@@ -629,7 +637,7 @@ func appendEvent(dst []byte, v any) []byte {
 }
 
 // appendNamedEvent appends event v with its "event:" line, the framing of
-// the Responses stream.
+// the Responses and Messages streams.
 func appendNamedEvent(dst []byte, name string, v any) []byte {
 	dst = append(dst, "event: "...)
 	dst = append(dst, name...)

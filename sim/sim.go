@@ -29,6 +29,14 @@ const (
 	maxBodyBytes = 32 << 20
 )
 
+// The wire protocols a Server speaks, by the names Options.API takes.
+const (
+	// APIOpenAI is vLLM's OpenAI-compatible server.
+	APIOpenAI = "openai"
+	// APIAnthropic is api.anthropic.com's Messages API.
+	APIAnthropic = "anthropic"
+)
+
 // Options configures a simulated vLLM replica. Zero values mean the
 // documented defaults.
 type Options struct {
@@ -70,6 +78,15 @@ type Options struct {
 	// the choices are deterministic given the seed and the request order.
 	// Default 1.
 	Seed int64
+	// API is the wire protocol served: "openai" (vLLM's OpenAI-compatible
+	// endpoints) or "anthropic" (api.anthropic.com's Messages API, in place
+	// of the OpenAI endpoints; /health is served either way). Default
+	// "openai".
+	API string
+	// APIKey, when set, is the key the anthropic API requires, in the
+	// x-api-key header or as "Authorization: Bearer". The openai API
+	// ignores it. Default none: any key, or none, is accepted.
+	APIKey string
 	// RequestLog, when set, gets one line per POST request once the
 	// replica has decided how to answer it, before any wait: its
 	// X-Request-Id, path, whether it streams and the answer ("ok", "error"
@@ -80,7 +97,7 @@ type Options struct {
 
 // RegisterFlags binds the options to flags of fs: -model, -name, -latency,
 // -chunks, -chunk-delay, -error-rate, -error-status, -drop-rate, -fault,
-// -fault-rate, -embedding-dims and -seed. The flags' default values are the current
+// -fault-rate, -embedding-dims, -seed, -api and -api-key. The flags' default values are the current
 // field values (normally zero, which New turns into the documented
 // defaults stated in each help text).
 func (o *Options) RegisterFlags(fs *flag.FlagSet) {
@@ -96,6 +113,8 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&o.FaultRate, "fault-rate", o.FaultRate, "fraction 0..1 of valid requests answered with -fault (die-mid-stream: of streamed requests) (default 0)")
 	fs.IntVar(&o.EmbeddingDims, "embedding-dims", o.EmbeddingDims, "embedding vector size, a count of floats (default 16)")
 	fs.Int64Var(&o.Seed, "seed", o.Seed, "seed of the random error, fault and drop choices, an integer (default 1; 0 means the default)")
+	fs.StringVar(&o.API, "api", o.API, "wire protocol served: openai (vLLM's OpenAI-compatible endpoints) or anthropic (the Messages API of api.anthropic.com, POST /v1/messages) (default openai)")
+	fs.StringVar(&o.APIKey, "api-key", o.APIKey, "key that -api anthropic requires in the x-api-key request header or as Authorization: Bearer (default none: any key, or none, is accepted)")
 }
 
 // withDefaults returns o with zero fields replaced by the documented
@@ -115,6 +134,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Seed == 0 {
 		o.Seed = defaultSeed
+	}
+	if o.API == "" {
+		o.API = APIOpenAI
 	}
 	return o
 }
@@ -153,6 +175,9 @@ func (o Options) validate() error {
 	}
 	if o.EmbeddingDims < 1 {
 		errs = append(errs, fmt.Errorf("embedding dims %d must be >= 1", o.EmbeddingDims))
+	}
+	if o.API != APIOpenAI && o.API != APIAnthropic {
+		errs = append(errs, fmt.Errorf("api %q is not %s or %s", o.API, APIOpenAI, APIAnthropic))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("sim: invalid options: %w", err)
@@ -277,7 +302,7 @@ func (s *Server) chance(p float64) bool {
 	return v < p
 }
 
-// ServeHTTP routes a request to the simulated vLLM endpoints.
+// ServeHTTP routes a request to the simulated endpoints of Options.API.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Sim-Replica", s.opt.Name)
 	if r.URL.Path == "/health" {
@@ -290,6 +315,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		w.Header().Set("Content-Length", "0")
 		w.WriteHeader(http.StatusOK)
+		return
+	}
+	if s.opt.API == APIAnthropic {
+		s.serveAnthropic(w, r)
 		return
 	}
 	switch r.URL.Path {
@@ -336,8 +365,12 @@ func (s *Server) allowMethod(w http.ResponseWriter, r *http.Request, methods ...
 	return false
 }
 
-// fail answers status with vLLM's error shape.
+// fail answers status with the error shape of Options.API.
 func (s *Server) fail(w http.ResponseWriter, status int, msg string) {
+	if s.opt.API == APIAnthropic {
+		writeAnthropicError(w, status, msg)
+		return
+	}
 	writeError(w, status, msg)
 }
 
@@ -356,11 +389,15 @@ func (e *statusError) Error() string { return e.msg }
 // failInvalid answers the validation error err and returns its status.
 func (s *Server) failInvalid(w http.ResponseWriter, err error) int {
 	se, ok := errors.AsType[*statusError](err)
-	if !ok {
+	switch {
+	case !ok:
 		s.fail(w, http.StatusBadRequest, err.Error())
 		return http.StatusBadRequest
+	case s.opt.API == APIOpenAI:
+		writeStatusError(w, se)
+	default:
+		s.fail(w, se.status, se.msg)
 	}
-	writeStatusError(w, se)
 	return se.status
 }
 
@@ -377,6 +414,7 @@ const (
 	endpointCompletions
 	endpointEmbeddings
 	endpointResponses
+	endpointMessages
 )
 
 // overrides are the per-request X-Sim-* header settings.
@@ -450,6 +488,7 @@ type job struct {
 	inputs []any             // embeddings
 	base64 bool              // embeddings
 	resp   *responsesRequest // responses
+	msg    *messagesRequest  // messages
 }
 
 // stream reports whether the answer to p is an event stream.
@@ -459,6 +498,8 @@ func (p job) stream() bool {
 		return p.gen.stream
 	case endpointResponses:
 		return p.resp.stream
+	case endpointMessages:
+		return p.msg.stream
 	}
 	return false
 }
@@ -474,6 +515,8 @@ func (s *Server) parseJob(ep endpoint, body []byte) (p job, model string, err er
 		p.inputs, p.base64, model, err = parseEmbeddings(body)
 	case endpointResponses:
 		p.resp, model, err = s.parseResponses(body)
+	case endpointMessages:
+		p.msg, model, err = parseMessages(body)
 	}
 	return p, model, err
 }
@@ -507,6 +550,15 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, ep endpoint)
 		logged("invalid", "status", http.StatusBadRequest)
 		s.fail(w, http.StatusBadRequest, "error reading request body: "+err.Error())
 		return
+	}
+	if ep == endpointMessages {
+		// api.anthropic.com looks at the credentials and the version
+		// before anything else.
+		if err := s.checkAnthropicHeaders(r.Header); err != nil {
+			logged("invalid", "status", err.status)
+			s.fail(w, err.status, err.msg)
+			return
+		}
 	}
 
 	ov, err := s.parseOverrides(r.Header)

@@ -1012,7 +1012,7 @@ func TestRegisterFlags(t *testing.T) {
 	var o Options
 	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
 	o.RegisterFlags(fs)
-	for _, name := range []string{"model", "name", "latency", "chunks", "chunk-delay", "error-rate", "error-status", "drop-rate", "fault", "fault-rate", "embedding-dims", "seed"} {
+	for _, name := range []string{"model", "name", "latency", "chunks", "chunk-delay", "error-rate", "error-status", "drop-rate", "fault", "fault-rate", "embedding-dims", "seed", "api", "api-key"} {
 		f := fs.Lookup(name)
 		if f == nil {
 			t.Errorf("flag -%s not registered", name)
@@ -1025,13 +1025,14 @@ func TestRegisterFlags(t *testing.T) {
 	err := fs.Parse([]string{
 		"-model", "m1", "-name", "r7", "-latency", "15ms", "-chunks", "4", "-chunk-delay", "2ms",
 		"-error-rate", "0.25", "-error-status", "503", "-drop-rate", "0.5", "-fault", "extra-crlf", "-fault-rate", "0.125",
-		"-embedding-dims", "8", "-seed", "42",
+		"-embedding-dims", "8", "-seed", "42", "-api", "anthropic", "-api-key", "sk-ant",
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := Options{Model: "m1", Name: "r7", Latency: 15 * time.Millisecond, Chunks: 4, ChunkDelay: 2 * time.Millisecond,
-		ErrorRate: 0.25, ErrorStatus: 503, DropRate: 0.5, Fault: "extra-crlf", FaultRate: 0.125, EmbeddingDims: 8, Seed: 42}
+		ErrorRate: 0.25, ErrorStatus: 503, DropRate: 0.5, Fault: "extra-crlf", FaultRate: 0.125, EmbeddingDims: 8, Seed: 42,
+		API: "anthropic", APIKey: "sk-ant"}
 	if o != want {
 		t.Errorf("parsed %+v\nwant   %+v", o, want)
 	}
@@ -1053,7 +1054,7 @@ func TestRegisterFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.opt.Name != "only" || s.opt.Chunks != 16 || s.opt.ErrorStatus != 500 || s.opt.EmbeddingDims != 16 || s.opt.Seed != 1 {
+	if s.opt.Name != "only" || s.opt.Chunks != 16 || s.opt.ErrorStatus != 500 || s.opt.EmbeddingDims != 16 || s.opt.Seed != 1 || s.opt.API != "openai" {
 		t.Errorf("defaults applied: %+v", s.opt)
 	}
 
@@ -1091,6 +1092,9 @@ func TestNewValidation(t *testing.T) {
 		{"fault rate without fault", Options{Model: "m", FaultRate: 0.1}, false},
 		{"fault rate high", Options{Model: "m", Fault: FaultGarbage, FaultRate: 1.5}, false},
 		{"fault rate NaN", Options{Model: "m", Fault: FaultGarbage, FaultRate: math.NaN()}, false},
+		{"api openai", Options{Model: "m", API: APIOpenAI}, true},
+		{"api anthropic", Options{Model: "m", API: APIAnthropic, APIKey: "k"}, true},
+		{"unknown api", Options{Model: "m", API: "gemini"}, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
