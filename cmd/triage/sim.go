@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/triagegw/triage/router/config"
+	"github.com/triagegw/triage/router/pool"
 
 	"github.com/triagegw/triage/sim"
 )
@@ -41,7 +43,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	log.Info("sim listening", "addr", ln.Addr().String(), "model", o.Model)
+	log.Info("sim listening", "addr", ln.Addr().String(), "model", o.Model, "api", cmp.Or(o.API, sim.APIOpenAI))
 	srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -60,7 +62,9 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 
 // startSims serves each loopback replica URL of cfg with a simulated
 // replica of its pool's model (paced like a real model: 150 ms to the first
-// token, 25 ms between tokens), for `serve --sim`. stop shuts them down.
+// token, 25 ms between tokens; speaking the Messages API for a kind:
+// anthropic pool, any key accepted), for `serve --sim`. stop shuts them
+// down.
 func startSims(cfg *config.Config, log *slog.Logger) (stop func(), err error) {
 	var servers []*http.Server
 	stop = func() {
@@ -74,7 +78,11 @@ func startSims(cfg *config.Config, log *slog.Logger) (stop func(), err error) {
 			if err != nil || u.Scheme != "http" || (u.Hostname() != "127.0.0.1" && u.Hostname() != "localhost") {
 				continue
 			}
-			s, err := sim.New(sim.Options{Model: p.Model, Name: fmt.Sprintf("%s-%d", p.Name, i), Latency: 150 * time.Millisecond, ChunkDelay: 25 * time.Millisecond})
+			o := sim.Options{Model: p.Model, Name: fmt.Sprintf("%s-%d", p.Name, i), Latency: 150 * time.Millisecond, ChunkDelay: 25 * time.Millisecond}
+			if p.Kind == pool.KindAnthropic {
+				o.API = sim.APIAnthropic
+			}
+			s, err := sim.New(o)
 			if err != nil {
 				stop()
 				return nil, err
@@ -92,7 +100,7 @@ func startSims(cfg *config.Config, log *slog.Logger) (stop func(), err error) {
 			srv := &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
 			servers = append(servers, srv)
 			go func() { _ = srv.Serve(ln) }()
-			log.Info("sim replica", "pool", p.Name, "addr", u.Host, "model", p.Model)
+			log.Info("sim replica", "pool", p.Name, "addr", u.Host, "model", p.Model, "api", cmp.Or(o.API, sim.APIOpenAI))
 		}
 	}
 	return stop, nil
