@@ -153,6 +153,8 @@ func parseMessages(body []byte) (*messagesRequest, string, error) {
 	switch {
 	case req.Model == nil:
 		return nil, "", fmt.Errorf("model: Field required")
+	case model == "":
+		return nil, "", fmt.Errorf("model: String should have at least 1 character")
 	case req.MaxTokens == nil:
 		return nil, model, fmt.Errorf("max_tokens: Field required")
 	case *req.MaxTokens < 1:

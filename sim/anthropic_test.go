@@ -295,6 +295,7 @@ func TestAnthropicErrors(t *testing.T) {
 		{"no version", "/v1/messages", ok, withHeaders(map[string]string{"anthropic-version": ""}), 400, "invalid_request_error", "anthropic-version: header is required"},
 		{"key beats X-Sim-Status", "/v1/messages", ok, withHeaders(map[string]string{"x-api-key": "", "X-Sim-Status": "529"}), 401, "authentication_error", "x-api-key"},
 		{"no model", "/v1/messages", `{"max_tokens":10,"messages":[` + userHello + `]}`, nil, 400, "invalid_request_error", "model: Field required"},
+		{"empty model", "/v1/messages", `{"model":"","max_tokens":10,"messages":[` + userHello + `]}`, nil, 400, "invalid_request_error", "model: String should have at least 1 character"},
 		{"no max_tokens", "/v1/messages", `{"model":"test-model","messages":[` + userHello + `]}`, nil, 400, "invalid_request_error", "max_tokens: Field required"},
 		{"max_tokens 0", "/v1/messages", `{"model":"test-model","max_tokens":0,"messages":[` + userHello + `]}`, nil, 400, "invalid_request_error", "max_tokens"},
 		{"no messages", "/v1/messages", `{"model":"test-model","max_tokens":10}`, nil, 400, "invalid_request_error", "messages: Field required"},

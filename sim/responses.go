@@ -279,48 +279,49 @@ type deletedResponse struct {
 	Deleted bool   `json:"deleted"`
 }
 
-// Streamed events, in the order they come.
+// Streamed events. Every one starts with its type and its number in the
+// stream.
+
+type eventHead struct {
+	Type           string `json:"type"`
+	SequenceNumber int    `json:"sequence_number"`
+}
 
 type responseLifecycleEvent struct {
-	Type           string          `json:"type"`
-	SequenceNumber int             `json:"sequence_number"`
-	Response       *responseObject `json:"response"`
+	eventHead
+	Response *responseObject `json:"response"`
 }
 
 type outputItemEvent struct {
-	Type           string        `json:"type"`
-	SequenceNumber int           `json:"sequence_number"`
-	OutputIndex    int           `json:"output_index"`
-	Item           outputMessage `json:"item"`
+	eventHead
+	OutputIndex int           `json:"output_index"`
+	Item        outputMessage `json:"item"`
 }
 
 type contentPartEvent struct {
-	Type           string     `json:"type"`
-	SequenceNumber int        `json:"sequence_number"`
-	ItemID         string     `json:"item_id"`
-	OutputIndex    int        `json:"output_index"`
-	ContentIndex   int        `json:"content_index"`
-	Part           outputText `json:"part"`
+	eventHead
+	ItemID       string     `json:"item_id"`
+	OutputIndex  int        `json:"output_index"`
+	ContentIndex int        `json:"content_index"`
+	Part         outputText `json:"part"`
 }
 
 type textDeltaEvent struct {
-	Type           string     `json:"type"`
-	SequenceNumber int        `json:"sequence_number"`
-	ItemID         string     `json:"item_id"`
-	OutputIndex    int        `json:"output_index"`
-	ContentIndex   int        `json:"content_index"`
-	Delta          string     `json:"delta"`
-	Logprobs       []struct{} `json:"logprobs"`
+	eventHead
+	ItemID       string     `json:"item_id"`
+	OutputIndex  int        `json:"output_index"`
+	ContentIndex int        `json:"content_index"`
+	Delta        string     `json:"delta"`
+	Logprobs     []struct{} `json:"logprobs"`
 }
 
 type textDoneEvent struct {
-	Type           string     `json:"type"`
-	SequenceNumber int        `json:"sequence_number"`
-	ItemID         string     `json:"item_id"`
-	OutputIndex    int        `json:"output_index"`
-	ContentIndex   int        `json:"content_index"`
-	Text           string     `json:"text"`
-	Logprobs       []struct{} `json:"logprobs"`
+	eventHead
+	ItemID       string     `json:"item_id"`
+	OutputIndex  int        `json:"output_index"`
+	ContentIndex int        `json:"content_index"`
+	Text         string     `json:"text"`
+	Logprobs     []struct{} `json:"logprobs"`
 }
 
 // ---- answers ----
@@ -420,59 +421,43 @@ func (e *responseEvents) content(i int) bool {
 
 func (e *responseEvents) appendEvent(dst []byte, i int) []byte {
 	msg := e.final.Output[0]
-	text := msg.Content[0].Text
-	var typ string
+	h := eventHead{SequenceNumber: i}
 	var v any
 	switch k := i - responsePreamble; {
 	case i == 0 || i == 1:
 		// The response as it starts: in progress, no output, no usage.
 		start := *e.final
 		start.Status, start.IncompleteDetails, start.Output, start.Usage = "in_progress", nil, []outputMessage{}, nil
-		typ = "response.created"
+		h.Type = "response.created"
 		if i == 1 {
-			typ = "response.in_progress"
+			h.Type = "response.in_progress"
 		}
-		v = responseLifecycleEvent{Response: &start}
+		v = responseLifecycleEvent{h, &start}
 	case i == 2:
 		item := msg
 		item.Content, item.Status = []outputText{}, "in_progress"
-		typ, v = "response.output_item.added", outputItemEvent{Item: item}
+		h.Type = "response.output_item.added"
+		v = outputItemEvent{eventHead: h, Item: item}
 	case i == 3:
-		typ, v = "response.content_part.added", contentPartEvent{ItemID: msg.ID, Part: newOutputText("")}
+		h.Type = "response.content_part.added"
+		v = contentPartEvent{eventHead: h, ItemID: msg.ID, Part: newOutputText("")}
 	case k < e.n:
-		typ, v = "response.output_text.delta", textDeltaEvent{ItemID: msg.ID, Delta: e.s.piece(k, e.n), Logprobs: []struct{}{}}
+		h.Type = "response.output_text.delta"
+		v = textDeltaEvent{eventHead: h, ItemID: msg.ID, Delta: e.s.piece(k, e.n), Logprobs: []struct{}{}}
 	case k == e.n:
-		typ, v = "response.output_text.done", textDoneEvent{ItemID: msg.ID, Text: text, Logprobs: []struct{}{}}
+		h.Type = "response.output_text.done"
+		v = textDoneEvent{eventHead: h, ItemID: msg.ID, Text: msg.Content[0].Text, Logprobs: []struct{}{}}
 	case k == e.n+1:
-		typ, v = "response.content_part.done", contentPartEvent{ItemID: msg.ID, Part: msg.Content[0]}
+		h.Type = "response.content_part.done"
+		v = contentPartEvent{eventHead: h, ItemID: msg.ID, Part: msg.Content[0]}
 	case k == e.n+2:
-		typ, v = "response.output_item.done", outputItemEvent{Item: msg}
+		h.Type = "response.output_item.done"
+		v = outputItemEvent{eventHead: h, Item: msg}
 	default:
-		typ, v = "response.completed", responseLifecycleEvent{Response: e.final}
+		h.Type = "response.completed"
+		v = responseLifecycleEvent{h, e.final}
 	}
-	return appendNamedEvent(dst, typ, sequenced(v, typ, i))
-}
-
-// sequenced sets the type and sequence number of a Responses event.
-func sequenced(v any, typ string, seq int) any {
-	switch ev := v.(type) {
-	case responseLifecycleEvent:
-		ev.Type, ev.SequenceNumber = typ, seq
-		return ev
-	case outputItemEvent:
-		ev.Type, ev.SequenceNumber = typ, seq
-		return ev
-	case contentPartEvent:
-		ev.Type, ev.SequenceNumber = typ, seq
-		return ev
-	case textDeltaEvent:
-		ev.Type, ev.SequenceNumber = typ, seq
-		return ev
-	case textDoneEvent:
-		ev.Type, ev.SequenceNumber = typ, seq
-		return ev
-	}
-	return v
+	return appendNamedEvent(dst, h.Type, v)
 }
 
 func (e *responseEvents) appendEnd(dst []byte) []byte { return dst }
