@@ -76,6 +76,14 @@ func NewChatStream(model string, includeUsage bool) *ChatStream {
 // Fail.
 func (s *ChatStream) Done() bool { return s.done }
 
+// Usage is the token usage the stream has reported so far, in chat
+// completions' terms (prompt tokens count the cache's); ok once
+// message_start has arrived, which carries the input tokens.
+func (s *ChatStream) Usage() (prompt, completion int64, ok bool) {
+	u := s.usage
+	return u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens, u.OutputTokens, s.started
+}
+
 // Event translates one SSE event, given its event: name and its data:
 // payload (the caller splits the SSE; an empty name means the data's type
 // is taken), and appends the chunks it yields to dst: none for a ping or

@@ -3,6 +3,7 @@ package router
 import (
 	"context"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -61,6 +62,7 @@ func TestChatThroughAnthropicPool(t *testing.T) {
 	})
 
 	t.Run("stream", func(t *testing.T) {
+		before := promptTokens(t, h)
 		stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{Model: "gpt-4o", Messages: msgs,
 			StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}})
 		var acc openai.ChatCompletionAccumulator
@@ -71,8 +73,13 @@ func TestChatThroughAnthropicPool(t *testing.T) {
 			t.Fatal(err)
 		}
 		stream.Close()
-		if acc.Choices[0].Message.Content == "" || acc.Choices[0].FinishReason != "stop" || acc.Usage.CompletionTokens == 0 {
+		if acc.Choices[0].Message.Content == "" || acc.Choices[0].FinishReason != "stop" || acc.Usage.CompletionTokens == 0 || acc.Usage.PromptTokens == 0 {
 			t.Fatalf("accumulated %+v", acc.ChatCompletion)
+		}
+		// The gateway counts the stream's prompt tokens too, which
+		// Messages reports only in its first event.
+		if after := promptTokens(t, h); after-before != float64(acc.Usage.PromptTokens) {
+			t.Fatalf("prompt tokens counted %v, the stream reported %d", after-before, acc.Usage.PromptTokens)
 		}
 	})
 
@@ -158,4 +165,20 @@ func TestChatThroughAnthropicPool(t *testing.T) {
 			t.Fatalf("upstream body %s", b)
 		}
 	})
+}
+
+// promptTokens is the gateway's count of prompt tokens served by its pools.
+func promptTokens(t *testing.T, h *harness) float64 {
+	t.Helper()
+	sum := 0.0
+	for _, l := range strings.Split(scrape(t, h), "\n") {
+		if strings.HasPrefix(l, "triage_tokens_total{") && strings.Contains(l, `kind="prompt"`) {
+			f, err := strconv.ParseFloat(l[strings.LastIndexByte(l, ' ')+1:], 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum += f
+		}
+	}
+	return sum
 }

@@ -148,6 +148,16 @@ func (c *chatOut) End(dst []byte) ([]byte, error) {
 
 func (c *chatOut) Fail(dst []byte, msg string) []byte { return c.stream().Fail(dst, msg) }
 
+// Usage is a stream's usage for accounting: Messages reports input tokens
+// in its first event, which the relay's tail does not keep.
+func (c *chatOut) Usage() (openai.Usage, bool) {
+	if c.s == nil {
+		return openai.Usage{}, false
+	}
+	in, out, ok := c.s.Usage()
+	return openai.Usage{PromptTokens: in, CompletionTokens: out, TotalTokens: in + out}, ok
+}
+
 func (c *chatOut) Body(status int, body []byte) (int, []byte) {
 	if status/100 != 2 {
 		return status, anthropic.FromAnthropicError(status, body)
