@@ -446,6 +446,17 @@ type sharedTool struct {
 	Parameters        any
 }
 
+// chatToolCall is a chat message's tool call, as encoding/json reads it.
+type chatToolCall struct {
+	Index    int    `json:"index"`
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
 // chatWire is a chat-completions request, read loosely.
 type chatWire struct {
 	Messages []struct {

@@ -7,34 +7,143 @@ import (
 	"strings"
 )
 
-// chatResponse is the part of a chat completion a Messages response needs.
+// chatResponse is the part of a chat completion a Messages response needs:
+// the first choice's message, its finish and vLLM's stop_reason (the stop
+// string that ended generation, when it was a string), and the usage.
 type chatResponse struct {
-	ID      string `json:"id"`
-	Model   string `json:"model"`
-	Choices []struct {
-		Message struct {
-			Content   *string        `json:"content"`
-			ToolCalls []chatToolCall `json:"tool_calls"`
-		} `json:"message"`
-		FinishReason string `json:"finish_reason"`
-		// vLLM's extension: the stop string that ended generation (a
-		// number when it was a stop token id, null at EOS).
-		StopReason json.RawMessage `json:"stop_reason"`
-	} `json:"choices"`
-	Usage *struct {
-		PromptTokens     int64 `json:"prompt_tokens"`
-		CompletionTokens int64 `json:"completion_tokens"`
-	} `json:"usage"`
+	id, model  string
+	choices    int
+	content    string
+	hasContent bool
+	tools      []respTool
+	finish     string
+	seq        string
+	in, out    int64
 }
 
-type chatToolCall struct {
-	Index    int    `json:"index"`
-	ID       string `json:"id"`
-	Type     string `json:"type"`
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
+type respTool struct {
+	id, name, args string
+}
+
+// decodeResponse reads a chat completion with the package's scanner: a
+// response is a few hundred bytes read once, where encoding/json's
+// reflection cost more than the rest of the translation together.
+func decodeResponse(body []byte, r *chatResponse) bool {
+	sc := &scanner{b: body}
+	return sc.object(func(key []byte) bool {
+		switch string(key) {
+		case "id":
+			r.id = sc.text()
+		case "model":
+			r.model = sc.text()
+		case "choices":
+			// A repeated key counts as its last, as in encoding/json.
+			r.choices, r.content, r.hasContent, r.tools, r.finish, r.seq = 0, "", false, r.tools[:0], "", ""
+			if sc.isNull() {
+				return true
+			}
+			return sc.array(func() bool {
+				r.choices++
+				if r.choices > 1 {
+					return sc.skip(0) // Messages has one answer: the first
+				}
+				return responseChoice(sc, r)
+			})
+		case "usage":
+			if sc.isNull() {
+				return true
+			}
+			return sc.object(func(k []byte) bool {
+				switch string(k) {
+				case "prompt_tokens":
+					r.in = sc.integer()
+				case "completion_tokens":
+					r.out = sc.integer()
+				default:
+					return sc.skip(0)
+				}
+				return !sc.bad
+			})
+		default:
+			return sc.skip(0)
+		}
+		return !sc.bad
+	}) && sc.end()
+}
+
+func responseChoice(sc *scanner, r *chatResponse) bool {
+	if sc.isNull() {
+		return true
+	}
+	return sc.object(func(key []byte) bool {
+		switch string(key) {
+		case "message":
+			if sc.isNull() {
+				return true
+			}
+			return sc.object(func(k []byte) bool {
+				switch string(k) {
+				case "content":
+					r.hasContent = !sc.isNull()
+					if r.hasContent {
+						b, ok := sc.str()
+						if !ok {
+							return false
+						}
+						r.content = string(b)
+					}
+				case "tool_calls":
+					r.tools = r.tools[:0]
+					if sc.isNull() {
+						return true
+					}
+					return sc.array(func() bool {
+						var t respTool
+						ok := sc.isNull() || sc.object(func(k []byte) bool {
+							switch string(k) {
+							case "id":
+								t.id = sc.text()
+							case "function":
+								if sc.isNull() {
+									return true
+								}
+								return sc.object(func(k []byte) bool {
+									switch string(k) {
+									case "name":
+										t.name = sc.text()
+									case "arguments":
+										t.args = sc.text()
+									default:
+										return sc.skip(0)
+									}
+									return !sc.bad
+								})
+							default:
+								return sc.skip(0)
+							}
+							return !sc.bad
+						})
+						r.tools = append(r.tools, t)
+						return ok
+					})
+				default:
+					return sc.skip(0)
+				}
+				return !sc.bad
+			})
+		case "finish_reason":
+			r.finish = sc.text()
+		case "stop_reason":
+			r.seq = ""
+			if sc.peek() != '"' {
+				return sc.skip(0) // null, or a stop token id
+			}
+			r.seq = sc.text()
+		default:
+			return sc.skip(0)
+		}
+		return !sc.bad
+	})
 }
 
 // FromChat translates a non-streamed chat completion into a Messages
@@ -45,50 +154,49 @@ type chatToolCall struct {
 // 502 api_error, never a response with the bad part dropped.
 func FromChat(body []byte, model string) ([]byte, *Error) {
 	var r chatResponse
-	if err := json.Unmarshal(body, &r); err != nil {
-		return nil, badUpstream("not a chat completion: " + err.Error())
+	if !decodeResponse(body, &r) {
+		return nil, badUpstream("not a chat completion: invalid JSON, or a field of the wrong type")
 	}
-	if len(r.Choices) == 0 {
+	if r.choices == 0 {
 		return nil, badUpstream("no choices")
 	}
-	c := &r.Choices[0]
 	if model == "" {
-		model = r.Model
+		model = r.model
 	}
 
 	dst := make([]byte, 0, len(body)+128)
 	dst = append(dst, `{"id":`...)
-	dst = appendString(dst, messageID(r.ID))
+	dst = appendString(dst, messageID(r.id))
 	dst = append(dst, `,"type":"message","role":"assistant","model":`...)
 	dst = appendString(dst, model)
 	dst = append(dst, `,"content":[`...)
 	n := 0
-	if c.Message.Content != nil && *c.Message.Content != "" {
+	if r.hasContent && r.content != "" {
 		dst = append(dst, `{"type":"text","text":`...)
-		dst = appendString(dst, *c.Message.Content)
+		dst = appendString(dst, r.content)
 		dst = append(dst, '}')
 		n++
 	}
 	var scratch bytes.Buffer
-	for i := range c.Message.ToolCalls {
-		tc := &c.Message.ToolCalls[i]
-		input, ok := toolInput(&scratch, tc.Function.Arguments)
+	for i := range r.tools {
+		tc := &r.tools[i]
+		input, ok := toolInput(&scratch, tc.args)
 		if !ok {
-			return nil, badUpstream("tool call " + strconv.Quote(tc.Function.Name) + " has arguments that are not a JSON object")
+			return nil, badUpstream("tool call " + strconv.Quote(tc.name) + " has arguments that are not a JSON object")
 		}
 		if n > 0 {
 			dst = append(dst, ',')
 		}
 		n++
 		dst = append(dst, `{"type":"tool_use","id":`...)
-		dst = appendString(dst, toolID(tc.ID, i))
+		dst = appendString(dst, toolID(tc.id, i))
 		dst = append(dst, `,"name":`...)
-		dst = appendString(dst, tc.Function.Name)
+		dst = appendString(dst, tc.name)
 		dst = append(dst, `,"input":`...)
 		dst = append(dst, input...)
 		dst = append(dst, '}')
 	}
-	reason, seq := stopReason(c.FinishReason, stopString(c.StopReason))
+	reason, seq := stopReason(r.finish, r.seq)
 	dst = append(dst, `],"stop_reason":`...)
 	dst = appendString(dst, reason)
 	dst = append(dst, `,"stop_sequence":`...)
@@ -98,13 +206,9 @@ func FromChat(body []byte, model string) ([]byte, *Error) {
 		dst = append(dst, "null"...)
 	}
 	dst = append(dst, `,"usage":{"input_tokens":`...)
-	var in, out int64
-	if r.Usage != nil {
-		in, out = r.Usage.PromptTokens, r.Usage.CompletionTokens
-	}
-	dst = strconv.AppendInt(dst, in, 10)
+	dst = strconv.AppendInt(dst, r.in, 10)
 	dst = append(dst, `,"output_tokens":`...)
-	dst = strconv.AppendInt(dst, out, 10)
+	dst = strconv.AppendInt(dst, r.out, 10)
 	return append(dst, "}}"...), nil
 }
 
@@ -142,16 +246,6 @@ func toolInput(scratch *bytes.Buffer, args string) ([]byte, bool) {
 		return nil, false
 	}
 	return scratch.Bytes(), true
-}
-
-// stopString is vLLM's stop_reason when it is a string (the stop sequence
-// that matched), else "" (null at EOS, a number for a stop token id).
-func stopString(raw json.RawMessage) string {
-	var seq string
-	if v := bytes.TrimSpace(raw); len(v) > 0 && v[0] == '"' {
-		_ = json.Unmarshal(v, &seq)
-	}
-	return seq
 }
 
 // stopReason maps a finish reason to Anthropic's stop_reason. vLLM names the

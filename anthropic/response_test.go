@@ -1,6 +1,8 @@
 package anthropic
 
 import (
+	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -84,4 +86,120 @@ func TestFromOpenAIError(t *testing.T) {
 	}
 	e := &Error{Status: 400, Type: TypeInvalidRequest, Message: "a \"b\"\n"}
 	sameJSON(t, e.Body(), `{"type":"error","error":{"type":"invalid_request_error","message":"a \"b\"\n"}}`)
+}
+
+// FuzzFromChat holds the response decoder to encoding/json: whatever the
+// replica sends, FromChat never panics; it translates exactly the
+// documents encoding/json reads as a well-typed chat completion with a
+// choice, and what it reads from them is what encoding/json reads.
+func FuzzFromChat(f *testing.F) {
+	for _, s := range []string{
+		`{"id":"c1","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi \u00e9"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2}}`,
+		`{"choices":[{"message":{"content":null,"tool_calls":[{"id":"t","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}}]},"finish_reason":"tool_calls","stop_reason":null}]}`,
+		`{"choices":[{"message":{"content":"x"},"finish_reason":"stop","stop_reason":"END"},{"message":{"content":"second"}}]}`,
+		`{"choices":[{"message":{"content":1}}]}`,
+		`{"choices":null}`, `[]`, `{"choices":[null]}`, `{"usage":{"prompt_tokens":1.5},"choices":[{}]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		out, e := FromChat(body, "")
+		var ref struct {
+			ID      string `json:"id"`
+			Model   string `json:"model"`
+			Choices []*struct {
+				Message *struct {
+					Content   *string `json:"content"`
+					ToolCalls []*struct {
+						ID       string `json:"id"`
+						Function *struct {
+							Name      string `json:"name"`
+							Arguments string `json:"arguments"`
+						} `json:"function"`
+					} `json:"tool_calls"`
+				} `json:"message"`
+				FinishReason string `json:"finish_reason"`
+			} `json:"choices"`
+			Usage *struct {
+				PromptTokens     int64 `json:"prompt_tokens"`
+				CompletionTokens int64 `json:"completion_tokens"`
+			} `json:"usage"`
+		}
+		// encoding/json matches keys without regard to case; the decoder
+		// (like the replicas' own JSON) does not. Compare only where
+		// that cannot matter.
+		if bytes.ContainsFunc(body, func(r rune) bool { return r >= 'A' && r <= 'Z' || r == '\\' }) {
+			return
+		}
+		refErr := json.Unmarshal(body, &ref)
+		if refErr == nil {
+			// stop_reason may be a number or a string; anything else fails both.
+			var sr struct {
+				Choices []struct {
+					StopReason any `json:"stop_reason"`
+				} `json:"choices"`
+			}
+			_ = json.Unmarshal(body, &sr)
+			for _, c := range sr.Choices {
+				switch c.StopReason.(type) {
+				case nil, string, float64:
+				default:
+					return // an object or array there: the decoder skips it as encoding/json would not read it
+				}
+			}
+		}
+		if refErr != nil || len(ref.Choices) == 0 {
+			if e == nil {
+				t.Fatalf("translated what encoding/json refuses (%v): %s -> %s", refErr, body, out)
+			}
+			return
+		}
+		if e != nil {
+			if strings.Contains(e.Message, "arguments") {
+				return // tool arguments that are not an object: refused by design
+			}
+			t.Fatalf("refused a chat completion encoding/json reads: %s: %s", e.Message, body)
+		}
+		var got struct {
+			Content []struct {
+				Type, Text, Name string
+				Input            json.RawMessage
+			} `json:"content"`
+			Usage struct {
+				InputTokens  int64 `json:"input_tokens"`
+				OutputTokens int64 `json:"output_tokens"`
+			} `json:"usage"`
+		}
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("output is not JSON: %v: %s", err, out)
+		}
+		c := ref.Choices[0]
+		want := []string{}
+		if c != nil && c.Message != nil {
+			if c.Message.Content != nil && *c.Message.Content != "" {
+				want = append(want, "text:"+*c.Message.Content)
+			}
+			for _, tc := range c.Message.ToolCalls {
+				name := ""
+				if tc != nil && tc.Function != nil {
+					name = tc.Function.Name
+				}
+				want = append(want, "tool_use:"+name)
+			}
+		}
+		have := []string{}
+		for _, b := range got.Content {
+			if b.Type == "text" {
+				have = append(have, "text:"+b.Text)
+			} else {
+				have = append(have, b.Type+":"+b.Name)
+			}
+		}
+		if strings.Join(have, "\x00") != strings.Join(want, "\x00") {
+			t.Fatalf("content %q, encoding/json reads %q: %s", have, want, body)
+		}
+		if ref.Usage != nil && (got.Usage.InputTokens != ref.Usage.PromptTokens || got.Usage.OutputTokens != ref.Usage.CompletionTokens) {
+			t.Fatalf("usage %+v, encoding/json reads %+v", got.Usage, *ref.Usage)
+		}
+	})
 }
