@@ -139,6 +139,12 @@ func (s *scanner) str() ([]byte, bool) {
 	start := s.i
 	b, i := s.b, s.i // locals keep the hot loop in registers
 	for i < len(b) {
+		for i < len(b) && plain[b[i]] {
+			i++ // one table lookup a byte for the usual run of text
+		}
+		if i >= len(b) {
+			break
+		}
 		c := b[i]
 		if c == '"' {
 			s.i = i + 1
@@ -150,7 +156,7 @@ func (s *scanner) str() ([]byte, bool) {
 		if c < 0x20 {
 			return nil, s.fail()
 		}
-		i++
+		i++ // a byte past ASCII: part of a UTF-8 sequence, copied as it is
 	}
 	s.i = i
 	s.buf = append(s.buf[:0], s.b[start:s.i]...)
@@ -226,6 +232,12 @@ func (s *scanner) str() ([]byte, bool) {
 func (s *scanner) skipStr() bool {
 	b, i := s.b, s.i+1
 	for i < len(b) {
+		for i < len(b) && plain[b[i]] {
+			i++
+		}
+		if i >= len(b) {
+			break
+		}
 		c := b[i]
 		switch {
 		case c == '"':

@@ -38,7 +38,7 @@ type Stream struct {
 // 0 (Messages has one choice). Reused from chunk to chunk; parse resets it.
 type chunkFields struct {
 	id         string
-	content    string
+	content    []byte // the content's JSON string literal, to copy as it is (scanner.lit)
 	hasContent bool
 	tools      []toolDelta
 	finish     string
@@ -95,14 +95,14 @@ func (s *Stream) Chunk(data []byte, dst []byte) ([]byte, error) {
 		dst = s.start(dst, c.id)
 	}
 	var err error
-	if c.hasContent && c.content != "" {
+	if c.hasContent && filled(c.content) {
 		if s.kind != 't' {
 			if dst, err = s.closeBlock(dst); err != nil {
 				return dst, err
 			}
 			dst = s.openBlock(dst, 't', `{"type":"text","text":""}`)
 		}
-		dst = s.delta(dst, `{"type":"text_delta","text":`, c.content)
+		dst = s.deltaLit(dst, `{"type":"text_delta","text":`, c.content)
 	}
 	for j := range c.tools {
 		tc := &c.tools[j]
@@ -185,6 +185,17 @@ func (s *Stream) openBlock(dst []byte, kind byte, block string) []byte {
 	dst = append(dst, `,"content_block":`...)
 	dst = append(dst, block...)
 	return append(dst, "}\n\n"...)
+}
+
+// deltaLit is delta with the text given as a JSON string literal.
+func (s *Stream) deltaLit(dst []byte, head string, lit []byte) []byte {
+	dst = append(dst, "event: content_block_delta\ndata: "...)
+	dst = append(dst, `{"type":"content_block_delta","index":`...)
+	dst = strconv.AppendInt(dst, int64(s.block), 10)
+	dst = append(dst, `,"delta":`...)
+	dst = append(dst, head...)
+	dst = append(dst, lit...)
+	return append(dst, "}}\n\n"...)
 }
 
 // delta appends a content_block_delta; head opens the delta object up to
@@ -299,7 +310,8 @@ func (s *Stream) parse(data []byte) (*chunkFields, bool) {
 func (s *Stream) parseChoice(f *chunkFields) bool {
 	sc := &s.sc
 	var idx int64
-	var content, finish, seq string
+	var content []byte
+	var finish, seq string
 	hasContent := false
 	first := len(f.tools)
 	ok := sc.object(func(key []byte) bool {
@@ -315,7 +327,7 @@ func (s *Stream) parseChoice(f *chunkFields) bool {
 				case "content":
 					if !sc.isNull() {
 						hasContent = true
-						content = sc.text()
+						content = sc.lit()
 					}
 				case "tool_calls":
 					if sc.isNull() {

@@ -31,8 +31,8 @@ for r in $(seq "$rounds"); do
 		bash -c "exec $cmd" >/dev/null 2>&1 &
 		gw=$!
 		sleep 1
-		BENCH_BODY_FILE=$body "$B/loadgen" wrk -lua "$shared/bench/conf/wrk-post.lua" -url http://127.0.0.1:18010/v1/chat/completions -c 64 -d 1s "${hdr[@]}" >/dev/null 2>&1 || true
-		ns=$(BENCH_BODY_FILE=$body "$B/loadgen" wrk -lua "$shared/bench/conf/wrk-post.lua" -url http://127.0.0.1:18010/v1/chat/completions -c 64 -d 5s -gw-pid $gw "${hdr[@]}" 2>/dev/null | pick)
+		"$B/loadgen" wrk -body "$body" -lua "$shared/bench/conf/wrk-post.lua" -url http://127.0.0.1:18010/v1/chat/completions -c 64 -d 1s "${hdr[@]}" >/dev/null 2>&1 || true
+		ns=$("$B/loadgen" wrk -body "$body" -lua "$shared/bench/conf/wrk-post.lua" -url http://127.0.0.1:18010/v1/chat/completions -c 64 -d 5s -gw-pid $gw "${hdr[@]}" 2>/dev/null | pick)
 		st=$("$B/loadgen" run -stream -url http://127.0.0.1:18010/v1/chat/completions -c 64 -d 5s -gw-pid $gw "${hdr[@]}" 2>/dev/null | pick)
 		echo "round $r [$cmd]: non-streaming $ns | streaming $st"
 		kill $gw
