@@ -12,8 +12,9 @@ import (
 // string that ended generation, when it was a string), and the usage.
 type chatResponse struct {
 	id, model  string
+	keepModel  bool // the caller names the model: the completion's is skipped
 	choices    int
-	content    string
+	content    []byte // a JSON string literal (scanner.lit), copied as it is
 	hasContent bool
 	tools      []respTool
 	finish     string
@@ -35,10 +36,13 @@ func decodeResponse(body []byte, r *chatResponse) bool {
 		case "id":
 			r.id = sc.text()
 		case "model":
+			if r.keepModel {
+				return sc.skip(0)
+			}
 			r.model = sc.text()
 		case "choices":
 			// A repeated key counts as its last, as in encoding/json.
-			r.choices, r.content, r.hasContent, r.tools, r.finish, r.seq = 0, "", false, r.tools[:0], "", ""
+			r.choices, r.content, r.hasContent, r.tools, r.finish, r.seq = 0, nil, false, r.tools[:0], "", ""
 			if sc.isNull() {
 				return true
 			}
@@ -86,11 +90,7 @@ func responseChoice(sc *scanner, r *chatResponse) bool {
 				case "content":
 					r.hasContent = !sc.isNull()
 					if r.hasContent {
-						b, ok := sc.str()
-						if !ok {
-							return false
-						}
-						r.content = string(b)
+						r.content = sc.lit()
 					}
 				case "tool_calls":
 					r.tools = r.tools[:0]
@@ -153,7 +153,7 @@ func responseChoice(sc *scanner, r *chatResponse) bool {
 // (not JSON, no choice, tool arguments that are not a JSON object) is a
 // 502 api_error, never a response with the bad part dropped.
 func FromChat(body []byte, model string) ([]byte, *Error) {
-	var r chatResponse
+	r := chatResponse{keepModel: model != ""}
 	if !decodeResponse(body, &r) {
 		return nil, badUpstream("not a chat completion: invalid JSON, or a field of the wrong type")
 	}
@@ -171,9 +171,9 @@ func FromChat(body []byte, model string) ([]byte, *Error) {
 	dst = appendString(dst, model)
 	dst = append(dst, `,"content":[`...)
 	n := 0
-	if r.hasContent && r.content != "" {
+	if r.hasContent && filled(r.content) {
 		dst = append(dst, `{"type":"text","text":`...)
-		dst = appendString(dst, r.content)
+		dst = append(dst, r.content...)
 		dst = append(dst, '}')
 		n++
 	}

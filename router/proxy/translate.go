@@ -39,6 +39,10 @@ const maxTranslated = 16 << 20
 // translated; what the client saw is complete (it ends with an error event).
 var errTranslate = errors.New("upstream response could not be translated")
 
+// jsonType is a translated body's Content-Type value; shared, never
+// modified.
+var jsonType = []string{"application/json"}
+
 // translation holds a response's state between reads.
 type translation struct {
 	tr     Translator
@@ -166,7 +170,7 @@ func (x *translation) end(r *relayer, status int) (int, error) {
 	if !x.events {
 		status, body := x.tr.Body(status, x.held)
 		h := r.w.Header()
-		h["Content-Type"] = []string{"application/json"}
+		h["Content-Type"] = jsonType
 		h["Content-Length"] = []string{strconv.Itoa(len(body))}
 		r.w.WriteHeader(status)
 		r.dirty = true
