@@ -32,7 +32,7 @@ gw=$!
 sleep 1
 pick() { grep -o '"rps":[0-9.]*\|"gw_cpu_us_per_req":[0-9.]*\|"errors":[0-9]*' | tr '\n' ' '; }
 load() { # body-file path duration
-	BENCH_BODY_FILE=$1 "$B/loadgen" wrk -lua "$shared/bench/conf/wrk-post.lua" -url "http://127.0.0.1:18010$2" -c 64 -d "$3" -gw-pid $gw 2>/dev/null
+	"$B/loadgen" wrk -body "$1" -lua "$shared/bench/conf/wrk-post.lua" -url "http://127.0.0.1:18010$2" -c 64 -d "$3" -gw-pid $gw 2>/dev/null
 }
 # Each answer checked once, so a broken translation cannot pass for a fast one.
 curl -sf http://127.0.0.1:18010/v1/messages -d @"$dir/messages-false.json" | grep -q '"type":"message"' || { echo "shapes.sh: /v1/messages did not answer a message" >&2; exit 1; }
