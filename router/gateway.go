@@ -78,6 +78,7 @@ type Gateway struct {
 	limiter  *access.Limiter    // limit counts, kept across snapshots
 	stopJWT  func()             // stops the JWKS refresh of the snapshot in effect (under applyMu)
 	redis    *access.RedisStore // the limits' shared counts; nil: this replica's alone
+	share    *sessionShare      // sessions shared through redis; nil without it
 	snap     atomic.Pointer[snapshot]
 	applyMu  sync.Mutex
 	changed  chan struct{} // kicks Run to start or stop health checks
@@ -161,6 +162,7 @@ func New(cfg *config.Config, routing *rules.Set, o Options) (*Gateway, error) {
 		}
 		g.limiter.Share(store, rc.FailClosed)
 		g.redis = store
+		g.share = newSessionShare(store)
 	}
 	if p := cfg.Access.StateFile; p != "" {
 		// What the budgets had spent before a restart (a reload keeps the
@@ -480,6 +482,9 @@ func (g *Gateway) Run(ctx context.Context) {
 	reconcile()
 	wg.Go(func() { g.shadow.Run(ctx) })
 	wg.Go(func() { g.limiter.Run(ctx) }) // shared limits' leases and budgets, with Redis
+	if g.share != nil {
+		wg.Go(func() { g.share.run(ctx, g) }) // sessions, with the other replicas
+	}
 	janitor := time.NewTicker(time.Second)
 	defer janitor.Stop()
 	ticks := 0

@@ -249,7 +249,11 @@ func (g *Gateway) serve(c *gin.Context, sh shape) {
 		release := s.signals(alias, body, &req, r.Header, &sig)
 		dec = s.rules.Decide(r.Context(), sig)
 		if s.sessions != nil {
-			dec = s.sessions.Apply(sig.Session, dec)
+			var recorded bool
+			dec, recorded = s.sessions.ApplyRecorded(sig.Session, dec)
+			if recorded && g.share != nil {
+				g.share.offer(sig.Session, dec)
+			}
 		}
 		al.decideTime = time.Since(t0)
 		g.metrics.Decision(orDefault(dec.Route), dec.Reason, dec.Tier, al.decideTime.Seconds())

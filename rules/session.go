@@ -49,40 +49,68 @@ func confident(d Decision) bool {
 // decision that is not confident with the session's route while it has
 // turns left (reason ReasonSession).
 func (s *Sessions) Apply(id string, d Decision) Decision {
-	if id == "" || len(id) > 256 {
-		return d
+	d, _ = s.ApplyRecorded(id, d)
+	return d
+}
+
+// ApplyRecorded is Apply, and reports whether d was recorded as the
+// session's route: what other replicas must learn (Learn) for the
+// conversation to keep its route whichever replica takes its next turn.
+func (s *Sessions) ApplyRecorded(id string, d Decision) (Decision, bool) {
+	if id == "" || len(id) > maxSessionID {
+		return d, false
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if confident(d) {
-		if e, ok := s.byID[id]; ok {
-			st := e.Value.(*session)
-			st.d, st.turns = d, s.cfg.Turns
-			s.ll.MoveToFront(e)
-		} else {
-			s.byID[id] = s.ll.PushFront(&session{id: id, d: d, turns: s.cfg.Turns})
-			if s.ll.Len() > s.cfg.Size {
-				old := s.ll.Back()
-				s.ll.Remove(old)
-				delete(s.byID, old.Value.(*session).id)
-			}
-		}
-		return d
+		s.record(id, d)
+		return d, true
 	}
 	e, ok := s.byID[id]
 	if !ok {
-		return d
+		return d, false
 	}
 	st := e.Value.(*session)
 	if st.turns <= 0 {
-		return d
+		return d, false
 	}
 	st.turns--
 	s.ll.MoveToFront(e)
 	kept := st.d
 	kept.Reason = ReasonSession
 	kept.Class, kept.Score, kept.Tier = d.Class, d.Score, d.Tier
-	return kept
+	return kept, false
+}
+
+// maxSessionID bounds the session ids remembered.
+const maxSessionID = 256
+
+// Learn records a confident decision another replica made for the session
+// id, as if this one had made it. Anything else is ignored: a replica only
+// shares what ApplyRecorded recorded.
+func (s *Sessions) Learn(id string, d Decision) {
+	if id == "" || len(id) > maxSessionID || !confident(d) {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.record(id, d)
+}
+
+// record makes d the session's route with its turns renewed; s.mu is held.
+func (s *Sessions) record(id string, d Decision) {
+	if e, ok := s.byID[id]; ok {
+		st := e.Value.(*session)
+		st.d, st.turns = d, s.cfg.Turns
+		s.ll.MoveToFront(e)
+		return
+	}
+	s.byID[id] = s.ll.PushFront(&session{id: id, d: d, turns: s.cfg.Turns})
+	if s.ll.Len() > s.cfg.Size {
+		old := s.ll.Back()
+		s.ll.Remove(old)
+		delete(s.byID, old.Value.(*session).id)
+	}
 }
 
 // Len is the number of sessions remembered.

@@ -149,9 +149,6 @@ func (c *Config) Validate(known Known) []error {
 			bad("prices."+pool, "prices are dollars per million tokens, from 0 to 1,000,000")
 		}
 	}
-	if c.Redis.Enabled() && !c.Enabled() {
-		bad("redis", "shares limits, and without keys_file or jwt there are none")
-	}
 	if c.UsageLogMaxBytes < 0 {
 		bad("usage_log_max_bytes", "must not be negative, got %d", c.UsageLogMaxBytes)
 	}

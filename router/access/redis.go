@@ -43,8 +43,9 @@ const redisPoolSize = 4
 const maxRedisPerMinute = int(time.Minute / time.Microsecond)
 
 // RedisConfig is the access section's redis: the Redis that gateway
-// replicas share their limit and budget counts through. Without Addr
-// Redis is off and each replica counts alone.
+// replicas share their limit and budget counts through (with keys or
+// JWT), and the conversations' sessions (with a rules session section).
+// Without Addr Redis is off and each replica counts, and remembers, alone.
 type RedisConfig struct {
 	// Addr is Redis's host:port; empty: Redis off.
 	Addr string `koanf:"addr"`
@@ -390,4 +391,34 @@ type redisLog struct{ log *slog.Logger }
 
 func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
 	l.log.DebugContext(ctx, "redis: "+fmt.Sprintf(format, v...))
+}
+
+// Publish sends msg on the channel topic (under the store's prefix) to
+// every replica subscribed, within Timeout. Delivery is at most once:
+// a replica that is not connected at that moment misses it.
+func (s *RedisStore) Publish(ctx context.Context, topic string, msg []byte) error {
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	return s.done(ctx, "publish", s.client.Publish(cctx, s.prefix+topic, msg).Err())
+}
+
+// Subscribe calls fn with each message published on topic (under the
+// store's prefix) until ctx is done, on a connection of its own which
+// go-redis re-establishes after Redis comes back. fn runs on one
+// goroutine, in order.
+func (s *RedisStore) Subscribe(ctx context.Context, topic string, fn func(msg []byte)) {
+	ps := s.client.Subscribe(ctx, s.prefix+topic)
+	defer ps.Close()
+	ch := ps.Channel()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case m, ok := <-ch:
+			if !ok {
+				return
+			}
+			fn([]byte(m.Payload))
+		}
+	}
 }

@@ -1,0 +1,92 @@
+package router
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"sync"
+	"sync/atomic"
+
+	"github.com/triagegw/triage/router/access"
+	"github.com/triagegw/triage/rules"
+)
+
+// sessionTopic is the Redis channel the replicas share sessions on.
+const sessionTopic = "sessions"
+
+// sessionShare hands the sessions a replica records to the other replicas
+// through Redis, so a conversation keeps its route whichever replica takes
+// its next turn. It never blocks a request: a recorded session is queued,
+// published by a goroutine of its own, and dropped (counted) when the
+// queue is full; a replica learns the others' sessions from a
+// subscription, on another goroutine. Delivery is at most once and takes
+// a round trip to Redis: a next turn that arrives at another replica
+// within that time (or while Redis is down) is decided on its own, as
+// without sharing.
+type sessionShare struct {
+	store   *access.RedisStore
+	self    string // this replica's id, to skip its own messages
+	out     chan sessionMsg
+	dropped atomic.Uint64
+	learned atomic.Uint64
+}
+
+type sessionMsg struct {
+	From string         `json:"from"`
+	ID   string         `json:"id"`
+	D    rules.Decision `json:"d"`
+}
+
+func newSessionShare(store *access.RedisStore) *sessionShare {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return &sessionShare{store: store, self: hex.EncodeToString(b[:]), out: make(chan sessionMsg, 1024)}
+}
+
+// offer queues a recorded session for the other replicas.
+func (x *sessionShare) offer(id string, d rules.Decision) {
+	select {
+	case x.out <- sessionMsg{From: x.self, ID: id, D: d}:
+	default:
+		x.dropped.Add(1)
+	}
+}
+
+// run publishes what is offered and applies what the others publish,
+// until ctx is done.
+func (x *sessionShare) run(ctx context.Context, g *Gateway) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { x.store.Subscribe(ctx, sessionTopic, x.learn(g)) })
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case m := <-x.out:
+			b, err := json.Marshal(m)
+			if err == nil {
+				err = x.store.Publish(ctx, sessionTopic, b)
+			}
+			if err != nil {
+				x.dropped.Add(1)
+			}
+		}
+	}
+}
+
+// learn applies another replica's recorded session.
+func (x *sessionShare) learn(g *Gateway) func([]byte) {
+	return func(b []byte) {
+		var m sessionMsg
+		if json.Unmarshal(b, &m) != nil || m.From == x.self {
+			return
+		}
+		s := g.snap.Load()
+		if s.sessions == nil || (m.D.Pool != "" && s.byName[m.D.Pool] == nil) {
+			return // no sessions here, or a pool this replica's config does not have
+		}
+		s.sessions.Learn(m.ID, m.D)
+		x.learned.Add(1)
+	}
+}

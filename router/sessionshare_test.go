@@ -1,0 +1,79 @@
+package router
+
+import (
+	"testing"
+	"time"
+
+	"github.com/triagegw/triage/classifier"
+	"github.com/triagegw/triage/classifier/classifiertest"
+	"github.com/triagegw/triage/internal/testenv"
+	"github.com/triagegw/triage/router/access"
+)
+
+// TestSessionsSharedAcrossReplicas: three gateway replicas share a real
+// Redis; a conversation whose first turn one replica routed with
+// confidence keeps that route on whichever replica takes its vaguer later
+// turns, as it would on one replica.
+func TestSessionsSharedAcrossReplicas(t *testing.T) {
+	addr, _, _ := testenv.Redis(t)
+	gen := newReplica(t, "llama", "gen")
+	code := newReplica(t, "coder", "code")
+	tier1 := &classifiertest.Fixed{Rules: []classifiertest.Rule{{Contains: "HTTP server", Class: "code", Score: 0.95}},
+		Default: classifier.Scored{Class: "other", Score: 0.5}}
+	var gws []*harness
+	for range 3 {
+		cfg := newConfig("general", poolCfg("general", "llama", gen.URL), poolCfg("code", "coder", code.URL))
+		cfg.Access.Redis = access.RedisConfig{Addr: addr, Timeout: 200 * time.Millisecond}
+		set := compileRules(t, cfg, tier1, "window: {user_turns: 1}\nroutes: [{name: coding, when: {class: code}, pool: code}]\ndefault: general\nsession: {turns: 5}\n")
+		h := newHarness(t, cfg)
+		if err := h.gw.Apply(cfg, set); err != nil {
+			t.Fatal(err)
+		}
+		gws = append(gws, h)
+	}
+	// Every replica subscribed before the first turn is recorded.
+	waitFor(t, func() bool {
+		n := 0
+		for _, h := range gws {
+			if h.gw.share != nil {
+				n++
+			}
+		}
+		return n == 3
+	}, "three sharing replicas")
+	time.Sleep(100 * time.Millisecond)
+
+	for c := range 5 { // five conversations, each turn on the next replica
+		msgs := `{"role":"system","content":"conversation ` + string(rune('a'+c)) + `"},{"role":"user","content":"Write a Go HTTP server"}`
+		for i, next := range []string{"", "now add TLS", "and tests?", "thanks, and a Dockerfile?"} {
+			if next != "" {
+				msgs += `,{"role":"assistant","content":"Here you go."},{"role":"user","content":"` + next + `"}`
+			}
+			h := gws[(c+i)%3]
+			var r reply
+			// The turn before was recorded by another replica a Redis
+			// round trip ago: a client's next turn comes far later.
+			waitFor(t, func() bool {
+				r = h.do(t, "POST", "/v1/chat/completions", `{"model":"auto","messages":[`+msgs+`]}`)
+				return r.header.Get("X-Sim-Replica") == "code" || i == 0
+			}, "the session learned")
+			if r.status != 200 || r.header.Get("X-Sim-Replica") != "code" {
+				t.Fatalf("conversation %d turn %d (%q) on replica %d: %d from %q, reason %q", c, i+1, next, (c+i)%3, r.status, r.header.Get("X-Sim-Replica"), r.header.Get("X-Triage-Reason"))
+			}
+			if i > 0 && r.header.Get("X-Triage-Reason") != "session" {
+				t.Fatalf("turn %d: reason %q", i+1, r.header.Get("X-Triage-Reason"))
+			}
+		}
+	}
+	learned := uint64(0)
+	for _, h := range gws {
+		learned += h.gw.share.learned.Load()
+	}
+	if learned == 0 {
+		t.Fatal("no replica learned a session from another")
+	}
+	// A conversation no replica routed with confidence is not held.
+	if r := gws[1].do(t, "POST", "/v1/chat/completions", `{"model":"auto","messages":[{"role":"user","content":"and tests?"}]}`); r.header.Get("X-Sim-Replica") != "gen" {
+		t.Fatalf("a new conversation went to %q", r.header.Get("X-Sim-Replica"))
+	}
+}
