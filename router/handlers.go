@@ -361,7 +361,11 @@ func (g *Gateway) serve(c *gin.Context, sh shape) {
 	}
 	res := g.tr.Forward(r.Context(), w, e.pool, &e.policy, &fr)
 	if peek != nil && peek.id != "" && res.Backend != nil {
-		g.responses.add(peek.id, responseLoc{pool: e.pool.Name(), replica: res.Backend.Name, owner: owner})
+		loc := responseLoc{pool: e.pool.Name(), replica: res.Backend.Name, owner: owner}
+		g.responses.add(peek.id, loc)
+		if g.share != nil {
+			g.share.offerResponse(peek.id, loc)
+		}
 	}
 	switch {
 	case res.UsageFound:

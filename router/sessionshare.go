@@ -15,9 +15,10 @@ import (
 // sessionTopic is the Redis channel the replicas share sessions on.
 const sessionTopic = "sessions"
 
-// sessionShare hands the sessions a replica records to the other replicas
-// through Redis, so a conversation keeps its route whichever replica takes
-// its next turn. It never blocks a request: a recorded session is queued,
+// sessionShare hands the sessions a replica records, and the Responses
+// answers it makes, to the other replicas through Redis, so a conversation
+// keeps its route (and a Responses chain its replica) whichever replica
+// takes its next turn. It never blocks a request: a recorded session is queued,
 // published by a goroutine of its own, and dropped (counted) when the
 // queue is full; a replica learns the others' sessions from a
 // subscription, on another goroutine. Delivery is at most once and takes
@@ -32,10 +33,19 @@ type sessionShare struct {
 	learned atomic.Uint64
 }
 
+// sessionMsg is a recorded session, or (Resp set) where a Responses
+// answer was made, so any replica can send its chain and reads there.
 type sessionMsg struct {
-	From string         `json:"from"`
-	ID   string         `json:"id"`
-	D    rules.Decision `json:"d"`
+	From string          `json:"from"`
+	ID   string          `json:"id"`
+	D    rules.Decision  `json:"d,omitzero"`
+	Resp *sharedResponse `json:"resp,omitempty"`
+}
+
+type sharedResponse struct {
+	Pool    string `json:"pool"`
+	Replica string `json:"replica"`
+	Owner   string `json:"owner,omitempty"`
 }
 
 func newSessionShare(store *access.RedisStore) *sessionShare {
@@ -46,8 +56,17 @@ func newSessionShare(store *access.RedisStore) *sessionShare {
 
 // offer queues a recorded session for the other replicas.
 func (x *sessionShare) offer(id string, d rules.Decision) {
+	x.send(sessionMsg{From: x.self, ID: id, D: d})
+}
+
+// offerResponse queues where a Responses answer was made.
+func (x *sessionShare) offerResponse(id string, loc responseLoc) {
+	x.send(sessionMsg{From: x.self, ID: id, Resp: &sharedResponse{Pool: loc.pool, Replica: loc.replica, Owner: loc.owner}})
+}
+
+func (x *sessionShare) send(m sessionMsg) {
 	select {
-	case x.out <- sessionMsg{From: x.self, ID: id, D: d}:
+	case x.out <- m:
 	default:
 		x.dropped.Add(1)
 	}
@@ -83,6 +102,13 @@ func (x *sessionShare) learn(g *Gateway) func([]byte) {
 			return
 		}
 		s := g.snap.Load()
+		if r := m.Resp; r != nil {
+			if validID(m.ID) && s.byName[r.Pool] != nil {
+				g.responses.add(m.ID, responseLoc{pool: r.Pool, replica: r.Replica, owner: r.Owner})
+				x.learned.Add(1)
+			}
+			return
+		}
 		if s.sessions == nil || (m.D.Pool != "" && s.byName[m.D.Pool] == nil) {
 			return // no sessions here, or a pool this replica's config does not have
 		}

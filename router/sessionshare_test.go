@@ -77,3 +77,39 @@ func TestSessionsSharedAcrossReplicas(t *testing.T) {
 		t.Fatalf("a new conversation went to %q", r.header.Get("X-Sim-Replica"))
 	}
 }
+
+// TestResponsesSharedAcrossReplicas: a Responses answer made through one
+// gateway replica is read, and its chain continued, through another: the
+// replicas share where each answer lives.
+func TestResponsesSharedAcrossReplicas(t *testing.T) {
+	addr, _, _ := testenv.Redis(t)
+	gen0 := newReplica(t, "llama", "gen-0")
+	gen1 := newReplica(t, "llama", "gen-1")
+	var gws []*harness
+	for range 2 {
+		cfg := newConfig("general", poolCfg("general", "llama", gen0.URL, gen1.URL))
+		cfg.Access.Redis = access.RedisConfig{Addr: addr, Timeout: 200 * time.Millisecond}
+		gws = append(gws, newHarness(t, cfg))
+	}
+	time.Sleep(100 * time.Millisecond) // both subscribed
+	for i := range 4 {
+		r := gws[0].do(t, "POST", "/v1/responses", `{"model":"llama","input":"hi"}`)
+		id := responseID([]byte(r.body))
+		if r.status != 200 || id == "" {
+			t.Fatalf("create: %d %s", r.status, r.body)
+		}
+		made := r.header.Get("X-Sim-Replica")
+		var got reply
+		waitFor(t, func() bool {
+			got = gws[1].do(t, "GET", "/v1/responses/"+id, "")
+			return got.status == 200
+		}, "the other gateway learning the response")
+		if got.header.Get("X-Sim-Replica") != made {
+			t.Fatalf("turn %d: read from %q, made on %q", i, got.header.Get("X-Sim-Replica"), made)
+		}
+		next := gws[1].do(t, "POST", "/v1/responses", `{"model":"llama","input":"more","previous_response_id":"`+id+`"}`)
+		if next.status != 200 || next.header.Get("X-Sim-Replica") != made {
+			t.Fatalf("turn %d: the chain went to %q (made on %q): %d %s", i, next.header.Get("X-Sim-Replica"), made, next.status, next.body)
+		}
+	}
+}

@@ -22,7 +22,14 @@ const (
 	stateIdle int32 = iota
 	stateActive
 	stateClosed
+	stateNew // accepted, its first request not yet begun
 )
+
+// newConnGrace is how long Shutdown leaves a new connection to send its
+// first request before closing it, as net/http does: a client (or a load
+// balancer) that connected just before the listener closed has its request
+// on the way, and closing the connection under it would lose the request.
+const newConnGrace = 5 * time.Second
 
 const (
 	watchOff = iota
@@ -52,6 +59,7 @@ type conn struct {
 	ctx          context.Context
 	remote       string
 	state        atomic.Int32
+	born         time.Time // when it was accepted
 	pend         []byte      // reused buffer for response bytes written before the head
 	hdr          http.Header // the response header map, reused by each request
 	rdl          time.Time   // the read deadline on the connection (zero: none); the serving goroutine's
@@ -96,6 +104,8 @@ func newConn(s *Server, nc net.Conn, base context.Context) *conn {
 	c.sw = sendWriter{nc: nc, timeout: s.SendTimeout}
 	c.bw = bufio.NewWriterSize(&c.sw, bufSize)
 	c.ctx = context.WithValue(base, http.LocalAddrContextKey, nc.LocalAddr())
+	c.state.Store(stateNew)
+	c.born = time.Now()
 	return c
 }
 
@@ -141,7 +151,11 @@ func (c *conn) serve() {
 				return
 			}
 		}
-		if !c.state.CompareAndSwap(stateIdle, stateActive) {
+		from := stateIdle
+		if first {
+			from = stateNew
+		}
+		if !c.state.CompareAndSwap(from, stateActive) {
 			return // closed by Shutdown
 		}
 		switch {

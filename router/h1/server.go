@@ -226,13 +226,14 @@ func (s *Server) closeListeners() {
 	s.mu.Unlock()
 }
 
-// closeIdle closes the connections waiting for a request and reports
-// whether none is left.
+// closeIdle closes the connections waiting for a request, and new ones
+// that have sent none for newConnGrace, and reports whether none is left.
 func (s *Server) closeIdle() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for c := range s.conns {
-		if c.state.CompareAndSwap(stateIdle, stateClosed) {
+		if c.state.CompareAndSwap(stateIdle, stateClosed) ||
+			time.Since(c.born) > newConnGrace && c.state.CompareAndSwap(stateNew, stateClosed) {
 			c.nc.Close()
 		}
 	}

@@ -491,6 +491,27 @@ func TestShutdownDrains(t *testing.T) {
 	}
 }
 
+// A connection accepted just before Shutdown, whose request is still on
+// the way, is answered rather than closed under it (a load balancer sent
+// it there a moment before the listener closed).
+func TestShutdownAnswersNewConnections(t *testing.T) {
+	s := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "done") })}
+	addr := serve(t, s)
+	c, br := rawConn(t, addr)
+	waitFor(t, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return len(s.conns) == 1 })
+	shut := make(chan error, 1)
+	go func() { shut <- s.Shutdown(context.Background()) }()
+	time.Sleep(50 * time.Millisecond) // Shutdown has closed what is idle
+	io.WriteString(c, "POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nhi")
+	resp, got := readResp(t, br, "POST")
+	if got != "done" || !resp.Close {
+		t.Fatalf("late request: %q, close %v", got, resp.Close)
+	}
+	if err := <-shut; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+}
+
 func TestShutdownDeadline(t *testing.T) {
 	block := make(chan struct{})
 	defer close(block)
@@ -608,5 +629,15 @@ func TestKeepAliveDeadlines(t *testing.T) {
 		if d := time.Since(start); resp.StatusCode != http.StatusRequestTimeout || d > time.Second {
 			t.Fatalf("after %s: a slow body got %d after %v, want 408 at about 150ms", path, resp.StatusCode, d)
 		}
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5s")
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
