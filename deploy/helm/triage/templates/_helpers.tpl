@@ -1,0 +1,131 @@
+{{/* Names and labels. */}}
+{{- define "triage.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "triage.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "triage.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The gateway's pods; the internal Redis's have component: redis. */}}
+{{- define "triage.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "triage.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: gateway
+{{- end -}}
+
+{{- define "triage.redisSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "triage.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: redis
+{{- end -}}
+
+{{- define "triage.commonLabels" -}}
+helm.sh/chart: {{ include "triage.chart" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{- define "triage.labels" -}}
+{{ include "triage.commonLabels" . }}
+{{ include "triage.selectorLabels" . }}
+{{- end -}}
+
+{{- define "triage.redisLabels" -}}
+{{ include "triage.commonLabels" . }}
+{{ include "triage.redisSelectorLabels" . }}
+{{- end -}}
+
+{{- define "triage.redisName" -}}
+{{- printf "%s-redis" (include "triage.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The Redis address the gateway's access.redis.addr gets. */}}
+{{- define "triage.redisAddr" -}}
+{{- if eq .Values.redis.mode "external" -}}
+{{- .Values.redis.external.addr -}}
+{{- else -}}
+{{- printf "%s:6379" (include "triage.redisName" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "triage.configDir" -}}/etc/triage/config{{- end -}}
+
+{{/*
+triage.triageConfig: triage.yaml as the gateway reads it: config.triage
+with the keys the chart owns set (listen, server.shutdown_timeout,
+access.redis.addr and password_env), after the checks that values.schema.json
+cannot express.
+*/}}
+{{- define "triage.triageConfig" -}}
+{{- $c := deepCopy .Values.config.triage -}}
+{{- $server := get $c "server" | default dict -}}
+{{- if hasKey $server "shutdown_timeout" -}}
+{{- fail "config.triage.server.shutdown_timeout: set shutdown.drainSeconds instead; the chart writes server.shutdown_timeout from it and sizes terminationGracePeriodSeconds to match" -}}
+{{- end -}}
+{{- if hasKey $c "listen" -}}
+{{- fail "config.triage.listen: set containerPort instead; the chart listens on 0.0.0.0:<containerPort>, where the probes and the Service look" -}}
+{{- end -}}
+{{- $_ := set $c "listen" (printf "0.0.0.0:%d" (int .Values.containerPort)) -}}
+{{- $_ := set $server "shutdown_timeout" (printf "%ds" (int .Values.shutdown.drainSeconds)) -}}
+{{- $_ := set $c "server" $server -}}
+{{- $access := get $c "access" | default dict -}}
+{{- if .Values.redis.enabled -}}
+{{- $redis := get $access "redis" | default dict -}}
+{{- if get $redis "addr" -}}
+{{- fail "config.triage.access.redis.addr: the chart sets it when redis.enabled (redis.mode internal, or redis.external.addr); leave it out" -}}
+{{- end -}}
+{{- $_ := set $redis "addr" (include "triage.redisAddr" .) -}}
+{{- if and (eq .Values.redis.mode "external") .Values.redis.external.passwordSecret.name -}}
+{{- $_ := set $redis "password_env" "REDIS_PASSWORD" -}}
+{{- end -}}
+{{- $_ := set $access "redis" $redis -}}
+{{- $_ := set $c "access" $access -}}
+{{- end -}}
+{{- /* Files the gateway writes must be in the writable directory. */ -}}
+{{- $written := dict -}}
+{{- with get $access "state_file" }}{{ $_ := set $written "config.triage.access.state_file" . }}{{ end -}}
+{{- with get $access "usage_log" }}{{ $_ := set $written "config.triage.access.usage_log" . }}{{ end -}}
+{{- with .Values.config.rules -}}
+{{- with get (get . "shadow" | default dict) "log" }}{{ $_ := set $written "config.rules.shadow.log" . }}{{ end -}}
+{{- end -}}
+{{- range $key, $path := $written -}}
+{{- if not $.Values.dataDir.enabled -}}
+{{- fail (printf "%s: %q is a file the gateway writes, and the pod's filesystem is read-only: set dataDir.enabled and put it under dataDir.mountPath (%s)" $key $path $.Values.dataDir.mountPath) -}}
+{{- end -}}
+{{- if not (hasPrefix (printf "%s/" (trimSuffix "/" $.Values.dataDir.mountPath)) $path) -}}
+{{- fail (printf "%s: %q is a file the gateway writes; put it under dataDir.mountPath (%s/), the only writable directory in the pod" $key $path (trimSuffix "/" $.Values.dataDir.mountPath)) -}}
+{{- end -}}
+{{- end -}}
+{{- /* The rules file and the ConfigMap agree. */ -}}
+{{- if .Values.config.rules -}}
+{{- if ne (get $c "rules" | toString) "rules.yaml" -}}
+{{- fail (printf "config.triage.rules: %q, but the chart puts config.rules in the ConfigMap as rules.yaml beside triage.yaml: write rules: rules.yaml" (get $c "rules" | toString)) -}}
+{{- end -}}
+{{- $heads := get .Values.config.rules "heads" | toString -}}
+{{- if not (hasPrefix "/" $heads) -}}
+{{- fail (printf "config.rules.heads: %q is relative to the ConfigMap's directory, which holds only triage.yaml and rules.yaml: give an absolute path, such as the image's /etc/triage/models/heads/subjects" $heads) -}}
+{{- end -}}
+{{- else if get $c "rules" -}}
+{{- fail (printf "config.triage.rules: %q names a rules file, and config.rules is empty: give its content in config.rules" (get $c "rules" | toString)) -}}
+{{- end -}}
+{{- toYaml $c -}}
+{{- end -}}
+
+{{- define "triage.probeScheme" -}}
+{{- $tls := get (get .Values.config.triage "server" | default dict) "tls" | default dict -}}
+{{- if get $tls "cert_file" -}}HTTPS{{- else -}}HTTP{{- end -}}
+{{- end -}}
