@@ -32,6 +32,7 @@ test: setup vet
 	@bash scripts/install-chromium.sh   # the HTML report's render test runs in headless Chromium
 	@bash scripts/install-redis.sh      # the shared limit counters' tests run against a real redis-server
 	@bash scripts/install-nginx.sh      # the scale-out test puts nginx in front of three gateways
+	@bash scripts/install-helm.sh       # the chart's tests (deploy/) render it with helm, built from the Go module proxy
 	CGO_ENABLED=0 $(GO) build ./...
 	CGO_ENABLED=0 $(GO) build -tags ort ./...   # without cgo the ort tag builds the stub
 	# TRIAGE_REQUIRE_*: a missing model file, dataset or runtime fails the tests that need it instead of skipping them
