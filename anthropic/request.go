@@ -110,9 +110,9 @@ func ToChat(body []byte, model string) ([]byte, *Error) {
 	if e := w.system(req.System); e != nil {
 		return nil, e
 	}
-	seen := make(map[string]struct{}) // tool_use ids so far
+	var seen map[string]struct{} // tool_use ids so far; made at the first
 	for i := range req.Messages {
-		if e := w.message(i, &req.Messages[i], seen); e != nil {
+		if e := w.message(i, &req.Messages[i], &seen); e != nil {
 			return nil, e
 		}
 	}
@@ -260,7 +260,7 @@ func (w *writer) textContent(blocks []msgBlock) {
 // tool messages written first (OpenAI wants them right after the assistant
 // turn that called), then whatever else the turn holds as one user message.
 // An assistant turn's tool_use blocks become its tool_calls.
-func (w *writer) message(i int, m *msgMessage, seen map[string]struct{}) *Error {
+func (w *writer) message(i int, m *msgMessage, seen *map[string]struct{}) *Error {
 	// Field paths are built only on the error paths: they cost an
 	// allocation each, and most requests have none.
 	at := func() string { return "messages." + strconv.Itoa(i) }
@@ -319,13 +319,16 @@ func (w *writer) message(i int, m *msgMessage, seen map[string]struct{}) *Error 
 			if in := bytes.TrimSpace(b.Input); len(in) > 0 && in[0] != '{' && string(in) != "null" {
 				return invalid(bat() + ".input: must be an object")
 			}
-			seen[b.ID] = struct{}{}
+			if *seen == nil {
+				*seen = make(map[string]struct{})
+			}
+			(*seen)[b.ID] = struct{}{}
 			calls++
 		case "tool_result":
 			if m.Role != "user" {
 				return invalid(bat() + ": tool_result blocks are only allowed in user messages")
 			}
-			if _, ok := seen[b.ToolUseID]; !ok {
+			if _, ok := (*seen)[b.ToolUseID]; !ok {
 				return invalid(bat() + ".tool_use_id: no earlier tool_use block has id " + strconv.Quote(b.ToolUseID))
 			}
 			results++

@@ -153,6 +153,11 @@ func responseChoice(sc *scanner, r *chatResponse) bool {
 // (not JSON, no choice, tool arguments that are not a JSON object) is a
 // 502 api_error, never a response with the bad part dropped.
 func FromChat(body []byte, model string) ([]byte, *Error) {
+	return AppendFromChat(make([]byte, 0, len(body)+128), body, model)
+}
+
+// AppendFromChat is FromChat, appending the Messages response to dst.
+func AppendFromChat(dst, body []byte, model string) ([]byte, *Error) {
 	r := chatResponse{keepModel: model != ""}
 	if !decodeResponse(body, &r) {
 		return nil, badUpstream("not a chat completion: invalid JSON, or a field of the wrong type")
@@ -164,7 +169,6 @@ func FromChat(body []byte, model string) ([]byte, *Error) {
 		model = r.model
 	}
 
-	dst := make([]byte, 0, len(body)+128)
 	dst = append(dst, `{"id":`...)
 	dst = appendString(dst, messageID(r.id))
 	dst = append(dst, `,"type":"message","role":"assistant","model":`...)

@@ -105,7 +105,7 @@ func (m *messagesOut) Fail(dst []byte, msg string) []byte {
 	return m.s.Fail(dst, msg)
 }
 
-func (m *messagesOut) Body(status int, body []byte) (int, []byte) {
+func (m *messagesOut) Body(dst []byte, status int, body []byte) (int, []byte) {
 	if status/100 != 2 {
 		e := anthropic.FromOpenAIError(status, body)
 		if status == http.StatusServiceUnavailable {
@@ -113,7 +113,7 @@ func (m *messagesOut) Body(status int, body []byte) (int, []byte) {
 		}
 		return status, e.Body()
 	}
-	out, e := anthropic.FromChat(body, m.model)
+	out, e := anthropic.AppendFromChat(dst, body, m.model)
 	if e != nil {
 		return e.Status, e.Body()
 	}
@@ -158,7 +158,7 @@ func (c *chatOut) Usage() (openai.Usage, bool) {
 	return openai.Usage{PromptTokens: in, CompletionTokens: out, TotalTokens: in + out}, ok
 }
 
-func (c *chatOut) Body(status int, body []byte) (int, []byte) {
+func (c *chatOut) Body(_ []byte, status int, body []byte) (int, []byte) {
 	if status/100 != 2 {
 		return status, anthropic.FromAnthropicError(status, body)
 	}

@@ -26,8 +26,9 @@ type Translator interface {
 	Fail(dst []byte, msg string) []byte
 	// Body translates a whole response that is not a 2xx event stream (an
 	// answer, or an error with the replica's status) and returns the
-	// status and JSON body to send.
-	Body(status int, body []byte) (int, []byte)
+	// status and JSON body to send, appended to dst (which it may also
+	// leave unused).
+	Body(dst []byte, status int, body []byte) (int, []byte)
 }
 
 // maxTranslated bounds what is held to translate: a whole non-streamed
@@ -168,7 +169,8 @@ func (x *translation) event(dst, ev []byte) ([]byte, error) {
 // head (which relay held back until now).
 func (x *translation) end(r *relayer, status int) (int, error) {
 	if !x.events {
-		status, body := x.tr.Body(status, x.held)
+		status, body := x.tr.Body(x.out[:0], status, x.held)
+		x.out = body[:0]
 		h := r.w.Header()
 		h["Content-Type"] = jsonType
 		h["Content-Length"] = []string{strconv.Itoa(len(body))}

@@ -58,11 +58,11 @@ func (e *echoTranslator) Fail(dst []byte, msg string) []byte {
 	return fmt.Appendf(dst, "event: error\ndata: %s\n\n", msg)
 }
 
-func (e *echoTranslator) Body(status int, body []byte) (int, []byte) {
+func (e *echoTranslator) Body(dst []byte, status int, body []byte) (int, []byte) {
 	if string(body) == "untranslatable" {
-		return 502, []byte(`{"translated":"502"}`)
+		return 502, append(dst, `{"translated":"502"}`...)
 	}
-	return status, fmt.Appendf(nil, `{"translated":%d,"len":%d}`, status, len(body))
+	return status, fmt.Appendf(dst, `{"translated":%d,"len":%d}`, status, len(body))
 }
 
 func echoError(w http.ResponseWriter, oe *openai.Error) {
