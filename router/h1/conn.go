@@ -59,7 +59,7 @@ type conn struct {
 	ctx          context.Context
 	remote       string
 	state        atomic.Int32
-	born         time.Time // when it was accepted
+	born         time.Time   // when it was accepted
 	pend         []byte      // reused buffer for response bytes written before the head
 	hdr          http.Header // the response header map, reused by each request
 	rdl          time.Time   // the read deadline on the connection (zero: none); the serving goroutine's
