@@ -287,7 +287,7 @@ func TestDeploymentProbesSecurityAndShutdown(t *testing.T) {
 		}
 	}
 	probe("liveness", c.LivenessProbe, "/healthz")
-	probe("readiness", c.ReadinessProbe, "/readyz")
+	probe("readiness", c.ReadinessProbe, "/readyz?upstreams=ignore") // gateways stay in the Service while vLLM is down
 
 	// Non-root, read-only, nothing to escalate to, no capabilities: the
 	// gateway and the init container alike.

@@ -108,7 +108,10 @@ func (g *Gateway) readyz(c *gin.Context) {
 	switch {
 	case g.draining.Load():
 		status, code = "draining", http.StatusServiceUnavailable
-	case !g.Ready():
+	case c.Query("upstreams") != "ignore" && !g.Ready():
+		// ?upstreams=ignore: ready to answer whatever the replicas' state,
+		// for a balancer that should keep a gateway whose replicas are
+		// down (it answers 503 in the client's shape).
 		status, code = "no healthy upstream", http.StatusServiceUnavailable
 	}
 	body := gin.H{"status": status, "config_version": s.version}

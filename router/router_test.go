@@ -460,11 +460,18 @@ func TestReadyz(t *testing.T) {
 	if _, _, c := openAIError(t, r.body); r.status != 503 || c != "no_healthy_upstream" {
 		t.Fatalf("request to a pool with no healthy replica: %d %s", r.status, r.body)
 	}
+	// A balancer that keeps gateways whose replicas are down asks so.
+	if r := h.do(t, "GET", "/readyz?upstreams=ignore", ""); r.status != 200 {
+		t.Fatalf("readyz?upstreams=ignore with the default pool down = %d %s", r.status, r.body)
+	}
 	def.SetHealthy(true)
 	waitFor(t, func() bool { s, _ := ready(); return s == 200 }, "readyz 200 after recovery")
 	h.gw.Drain()
 	if s, body := ready(); s != 503 || !strings.Contains(body, "draining") {
 		t.Fatalf("readyz while draining = %d %s", s, body)
+	}
+	if r := h.do(t, "GET", "/readyz?upstreams=ignore", ""); r.status != 503 {
+		t.Fatalf("readyz?upstreams=ignore while draining = %d", r.status)
 	}
 	if r := h.do(t, "GET", "/healthz", ""); r.status != 200 {
 		t.Fatalf("healthz = %d", r.status)
