@@ -27,6 +27,7 @@ type Lazy struct {
 	ready   chan struct{} // closed when the load has finished
 	c       Classifier
 	err     error
+	cache   *resultCache // nil: off
 }
 
 // LoadError is a tier that could not be loaded: the classification did not
@@ -44,7 +45,24 @@ func NewLazy(load func() (Classifier, error)) *Lazy {
 			return nil, fmt.Errorf("no encoder for this tier: %w", ErrUnavailable)
 		}
 	}
-	return &Lazy{load: load, ready: make(chan struct{})}
+	return &Lazy{load: load, ready: make(chan struct{}), cache: newResultCache(DefaultCacheSize)}
+}
+
+// SetCacheSize keeps the results of the last n distinct texts (0: none).
+// Call it before the first classification.
+func (l *Lazy) SetCacheSize(n int) {
+	l.cache = nil
+	if n > 0 {
+		l.cache = newResultCache(n)
+	}
+}
+
+// CacheStats reports the cache's hits and misses so far.
+func (l *Lazy) CacheStats() (hits, misses uint64) {
+	if l.cache == nil {
+		return 0, 0
+	}
+	return l.cache.hits.Load(), l.cache.misses.Load()
 }
 
 // Start begins the load in the background, once.
@@ -134,8 +152,20 @@ func (l *Lazy) ClassifyWithin(ctx context.Context, budget time.Duration, text st
 	if err := l.loadErr(); err != nil {
 		return err
 	}
+	var key uint64
+	if l.cache != nil {
+		// A text classified before is answered from the cache: the same
+		// result the model would give, without running it.
+		if key = l.cache.key(text); l.cache.get(key, r) {
+			return nil
+		}
+	}
 	if budget <= 0 {
-		return l.c.Classify(ctx, text, r)
+		err := l.c.Classify(ctx, text, r)
+		if err == nil && l.cache != nil {
+			l.cache.put(key, r)
+		}
+		return err
 	}
 	type answer struct {
 		r   Result
@@ -143,9 +173,16 @@ func (l *Lazy) ClassifyWithin(ctx context.Context, budget time.Duration, text st
 	}
 	done := make(chan answer, 1)
 	c, own := l.c, strings.Clone(text) // text is valid only during this call
+	cache := l.cache
 	go func() {
 		var a answer
 		a.err = c.Classify(ctx, own, &a.r)
+		if a.err == nil && cache != nil {
+			// Kept even when the request has gone on without it: its
+			// retry, or the next request with the same text, is answered
+			// at once.
+			cache.put(key, &a.r)
+		}
 		done <- a
 	}()
 	select {

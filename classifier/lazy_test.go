@@ -87,3 +87,80 @@ func TestLazyFailedLoad(t *testing.T) {
 		t.Fatalf("no loader: %v", err)
 	}
 }
+
+// counting answers "x:text" and counts its runs.
+type counting struct{ runs atomic.Int64 }
+
+func (c *counting) Classify(ctx context.Context, text string, r *Result) error {
+	c.runs.Add(1)
+	r.Class, r.Score, r.Tier, r.Tokens = "x:"+text, 0.75, 2, len(text)
+	r.Top = append(r.Top[:0], Scored{Class: "x:" + text, Score: 0.75}, Scored{Class: "y", Score: 0.25})
+	r.SetProbs([]float32{0.75, 0.25})
+	return nil
+}
+
+// A text classified before is answered from the cache, the same result
+// without a run; the cache keeps the last texts only.
+func TestLazyCachesResults(t *testing.T) {
+	c := &counting{}
+	l := NewLazy(func() (Classifier, error) { return c, nil })
+	l.SetCacheSize(2)
+	var first, again Result
+	for _, budget := range []time.Duration{0, time.Second} { // offline and live alike
+		if err := l.ClassifyWithin(context.Background(), budget, "a", &first); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.ClassifyWithin(context.Background(), time.Second, "a", &again); err != nil {
+		t.Fatal(err)
+	}
+	if c.runs.Load() != 1 || again.Class != first.Class || again.Score != first.Score || again.Tokens != 1 ||
+		len(again.Top) != 2 || len(again.Probs) != 2 || again.Probs[0] != 0.75 {
+		t.Fatalf("%d runs; first %+v, again %+v", c.runs.Load(), first, again)
+	}
+	// Changing what the cache returned must not change what it keeps.
+	again.Probs[0], again.Top[0].Class = 0, "changed"
+	var third Result
+	_ = l.ClassifyWithin(context.Background(), 0, "a", &third)
+	if third.Probs[0] != 0.75 || third.Top[0].Class != "x:a" {
+		t.Fatalf("the cache shares its slices: %+v", third)
+	}
+	for _, s := range []string{"b", "c", "a"} { // "a" was pushed out by b and c
+		_ = l.ClassifyWithin(context.Background(), 0, s, &third)
+	}
+	if n := c.runs.Load(); n != 4 {
+		t.Fatalf("%d runs, want 4 (a, b, c, and a again once evicted)", n)
+	}
+	if hits, misses := l.CacheStats(); hits != 3 || misses != 4 {
+		t.Fatalf("hits %d misses %d", hits, misses)
+	}
+}
+
+// An answer that came after its request's budget is kept: the retry of
+// that request is answered at once.
+func TestLazyCachesALateAnswer(t *testing.T) {
+	g := &gated{release: make(chan struct{})}
+	l := NewLazy(func() (Classifier, error) { return g, nil })
+	if err := l.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	var r Result
+	if err := l.ClassifyWithin(context.Background(), 10*time.Millisecond, "slow", &r); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("first: %v", err)
+	}
+	close(g.release)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if hits, _ := l.CacheStats(); hits > 0 {
+			break
+		}
+		err := l.ClassifyWithin(context.Background(), time.Nanosecond, "slow", &r)
+		if err == nil && r.Class == "x:slow" {
+			continue // answered from the cache; the next loop sees the hit
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the late answer never reached the cache")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
