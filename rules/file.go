@@ -39,6 +39,9 @@ type File struct {
 	// path, and logs both decisions side by side (triage ab --log reads the
 	// log).
 	Shadow Shadow
+	// Split sends a share of the callers to a second rule set that routes
+	// their requests (a live A/B split); see Split.
+	Split Split
 	// Explain adds the x-triage-* headers to responses. Default true.
 	Explain bool
 
@@ -373,6 +376,7 @@ func Parse(path string, src []byte) (*File, error) {
 				"log":    func(n *yaml.Node) { f.Shadow.Log = p.str(n) },
 			})
 		},
+		"split": func(n *yaml.Node) { p.parseSplit(n, f) },
 		"session": func(n *yaml.Node) {
 			f.Session.Enabled = true
 			p.mapping(n, "session", map[string]func(*yaml.Node){

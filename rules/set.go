@@ -75,6 +75,9 @@ type Signals struct {
 	// Session identifies the conversation for session stickiness (the
 	// session header's value); empty: none.
 	Session string
+	// Arm is the split arm the request is on: ArmB is decided by the
+	// split's rule set (Set.Split), anything else by these rules.
+	Arm Arm
 }
 
 // Env is what a rules file is compiled against.
@@ -90,6 +93,8 @@ type Env struct {
 	Tier2 func() (classifier.Classifier, error)
 	// Shadow is the file's shadow.rules, compiled (nil without one).
 	Shadow *Set
+	// Split is the file's split.rules, compiled (nil without one).
+	Split *Set
 	// Tier2Budget, when set, replaces the file's tier2.budget: offline
 	// evaluation passes Offline (no budget), so that two runs over the same
 	// data decide the same, whatever the machine is doing.
@@ -130,6 +135,7 @@ type Set struct {
 
 	shadow       *Set
 	shadowSample float64
+	split        *Arms
 }
 
 type classInfo struct {
@@ -256,6 +262,7 @@ func Compile(f *File, env Env) (*Set, error) {
 	case env.Shadow != nil:
 		s.shadow, s.shadowSample = env.Shadow, f.Shadow.Sample
 	}
+	s.split = compileSplit(f, env, bad)
 	if len(problems) > 0 {
 		return nil, &Error{Problems: problems}
 	}
@@ -759,6 +766,7 @@ func (s *Set) decide(ctx context.Context, sig *Signals, tr *Trace) Decision {
 	if _, ok := s.Alias([]byte(sig.Model)); !ok {
 		return Decision{Reason: ReasonExplicitModel}
 	}
+	s = s.arm(sig.Arm)
 	w := s.scratch.Get().(*work)
 	defer s.scratch.Put(w)
 	d := s.cascade(ctx, sig, w, tr)

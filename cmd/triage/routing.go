@@ -208,11 +208,31 @@ func loadRouting(cfg *config.Config, cache *tierCache) (*routing, error) {
 		if sf.Shadow.Rules != "" {
 			return nil, fmt.Errorf("%s: shadow.rules: %s has a shadow of its own; a shadow cannot have one", path, sp)
 		}
+		if sf.Split.Rules != "" {
+			return nil, fmt.Errorf("%s: shadow.rules: %s has a split; a shadow cannot have one", path, sp)
+		}
 		if shadow, err = compileRules(sf, cfg, cache, rt); err != nil {
 			return nil, fmt.Errorf("%s: shadow.rules: %w", path, err)
 		}
 	}
-	set, err := compileRules(f, cfg, cache, rt, shadow)
+	var split *rules.Set
+	if f.Split.Rules != "" {
+		sp := f.Split.Rules
+		if !filepath.IsAbs(sp) {
+			sp = filepath.Join(filepath.Dir(path), sp)
+		}
+		sf, err := rules.ParseFile(sp)
+		if err != nil {
+			return nil, fmt.Errorf("%s: split.rules: %w", path, err)
+		}
+		if sf.Split.Rules != "" || sf.Shadow.Rules != "" {
+			return nil, fmt.Errorf("%s: split.rules: %s has a split or shadow of its own; an arm has neither", path, sp)
+		}
+		if split, err = compileRules(sf, cfg, cache, rt); err != nil {
+			return nil, fmt.Errorf("%s: split.rules: %w", path, err)
+		}
+	}
+	set, err := compileRules(f, cfg, cache, rt, shadow, split)
 	if err != nil {
 		return nil, err
 	}
@@ -221,8 +241,9 @@ func loadRouting(cfg *config.Config, cache *tierCache) (*routing, error) {
 }
 
 // compileRules loads what f needs and compiles it, adding the files read
-// to rt's watch list.
-func compileRules(f *rules.File, cfg *config.Config, cache *tierCache, rt *routing, shadow ...*rules.Set) (*rules.Set, error) {
+// to rt's watch list; sets are its shadow and split rule sets, compiled
+// (nil: none).
+func compileRules(f *rules.File, cfg *config.Config, cache *tierCache, rt *routing, sets ...*rules.Set) (*rules.Set, error) {
 	if f.Heads == "" {
 		return nil, fmt.Errorf("%s: heads: required (the heads artifact directory the rules classify with)", f.Path)
 	}
@@ -250,8 +271,11 @@ func compileRules(f *rules.File, cfg *config.Config, cache *tierCache, rt *routi
 	if env.Tier2, tier2Loaded, err = cache.tier2For(h, place); err != nil {
 		return nil, fmt.Errorf("%s: tier 2: %w", f.Path, err)
 	}
-	if len(shadow) > 0 {
-		env.Shadow = shadow[0]
+	if len(sets) > 0 {
+		env.Shadow = sets[0]
+	}
+	if len(sets) > 1 {
+		env.Split = sets[1]
 	}
 	set, err := rules.Compile(f, env)
 	if err != nil {
