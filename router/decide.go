@@ -51,7 +51,7 @@ func (s *snapshot) signals(alias string, body []byte, req *openai.Request, h map
 	if len(text) > 0 {
 		sig.Text = unsafe.String(&text[0], len(text))
 	}
-	if s.sessions != nil {
+	if s.sessions != nil || s.split != nil { // a split is sticky by the conversation too
 		if v := h[s.sessionHeader]; len(v) > 0 && s.sessionHeader != "" {
 			sig.Session = v[0]
 		} else if fp := openai.Fingerprint(body, req); fp != 0 {

@@ -72,6 +72,7 @@ type Gateway struct {
 	poolOpts  []pool.Option
 	engine    *gin.Engine
 	shadow    *shadow.Runner
+	split     *splitter
 	shadowLog func(string) (io.Writer, error)
 	usageLog  func(string, int64, int) (io.Writer, error)
 
@@ -107,6 +108,8 @@ type snapshot struct {
 	sessionHeader string    // canonical
 	shadowOut     io.Writer // the shadow decision log; nil: none
 	modelList     []byte    // the /v1/models body
+	// split is the rules' live split; nil: none.
+	split *splitState
 	// access is who may call and how much; nil: everyone, without limit.
 	access *access.Snapshot
 	// usageOut is the usage log (access.usage_log); nil: none.
@@ -172,6 +175,7 @@ func New(cfg *config.Config, routing *rules.Set, o Options) (*Gateway, error) {
 		}
 	}
 	g.shadow = shadow.NewRunner(o.ShadowQueue, g.metrics)
+	g.split = newSplitter(o.Registry)
 	metrics.RegisterBackends(o.Registry, g.backendStates)
 	metrics.RegisterBudgets(o.Registry, g.budgetStates)
 	metrics.RegisterShared(o.Registry, g.limiter.Degraded)
@@ -294,6 +298,9 @@ func (g *Gateway) Apply(cfg *config.Config, routing *rules.Set) error {
 				return fmt.Errorf("shadow.log: %w", err)
 			}
 			s.shadowOut = w
+		}
+		if err := g.applySplit(s, routing); err != nil {
+			return err
 		}
 	}
 	var jwt *access.JWT
@@ -481,6 +488,7 @@ func (g *Gateway) Run(ctx context.Context) {
 	}
 	reconcile()
 	wg.Go(func() { g.shadow.Run(ctx) })
+	wg.Go(func() { g.split.run(ctx) })
 	wg.Go(func() { g.limiter.Run(ctx) }) // shared limits' leases and budgets, with Redis
 	if g.share != nil {
 		wg.Go(func() { g.share.run(ctx, g) }) // sessions, with the other replicas

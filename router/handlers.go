@@ -250,6 +250,7 @@ func (g *Gateway) serve(c *gin.Context, sh shape) {
 		t0 := time.Now()
 		var sig rules.Signals
 		release := s.signals(alias, body, &req, r.Header, &sig)
+		al.arm = s.assignArm(w.Header(), &sig, &al)
 		dec = s.rules.Decide(r.Context(), sig)
 		if s.sessions != nil {
 			var recorded bool
@@ -517,6 +518,8 @@ type accessLine struct {
 	err        error
 	res        proxy.Result
 	done       bool
+	arm        rules.Arm // the split arm; rules.ArmNone: no split
+	armBy      string    // what the arm was assigned by
 }
 
 func (g *Gateway) account(s *snapshot, al *accessLine) {
@@ -555,6 +558,9 @@ func (g *Gateway) account(s *snapshot, al *accessLine) {
 	}
 	if s.usageOut != nil && al.principal != "" && al.pool != nil {
 		g.recordUsage(s, al, poolName)
+	}
+	if al.arm != rules.ArmNone {
+		g.splitDone(s, al, poolName, end)
 	}
 	if !s.cfg.Log.AccessLog() && !res.Aborted {
 		return

@@ -184,8 +184,11 @@ default: general
 	}
 	write("candidate.yaml", "alias: auto\nfloors: {tier1: 0.95}\n"+routes)
 	write("rules.yaml", "alias: auto\nfloors: {tier1: 0.6, tier2: 0.5}\n"+routes+
-		"tier2: {enabled: true, budget: 5s}\nshadow: {rules: candidate.yaml, sample: 1}\n")
-	compile := func(name string, shadow *rules.Set) *rules.Set {
+		"tier2: {enabled: true, budget: 5s}\nshadow: {rules: candidate.yaml, sample: 1}\nsplit: {rules: arm.yaml, weight: 0.5}\n")
+	// The split's B arm decides as the live rules do, whichever arm alice
+	// is on.
+	write("arm.yaml", "alias: auto\nfloors: {tier1: 0.6, tier2: 0.5}\n"+routes+"tier2: {enabled: true, budget: 5s}\n")
+	compile := func(name string, shadow, split *rules.Set) *rules.Set {
 		f, err := rules.ParseFile(filepath.Join(dir, name))
 		if err != nil {
 			t.Fatal(err)
@@ -195,13 +198,13 @@ default: general
 		heads := &classifier.Heads{Format: 1, Name: "t", Version: "1", Classes: classes, Dir: "/h",
 			Tier1: &classifier.Tier{Head: head}, Tier2: &classifier.Tier{Head: head}}
 		s, err := rules.Compile(f, rules.Env{Pools: cfg.PoolNames(), Heads: heads, Tier1: tier1,
-			Tier2: func() (classifier.Classifier, error) { return tier2, nil }, Shadow: shadow})
+			Tier2: func() (classifier.Classifier, error) { return tier2, nil }, Shadow: shadow, Split: split})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return s
 	}
-	set := compile("rules.yaml", compile("candidate.yaml", nil))
+	set := compile("rules.yaml", compile("candidate.yaml", nil, nil), compile("arm.yaml", nil, nil))
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
