@@ -391,10 +391,23 @@ func printAB(w io.Writer, ab *evaluation.ABReport) error {
 }
 
 // runABLog is "triage ab --log": live against shadow decisions of sampled
-// live requests.
+// live requests, or the arms of a live split.
 func runABLog(path string, asJSON bool, htmlOut string, stdout io.Writer) error {
 	f, err := os.Open(path)
 	if err != nil {
+		return err
+	}
+	head := make([]byte, 4<<10)
+	n, _ := io.ReadFull(f, head)
+	if evaluation.IsSplitLog(head[:n]) {
+		defer f.Close()
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+		return runSplitLog(f, path, asJSON, htmlOut, stdout)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		f.Close()
 		return err
 	}
 	rep, err := evaluation.ReadShadowLog(f)
@@ -494,4 +507,52 @@ func countList(m map[string]int) string {
 		fmt.Fprintf(&b, "%s %d", name, m[k])
 	}
 	return b.String()
+}
+
+// runSplitLog is "triage ab --log" on a split log: each arm's requests,
+// routes, errors, latency and tokens.
+func runSplitLog(r io.Reader, path string, asJSON bool, htmlOut string, stdout io.Writer) error {
+	if htmlOut != "" {
+		return badInput(fmt.Errorf("%s is a split log: --html reports shadow logs only; use the text or --json", path))
+	}
+	rep, err := evaluation.ReadSplitLog(r)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	return printSplit(stdout, path, rep)
+}
+
+// printSplit prints a split log's arms side by side.
+func printSplit(w io.Writer, path string, rep *evaluation.SplitReport) error {
+	fmt.Fprintf(w, "%s: %d split requests from %s to %s", path, rep.N, rep.From.Format(time.RFC3339), rep.To.Format(time.RFC3339))
+	if rep.Skipped > 0 {
+		fmt.Fprintf(w, " (%d lines skipped)", rep.Skipped)
+	}
+	fmt.Fprintln(w, "\nboth arms routed real traffic; no labels on it: compare outcomes, not accuracy (triage eval and triage ab --data measure that)")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row := func(label string, cell func(a *evaluation.SplitArm) string) {
+		fmt.Fprint(tw, label)
+		for i := range rep.Arms {
+			fmt.Fprint(tw, "\t", cell(&rep.Arms[i]))
+		}
+		fmt.Fprintln(tw)
+	}
+	fmt.Fprint(tw, "\n")
+	row("arm", func(a *evaluation.SplitArm) string { return a.Name })
+	row("requests", func(a *evaluation.SplitArm) string { return fmt.Sprintf("%d (%.1f%%)", a.Requests, 100*a.Share) })
+	row("assigned by", func(a *evaluation.SplitArm) string { return countList(a.By) })
+	row("versions", func(a *evaluation.SplitArm) string { return countList(a.Versions) })
+	row("error rate (5xx)", func(a *evaluation.SplitArm) string { return fmt.Sprintf("%.3f", a.ErrorRate) })
+	row("latency p50/p99 ms", func(a *evaluation.SplitArm) string { return fmt.Sprintf("%.1f/%.1f", a.LatencyMS.P50, a.LatencyMS.P99) })
+	row("tokens prompt/completion", func(a *evaluation.SplitArm) string { return fmt.Sprintf("%d/%d", a.PromptTokens, a.CompletionTokens) })
+	row("tokens per request", func(a *evaluation.SplitArm) string { return fmt.Sprintf("%.1f", a.TokensPerRequest) })
+	row("routes", func(a *evaluation.SplitArm) string { return countList(a.Routes) })
+	row("pools", func(a *evaluation.SplitArm) string { return countList(a.Pools) })
+	row("reasons", func(a *evaluation.SplitArm) string { return countList(a.Reasons) })
+	return tw.Flush()
 }
