@@ -181,7 +181,17 @@ func TestSplitAssignment(t *testing.T) {
 	if differ < 400 || renamed < 400 {
 		t.Errorf("of 1000 keys, %d differ between principal and session, %d between names", differ, renamed)
 	}
-	if allocs := testing.AllocsPerRun(100, func() { a.Assign(ByPrincipal, keys[7]) }); allocs != 0 {
+}
+
+// Assigning an arm allocates nothing: it runs on every request of a split.
+func TestSplitAssignAllocs(t *testing.T) {
+	f := &File{Path: "r.yaml", Split: Split{Rules: "c.yaml", Weight: 0.3}, pos: map[string]Pos{}}
+	a := compileSplit(f, Env{Split: &Set{}, Pools: map[string]bool{"": true}}, func(Pos, string, ...any) { t.Fatal("bad") })
+	if a == nil {
+		t.Fatal("no arms")
+	}
+	key := "user-7@example.com"
+	if allocs := testing.AllocsPerRun(100, func() { a.Assign(ByPrincipal, key) }); allocs != 0 {
 		t.Errorf("Assign allocates %v times", allocs)
 	}
 }
