@@ -78,7 +78,11 @@ func TestChatThroughAnthropicPool(t *testing.T) {
 		}
 		// The gateway counts the stream's prompt tokens too, which
 		// Messages reports only in its first event.
-		if after := promptTokens(t, h); after-before != float64(acc.Usage.PromptTokens) {
+		// Counted once the handler returns, which may be just after the
+		// client has read the stream's end.
+		var after float64
+		waitFor(t, func() bool { after = promptTokens(t, h); return after != before }, "the stream's tokens counted")
+		if after-before != float64(acc.Usage.PromptTokens) {
 			t.Fatalf("prompt tokens counted %v, the stream reported %d", after-before, acc.Usage.PromptTokens)
 		}
 	})

@@ -339,7 +339,6 @@ func (g *Gateway) serve(c *gin.Context, sh shape) {
 	if req.ModelEscaped || string(req.Model) != e.model {
 		fr.ModelSpan, fr.ModelTok = req.ModelSpan, e.tok
 	}
-	var peek *idPeek
 	switch {
 	case e.kind == pool.KindAnthropic:
 		if oe := toAnthropicPool(&fr, e, sh, orig, &req); oe != nil {
@@ -354,8 +353,7 @@ func (g *Gateway) serve(c *gin.Context, sh shape) {
 	case sh == shapeResponses:
 		// Responses streams report usage in their last event unasked.
 		fr.Prefer = prefer
-		peek = &idPeek{}
-		fr.Peek = peek.peek
+		fr.Peek = (&idPeek{g: g, pool: e.pool.Name(), owner: owner}).peek
 	case req.Stream && e.askUsage:
 		// A stream ends with its usage only when asked: ask on the
 		// client's behalf, and drop the answer before it sees it.
@@ -364,13 +362,6 @@ func (g *Gateway) serve(c *gin.Context, sh shape) {
 		}
 	}
 	res := g.tr.Forward(r.Context(), w, e.pool, &e.policy, &fr)
-	if peek != nil && peek.id != "" && res.Backend != nil {
-		loc := responseLoc{pool: e.pool.Name(), replica: res.Backend.Name, owner: owner}
-		g.responses.add(peek.id, loc)
-		if g.share != nil {
-			g.share.offerResponse(peek.id, loc)
-		}
-	}
 	switch {
 	case res.UsageFound:
 		adm.Settle(res.Usage.PromptTokens, res.Usage.CompletionTokens, e.pool.Name())

@@ -82,6 +82,8 @@ func TestReloader(t *testing.T) {
 	waitFor(t, func() bool { return h.gw.Version() == 3 }, "the fixed file to apply")
 	sig <- syscall.SIGHUP
 	waitFor(t, func() bool { return h.gw.Version() == 4 }, "SIGHUP to reload")
+	// Applied runs once the new version is in effect: wait for it too.
+	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(applied) == 3 }, "Applied after SIGHUP")
 	mu.Lock()
 	defer mu.Unlock()
 	if got := strings.Join(applied, ","); got != "a2,a3,a3" {

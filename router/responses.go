@@ -72,16 +72,23 @@ func (x *responseIndex) remove(id string) {
 const maxIDPeek = 1024
 
 // idPeek collects the start of a Responses answer until it holds the
-// response's id (Request.Peek).
+// response's id (Request.Peek), and records where the answer lives at
+// once: before the client has the id, so its next request (a chain, a
+// read) finds it however soon it comes.
 type idPeek struct {
-	buf []byte
-	id  string
+	g           *Gateway
+	pool, owner string
+	buf         []byte
 }
 
-func (p *idPeek) peek(b []byte) bool {
+func (p *idPeek) peek(replica string, b []byte) bool {
 	p.buf = append(p.buf, b[:min(len(b), maxIDPeek-len(p.buf))]...)
 	if id := responseID(p.buf); id != "" {
-		p.id = id
+		loc := responseLoc{pool: p.pool, replica: replica, owner: p.owner}
+		p.g.responses.add(id, loc)
+		if p.g.share != nil {
+			p.g.share.offerResponse(id, loc)
+		}
 		return true
 	}
 	return len(p.buf) >= maxIDPeek

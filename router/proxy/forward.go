@@ -43,9 +43,11 @@ type Request struct {
 	// Prefer names the replica (pool.Backend.Name) to try first while it
 	// is available: the one holding a conversation's state.
 	Prefer string
-	// Peek, when not nil, sees the first bytes of a 2xx body as they are
-	// relayed, read by read, until it returns true (a response id, say).
-	Peek func(p []byte) (done bool)
+	// Peek, when not nil, sees the first bytes of a 2xx body, read by
+	// read, before the client does, with the replica answering, until it
+	// returns true (a response id, say, recorded before the client can
+	// use it).
+	Peek func(replica string, p []byte) (done bool)
 	// Translate, when not nil, rewrites the response into the client's
 	// API shape.
 	Translate Translator

@@ -31,7 +31,8 @@ type relayer struct {
 	// length changes; tx holds the translation once the head is read.
 	rewrite bool
 	tx      *translation
-	peek    func([]byte) bool // Request.Peek, until it is done
+	peek    func(string, []byte) bool // Request.Peek, until it is done
+	replica string                    // the replica answering (pool.Backend.Name)
 }
 
 // tail keeps the last openai.TailSize bytes written through it.
@@ -95,6 +96,9 @@ func (t *Transport) relay(ctx context.Context, w http.ResponseWriter, u *upstrea
 	} // else the head waits for the translated body
 	if req.Peek != nil && u.status/100 == 2 {
 		r.peek = req.Peek
+		if res.Backend != nil {
+			r.replica = res.Backend.Name
+		}
 	}
 	if req.Usage && u.status/100 == 2 && !fr.noBody {
 		r.tail = tails.Get().(*tail)
@@ -416,7 +420,7 @@ func (r *relayer) fill(have int) error {
 }
 
 func (r *relayer) write(p []byte) error {
-	if r.peek != nil && r.peek(p) {
+	if r.peek != nil && r.peek(r.replica, p) {
 		r.peek = nil
 	}
 	if r.tail != nil {
