@@ -353,8 +353,15 @@ func (s *Set) cascade(ctx context.Context, sig *Signals, w *work, tr *Trace) Dec
 		if tr != nil {
 			tr.Text = sig.Text
 		}
+		var t0 time.Time
+		if w.tm != nil {
+			t0 = time.Now()
+		}
 		_ = s.tier1.Classify(ctx, sig.Text, &w.r1) // tier 1 does not fail
 		s.measure(1, &w.r1, ev, w.taken, false)
+		if w.tm != nil {
+			w.tm.Tier1Start, w.tm.Tier1 = t0, time.Since(t0)
+		}
 		if tr != nil {
 			r1 := w.r1
 			r1.Top, r1.Probs = append([]classifier.Scored(nil), w.r1.Top...), nil
@@ -384,6 +391,10 @@ func (s *Set) cascade(ctx context.Context, sig *Signals, w *work, tr *Trace) Dec
 // or why there is none.
 func (s *Set) askTier2(ctx context.Context, sig *Signals, w *work, tr *Trace, budget time.Duration) {
 	ev := &w.ev
+	if w.tm != nil {
+		t0 := time.Now()
+		defer func() { w.tm.Tier2Start, w.tm.Tier2 = t0, time.Since(t0) }()
+	}
 	err := s.tier2.ClassifyWithin(ctx, budget, sig.Text, &w.r2)
 	if err != nil {
 		ev.tier2 = 2
