@@ -51,7 +51,7 @@ func listPackages(t *testing.T, tags ...string) []pkg {
 func TestImportDirections(t *testing.T) {
 	pkgs := listPackages(t)
 	leaf := []string{"rules", "classifier", "models", "datasets", "evaluation", "training", "sim", "internal", "openai", "anthropic", "shadow",
-		"router/pool", "router/access", "router/metrics", "router/proxy", "router/config", "router/h1", "router/tlsconf"}
+		"router/pool", "router/access", "router/metrics", "router/proxy", "router/config", "router/h1", "router/tlsconf", "router/tracing"}
 	// Wire formats: the API shapes clients speak. Routing decides on
 	// rules.Signals, which each wire format extracts; nothing below the
 	// edge reads a wire format.
@@ -92,6 +92,19 @@ func TestImportDirections(t *testing.T) {
 			}
 			if strings.HasPrefix(d, "github.com/knadh/koanf") && rel != "router/config" {
 				t.Errorf("%s imports koanf directly: only router/config may", rel)
+			}
+		}
+		// Tracing is the edge's: the decision and the tiers report what
+		// they did (rules.Timing), and router builds the spans from it.
+		for _, free := range wireFree {
+			if rel != free && !strings.HasPrefix(rel, free+"/") {
+				continue
+			}
+			for _, d := range p.Deps {
+				if strings.HasPrefix(d, "go.opentelemetry.io/") {
+					t.Errorf("%s depends on %s: tracing stays in router, which builds the spans from what rules reports", rel, d)
+					break
+				}
 			}
 		}
 		for _, free := range wireFree {

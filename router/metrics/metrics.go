@@ -307,3 +307,27 @@ func RegisterShared(reg prometheus.Registerer, state func() (bool, uint64)) {
 			func() float64 { _, n := state(); return float64(n) }),
 	)
 }
+
+// RegisterTracing registers triage_trace_spans_dropped_total: the spans
+// lost because the export queue was full (reason queue_full) or their
+// batch's export failed (export_failed), read from dropped at each
+// scrape. Register it only with tracing on.
+func RegisterTracing(reg prometheus.Registerer, dropped func() (queueFull, exportFailed uint64)) {
+	reg.MustRegister(&tracingCollector{dropped: dropped})
+}
+
+var spansDroppedDesc = prometheus.NewDesc("triage_trace_spans_dropped_total",
+	"Spans not exported: the export queue was full (tracing.max_queue spans waiting: the endpoint is slow or down), or the export of their batch failed.",
+	[]string{"reason"}, nil)
+
+type tracingCollector struct {
+	dropped func() (queueFull, exportFailed uint64)
+}
+
+func (c *tracingCollector) Describe(ch chan<- *prometheus.Desc) { ch <- spansDroppedDesc }
+
+func (c *tracingCollector) Collect(ch chan<- prometheus.Metric) {
+	q, f := c.dropped()
+	ch <- prometheus.MustNewConstMetric(spansDroppedDesc, prometheus.CounterValue, float64(q), "queue_full")
+	ch <- prometheus.MustNewConstMetric(spansDroppedDesc, prometheus.CounterValue, float64(f), "export_failed")
+}

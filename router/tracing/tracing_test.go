@@ -1,0 +1,288 @@
+package tracing
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/triagegw/triage/router/tracing/tracingtest"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// AppendHeaders writes what the SDK's W3C propagator would: the same
+// traceparent and tracestate, which its Extract reads back.
+func TestAppendHeadersAsThePropagator(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	states := []string{"", "vendor=abc", "a=1,b=2,congo=t61rcWkgMzE"}
+	for i := range 200 {
+		var tid trace.TraceID
+		var sid trace.SpanID
+		for j := range tid {
+			tid[j] = byte(rng.Uint32())
+		}
+		for j := range sid {
+			sid[j] = byte(rng.Uint32())
+		}
+		ts, err := trace.ParseTraceState(states[i%len(states)])
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.TraceFlags(rng.Uint32() & 0xff), TraceState: ts, Remote: true})
+		want := http.Header{}
+		propagation.TraceContext{}.Inject(trace.ContextWithSpanContext(context.Background(), sc), propagation.HeaderCarrier(want))
+		got := parseLines(t, AppendHeaders(nil, sc))
+		if got.Get("Traceparent") != want.Get("Traceparent") || got.Get("Tracestate") != want.Get("Tracestate") || len(got) != len(want) {
+			t.Fatalf("AppendHeaders(%v) = %v, want %v", sc, got, want)
+		}
+		back := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), propagation.HeaderCarrier(got)))
+		if back.TraceID() != tid || back.SpanID() != sid || back.IsSampled() != sc.IsSampled() || back.TraceState().String() != ts.String() {
+			t.Fatalf("Extract(AppendHeaders(%v)) = %v", sc, back)
+		}
+	}
+	if b := AppendHeaders([]byte("x"), trace.SpanContext{}); string(b) != "x" {
+		t.Fatalf("AppendHeaders(invalid) = %q, want nothing appended", b)
+	}
+}
+
+func parseLines(t *testing.T, b []byte) http.Header {
+	t.Helper()
+	h := http.Header{}
+	for _, l := range strings.Split(string(b), "\r\n") {
+		if l == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(l, ": ")
+		if !ok {
+			t.Fatalf("malformed header line %q in %q", l, b)
+		}
+		h.Add(k, v)
+	}
+	return h
+}
+
+func TestConfigValidate(t *testing.T) {
+	half, two := 0.5, 2.0
+	t.Setenv("TRIAGE_TEST_OTLP_KEY", "Bearer k")
+	for _, tc := range []struct {
+		name string
+		c    Config
+		want []string // substrings of the problems, in order; none: valid
+	}{
+		{"off", Config{}, nil},
+		{"full", Config{Endpoint: "https://otel.example:4318/v1/traces", SampleRatio: &half, HeadersEnv: map[string]string{"Authorization": "TRIAGE_TEST_OTLP_KEY"}, Timeout: time.Second, MaxQueue: 10}, nil},
+		{"not a URL", Config{Endpoint: "otel:4318"}, []string{"tracing.endpoint"}},
+		{"grpc scheme", Config{Endpoint: "grpc://otel:4317"}, []string{"tracing.endpoint"}},
+		{"query", Config{Endpoint: "http://otel:4318/v1/traces?x=1"}, []string{"tracing.endpoint: \"http://otel:4318/v1/traces?x=1\": an OTLP endpoint takes no query"}},
+		{"ratio", Config{SampleRatio: &two}, []string{"tracing.sample_ratio: must be from 0 to 1, got 2"}},
+		{"negatives", Config{Timeout: -time.Second, MaxQueue: -1}, []string{"tracing.timeout", "tracing.max_queue"}},
+		{"header name", Config{HeadersEnv: map[string]string{"Bad Name": "X"}}, []string{`tracing.headers_env.Bad Name: "Bad Name" is not a valid header name`}},
+		{"unset variable", Config{HeadersEnv: map[string]string{"Authorization": "TRIAGE_TEST_UNSET_OTLP"}}, []string{"tracing.headers_env.Authorization: environment variable TRIAGE_TEST_UNSET_OTLP is not set"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.c.ResolveSecrets()
+			errs := tc.c.Validate("tracing")
+			if len(errs) != len(tc.want) {
+				t.Fatalf("Validate(%+v) = %v, want %d problems %q", tc.c, errs, len(tc.want), tc.want)
+			}
+			for i, e := range errs {
+				if !strings.Contains(e.Error(), tc.want[i]) {
+					t.Errorf("Validate(%+v) problem %d = %q, want it to hold %q", tc.c, i, e, tc.want[i])
+				}
+			}
+		})
+	}
+	if u, err := endpointURL("http://otel:4318"); err != nil || u != "http://otel:4318/v1/traces" {
+		t.Fatalf("endpointURL without a path = %q, %v; want the traces path", u, err)
+	}
+	c := Config{HeadersEnv: map[string]string{"Authorization": "TRIAGE_TEST_OTLP_KEY"}}
+	c.ResolveSecrets()
+	if s := strings.Join([]string{toString(c)}, ""); strings.Contains(s, "Bearer k") {
+		t.Fatalf("a printed config shows a header's value: %s", s)
+	}
+}
+
+func toString(c Config) string { return strings.TrimSpace(strings.ReplaceAll(fmtV(c), "\n", " ")) }
+
+// The exporter's spans arrive, and Shutdown exports what is queued.
+func TestShutdownExportsQueued(t *testing.T) {
+	exp := tracingtest.NewExporter()
+	tr, err := New(Config{}, exp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		_, s := tr.Start(context.Background(), "s")
+		s.End()
+	}
+	if n := len(exp.GetSpans()); n != 0 {
+		t.Fatalf("%d spans exported before the batch was due, want 0 (is the processor batching?)", n)
+	}
+	if err := tr.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(exp.GetSpans()); n != 10 {
+		t.Fatalf("%d spans exported at shutdown, want 10", n)
+	}
+	if q, f := tr.Dropped(); q != 0 || f != 0 {
+		t.Fatalf("Dropped() = %d, %d; want none", q, f)
+	}
+}
+
+// A full batch goes out at once, without waiting for the batch delay;
+// spans ended from many goroutines are all exported.
+func TestFullBatchExportsAtOnce(t *testing.T) {
+	exp := tracingtest.NewExporter()
+	tr, err := New(Config{}, exp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Shutdown(context.Background())
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range batchSize / 4 {
+				_, s := tr.Start(context.Background(), "s")
+				s.End()
+			}
+		})
+	}
+	wg.Wait()
+	deadline := time.Now().Add(batchDelay / 2)
+	for len(exp.GetSpans()) < batchSize {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of a full batch of %d spans exported after %v: the batch waited for its delay (%v)", len(exp.GetSpans()), batchSize, batchDelay/2, batchDelay)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	_, s := tr.Start(context.Background(), "after")
+	s.End()
+	if err := tr.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(exp.GetSpans()); n != batchSize+1 {
+		t.Fatalf("%d spans exported after Flush, want %d", n, batchSize+1)
+	}
+}
+
+// Spans reach an OTLP/HTTP endpoint, with the headers headers_env names.
+func TestExportsOverOTLP(t *testing.T) {
+	col := tracingtest.NewCollector()
+	defer col.Close()
+	t.Setenv("TRIAGE_TEST_OTLP_KEY", "Bearer sekret")
+	c := Config{Endpoint: col.URL, HeadersEnv: map[string]string{"Authorization": "TRIAGE_TEST_OTLP_KEY"}}
+	c.ResolveSecrets()
+	tr, err := New(c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 25 {
+		_, s := tr.Start(context.Background(), "s")
+		s.End()
+	}
+	if err := tr.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := col.Spans(); n != 25 {
+		t.Fatalf("the collector received %d spans, want 25", n)
+	}
+	if got := col.Header().Get("Authorization"); got != "Bearer sekret" {
+		t.Fatalf("the export's Authorization = %q, want the variable's value", got)
+	}
+}
+
+// An endpoint that is down never makes a span's end wait: one that
+// refuses connections fails its exports (counted), one that accepts and
+// never answers holds its export until the timeout while the queue fills
+// and the spans past it are dropped (counted).
+func TestEndpointDownNeverBlocks(t *testing.T) {
+	refused := func(t *testing.T) string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		return "http://" + addr + "/v1/traces"
+	}
+	hangs := func(t *testing.T) string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		var conns []net.Conn
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					close(done)
+					return
+				}
+				conns = append(conns, c) // read nothing, answer nothing
+			}
+		}()
+		t.Cleanup(func() {
+			ln.Close()
+			<-done
+			for _, c := range conns {
+				c.Close()
+			}
+		})
+		return "http://" + ln.Addr().String() + "/v1/traces"
+	}
+	for _, tc := range []struct {
+		name     string
+		endpoint func(*testing.T) string
+	}{
+		{"refused", refused},
+		{"hangs", hangs},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const timeout = 20 * time.Second // far above what the spans' ends may take
+			tr, err := New(Config{Endpoint: tc.endpoint(t), Timeout: timeout, MaxQueue: 64}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			for round := range 5 {
+				for range 100 {
+					_, s := tr.Start(context.Background(), "request")
+					s.End()
+				}
+				// Let the batch go out (and fail, or hang).
+				fctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+				_ = tr.Flush(fctx)
+				cancel()
+				if round == 0 {
+					time.Sleep(50 * time.Millisecond)
+				}
+			}
+			if took := time.Since(start); took > timeout/4 {
+				t.Fatalf("500 spans took %v to end with the endpoint down: ends waited on the export (timeout %v)", took, timeout)
+			}
+			q, f := tr.Dropped()
+			t.Logf("%s: dropped %d (queue full), %d (export failed)", tc.name, q, f)
+			if q+f == 0 {
+				t.Fatalf("Dropped() = %d, %d with the endpoint down: nothing counted", q, f)
+			}
+			if tc.name == "hangs" && q == 0 {
+				t.Fatalf("Dropped() = %d queue full with an export hanging and 500 spans through a queue of 64", q)
+			}
+			sctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			_ = tr.Shutdown(sctx) // bounded by its context, whatever the endpoint does
+			if time.Since(start) > timeout/2 {
+				t.Fatalf("Shutdown did not return within its context")
+			}
+		})
+	}
+}
+
+func fmtV(c Config) string { return fmt.Sprintf("%+v %#v", c, c) }
