@@ -25,6 +25,7 @@ import (
 	"github.com/triagegw/triage/router/access"
 	"github.com/triagegw/triage/router/pool"
 	"github.com/triagegw/triage/router/tlsconf"
+	"github.com/triagegw/triage/router/tracing"
 )
 
 // Config is the gateway's whole configuration.
@@ -51,6 +52,9 @@ type Config struct {
 	// Access is who may call and how much (API keys, policies, limits);
 	// off without a keys file.
 	Access access.Config `koanf:"access"`
+	// Tracing exports OpenTelemetry spans over OTLP/HTTP; off without an
+	// endpoint. Changing it takes a restart.
+	Tracing tracing.Config `koanf:"tracing"`
 
 	// Path is the file the config was loaded from (not a config key).
 	Path string `koanf:"-"`
@@ -197,6 +201,7 @@ func (c *Config) SetDefaults() {
 	if c.Log.Level == "" {
 		c.Log.Level = "info"
 	}
+	c.Tracing.SetDefaults()
 	for i := range c.Pools {
 		c.Pools[i].SetDefaults()
 	}
@@ -279,6 +284,7 @@ func (c *Config) Validate() error {
 	// rules are known and the keys are read (the gateway's Apply, which
 	// serve --check runs); here, their shape.
 	errs = append(errs, c.Access.Validate(access.Known{})...)
+	errs = append(errs, c.Tracing.Validate("tracing")...)
 	if c.Server.TLS.Enabled() {
 		if _, err := c.Server.TLS.Load(); err != nil {
 			errs = append(errs, tlsconf.Problems("server.tls", err)...)
@@ -486,6 +492,9 @@ func (c *Config) EnvWarnings(environ []string) []string {
 			used[r.APIKeyEnv] = true
 		}
 	}
+	for _, env := range c.Tracing.HeadersEnv {
+		used[env] = true
+	}
 	for _, o := range OtherEnv {
 		if !strings.HasSuffix(o, "_") {
 			names = append(names, o)
@@ -575,6 +584,7 @@ func Load(path string) (*Config, error) {
 	for i := range c.Pools {
 		c.Pools[i].ResolveSecrets()
 	}
+	c.Tracing.ResolveSecrets()
 	c.SetDefaults()
 	// Validate what decoded, so one typo does not hide the other problems;
 	// a field that failed to decode is reported once, by the decoder.
