@@ -13,6 +13,8 @@
 // answer, only while no byte has reached the client, bounded by the pool's
 // attempt count and time budget. A client that leaves cancels the upstream
 // request: its connection is closed, which vLLM takes as an abort.
+// A Request's Trace sees each attempt and gives the W3C trace context
+// written into its head, in place of the client's.
 //
 // A Transport is safe for concurrent use and starts no goroutines; idle
 // connections past their idle timeout are closed as the stack is used, and

@@ -59,6 +59,53 @@ type Request struct {
 	// openai.TailSize bytes of a 2xx body are kept as they pass and
 	// scanned once it ends (Result.Usage). No chunk is parsed.
 	Usage bool
+	// Trace, when not nil, sees each upstream attempt and gives the trace
+	// context sent with it, in place of the client's.
+	Trace Tracer
+}
+
+// Tracer sees a request's upstream attempts, for tracing. Its calls come
+// from the request's goroutine, in order: Attempt, then AttemptDone, for
+// each attempt.
+type Tracer interface {
+	// Attempt begins attempt n (from 1) on replica b, and returns the
+	// header lines that carry its trace context upstream, each
+	// "Name: value\r\n" (Traceparent, and Tracestate when there is one).
+	// The client's own Traceparent and Tracestate are not forwarded.
+	Attempt(n int, b *pool.Backend) []byte
+	// AttemptDone ends the attempt begun last: status is the replica's
+	// (0: none came); retry, when not "", says why the request goes to
+	// another replica next (RetryConnect, RetryNotSent, RetryFirstByte,
+	// RetryStatus); err is why the attempt failed, or why its relay did
+	// (nil: the answer went through whole).
+	AttemptDone(status int, retry string, err error)
+}
+
+// Why an attempt is retried (Tracer.AttemptDone).
+const (
+	RetryConnect   = "connect"            // the replica could not be reached
+	RetryNotSent   = "not_sent"           // writing the request failed: the replica cannot have acted on it
+	RetryFirstByte = "first_byte_timeout" // a stream's head came later than retry.first_byte_timeout
+	RetryStatus    = "status"             // the replica answered 502, 503 or 504
+)
+
+// attemptDone reports the end of an attempt to req.Trace, if any.
+func (req *Request) attemptDone(status int, retry string, err error) {
+	if req.Trace != nil {
+		req.Trace.AttemptDone(status, retry, err)
+	}
+}
+
+// retryReason names why a failed attempt is tried again.
+func retryReason(err error) string {
+	var ce *connectError
+	switch {
+	case errors.As(err, &ce):
+		return RetryConnect
+	case notSent(err):
+		return RetryNotSent
+	}
+	return RetryFirstByte
 }
 
 // Result is what happened, for metrics, logs and accounting.
@@ -116,23 +163,30 @@ func (t *Transport) Forward(ctx context.Context, w http.ResponseWriter, p *pool.
 		if req.Stream && canRetry() {
 			hurry = pol.Hurry
 		}
-		up, err := t.attempt(ctx, b, req, pol, deadline, hurry)
+		var tc []byte // the attempt's trace context
+		if req.Trace != nil {
+			tc = req.Trace.Attempt(attempt, b)
+		}
+		up, err := t.attempt(ctx, b, req, pol, deadline, hurry, tc)
 		if err != nil {
 			b.Release()
 			res.Err = err
 			if ctx.Err() != nil {
 				p.Report(b, pool.Neutral)
 				res.ClientGone, res.Status = true, 499
+				req.attemptDone(0, "", err)
 				return res
 			}
 			p.Report(b, pool.Failure)
 			var late *lateHeadError
 			if (notSent(err) || errors.As(err, &late)) && canRetry() {
 				if next, perr := p.Pick(tried); perr == nil {
+					req.attemptDone(0, retryReason(err), err)
 					b = next
 					continue
 				}
 			}
+			req.attemptDone(0, "", err)
 			return t.fail(w, req, res, errorFor(err))
 		}
 		// up lives in its connection, which the relay may hand to another
@@ -144,6 +198,7 @@ func (t *Transport) Forward(ctx context.Context, w http.ResponseWriter, p *pool.
 				b.Release()
 				p.Report(b, pool.Failure)
 				res.Err = &statusError{status}
+				req.attemptDone(status, RetryStatus, res.Err)
 				b = next
 				continue
 			}
@@ -151,6 +206,7 @@ func (t *Transport) Forward(ctx context.Context, w http.ResponseWriter, p *pool.
 		res.Err = nil
 		res = t.relay(ctx, w, up, pol, req, deadline, res)
 		b.Release()
+		req.attemptDone(status, "", res.Err)
 		switch {
 		case res.ClientGone:
 			p.Report(b, pool.Neutral)
@@ -207,7 +263,7 @@ func notSent(err error) bool {
 // kept-alive connection the replica closed while idle (which the write
 // finds) is replaced by a fresh one, once, and that does not count as an
 // attempt.
-func (t *Transport) attempt(ctx context.Context, b *pool.Backend, req *Request, pol *Policy, deadline time.Time, hurry time.Duration) (*upstream, error) {
+func (t *Transport) attempt(ctx context.Context, b *pool.Backend, req *Request, pol *Policy, deadline time.Time, hurry time.Duration, tc []byte) (*upstream, error) {
 	fresh := false
 	for {
 		var c *conn
@@ -220,7 +276,7 @@ func (t *Transport) attempt(ctx context.Context, b *pool.Backend, req *Request, 
 		if err != nil {
 			return nil, err
 		}
-		up, err := t.roundTrip(ctx, c, b, req, pol, deadline, hurry)
+		up, err := t.roundTrip(ctx, c, b, req, pol, deadline, hurry, tc)
 		if err == nil {
 			return up, nil
 		}

@@ -126,9 +126,10 @@ func (req *Request) pieces(dst *[5][]byte) [][]byte {
 	return append(out, req.Body[at:])
 }
 
-// roundTrip writes req on c and reads the status line, skipping 100
-// Continue. With hurry > 0, a head that takes longer is a lateHeadError.
-func (t *Transport) roundTrip(ctx context.Context, c *conn, b *pool.Backend, req *Request, pol *Policy, deadline time.Time, hurry time.Duration) (*upstream, error) {
+// roundTrip writes req on c, with the trace context tc (header lines; nil:
+// none), and reads the status line, skipping 100 Continue. With hurry > 0,
+// a head that takes longer is a lateHeadError.
+func (t *Transport) roundTrip(ctx context.Context, c *conn, b *pool.Backend, req *Request, pol *Policy, deadline time.Time, hurry time.Duration, tc []byte) (*upstream, error) {
 	nc := c.nc
 	fb := pol.FirstByte
 	late := hurry > 0 && hurry < fb
@@ -148,7 +149,7 @@ func (t *Transport) roundTrip(ctx context.Context, c *conn, b *pool.Backend, req
 	}
 
 	bp := bufPool.Get().(*[]byte)
-	head := appendRequestHead((*bp)[:0], b, req)
+	head := appendRequestHead((*bp)[:0], b, req, tc)
 	var pieces [5][]byte
 	body := req.pieces(&pieces)
 	bodyLen := 0
@@ -271,8 +272,9 @@ func truncate(b []byte) []byte {
 }
 
 // appendRequestHead writes the request line and headers, without
-// Content-Length and the final blank line.
-func appendRequestHead(dst []byte, b *pool.Backend, req *Request) []byte {
+// Content-Length and the final blank line. With req.Trace, tc (header
+// lines) carries the trace context in place of the client's.
+func appendRequestHead(dst []byte, b *pool.Backend, req *Request, tc []byte) []byte {
 	dst = append(dst, req.Method...)
 	dst = append(dst, ' ')
 	dst = append(dst, b.BasePath...)
@@ -289,7 +291,7 @@ func appendRequestHead(dst []byte, b *pool.Backend, req *Request) []byte {
 		connTokens = connectionTokens(req.Header["Connection"])
 	}
 	for k, vs := range req.Header {
-		if dropRequestHeader(k) || listed(connTokens, k) {
+		if dropRequestHeader(k) || listed(connTokens, k) || req.Trace != nil && (k == "Traceparent" || k == "Tracestate") {
 			continue
 		}
 		for _, v := range vs {
@@ -319,7 +321,7 @@ func appendRequestHead(dst []byte, b *pool.Backend, req *Request) []byte {
 		dst = append(dst, req.RequestID...)
 		dst = append(dst, "\r\n"...)
 	}
-	return dst
+	return append(dst, tc...)
 }
 
 func appendContentLength(dst []byte, n int) []byte {
