@@ -18,4 +18,9 @@
 // changes and signals. Handlers are safe for concurrent use. Run owns the
 // pools' health-check goroutines and the shadow worker, and returns after
 // they have all stopped, when its context is done.
+//
+// With tracing on (tracing.endpoint), each request is a span tree built
+// here (trace.go) from what the request path already knows, the tiers'
+// timings included (rules.Timing); router/tracing exports it. Shutdown
+// exports the spans still queued and stops the exporter's goroutine.
 package router

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/triagegw/triage/openai"
 	"github.com/triagegw/triage/router/access"
@@ -25,6 +26,7 @@ import (
 	"github.com/triagegw/triage/router/metrics"
 	"github.com/triagegw/triage/router/pool"
 	"github.com/triagegw/triage/router/proxy"
+	"github.com/triagegw/triage/router/tracing"
 	"github.com/triagegw/triage/rules"
 	"github.com/triagegw/triage/shadow"
 )
@@ -60,6 +62,10 @@ type Options struct {
 	// ShadowQueue bounds the requests waiting for a shadow decision;
 	// default shadow.DefaultQueue.
 	ShadowQueue int
+	// SpanExporter, when not nil, receives the spans in place of the
+	// OTLP endpoint (tests, benchmarks); tracing is on then, whatever
+	// tracing.endpoint says.
+	SpanExporter sdktrace.SpanExporter
 }
 
 // Gateway is the running gateway: handlers over the current snapshot.
@@ -75,6 +81,8 @@ type Gateway struct {
 	split     *splitter
 	shadowLog func(string) (io.Writer, error)
 	usageLog  func(string, int64, int) (io.Writer, error)
+	// tracer is nil with tracing off; tracing.* changes take a restart.
+	tracer *tracing.Tracer
 
 	limiter  *access.Limiter    // limit counts, kept across snapshots
 	stopJWT  func()             // stops the JWKS refresh of the snapshot in effect (under applyMu)
@@ -174,16 +182,38 @@ func New(cfg *config.Config, routing *rules.Set, o Options) (*Gateway, error) {
 			return nil, fmt.Errorf("access.state_file: %w", err)
 		}
 	}
+	if cfg.Tracing.Enabled() || o.SpanExporter != nil {
+		t, err := tracing.New(cfg.Tracing, o.SpanExporter)
+		if err != nil {
+			return nil, err
+		}
+		g.tracer = t
+		metrics.RegisterTracing(o.Registry, t.Dropped)
+	}
 	g.shadow = shadow.NewRunner(o.ShadowQueue, g.metrics)
 	g.split = newSplitter(o.Registry)
 	metrics.RegisterBackends(o.Registry, g.backendStates)
 	metrics.RegisterBudgets(o.Registry, g.budgetStates)
 	metrics.RegisterShared(o.Registry, g.limiter.Degraded)
 	if err := g.Apply(cfg, routing); err != nil {
+		_ = g.Shutdown(context.Background())
 		return nil, err
 	}
 	g.engine = g.newEngine()
 	return g, nil
+}
+
+// Shutdown ends what outlives the requests: it exports the spans still
+// queued, within ctx, and stops the exporter. Call it once the server has
+// drained; spans of requests served after it are not exported.
+func (g *Gateway) Shutdown(ctx context.Context) error {
+	if g.tracer == nil {
+		return nil
+	}
+	if err := g.tracer.Shutdown(ctx); err != nil {
+		return fmt.Errorf("tracing: %w", err)
+	}
+	return nil
 }
 
 // HTTPServer returns the server to run Handler with: h1's, which serves
@@ -244,6 +274,9 @@ func (g *Gateway) Apply(cfg *config.Config, routing *rules.Set) error {
 		}
 		if old.cfg.Access.Redis != cfg.Access.Redis {
 			g.log.Warn("access.redis changed; it takes effect at restart")
+		}
+		if !reflect.DeepEqual(old.cfg.Tracing, cfg.Tracing) {
+			g.log.Warn("tracing changed; it takes effect at restart")
 		}
 	}
 	s.version++

@@ -150,6 +150,9 @@ func (g *Gateway) serve(c *gin.Context, sh shape) {
 	}
 
 	al := accessLine{id: id, path: r.URL.Path, start: start}
+	if g.tracer != nil {
+		al.trace = g.startTrace(r, c.FullPath(), start, id)
+	}
 	var bp *[]byte
 	defer func() {
 		g.account(s, &al) // before the body buffer, which al.model points into, is reused
@@ -232,7 +235,14 @@ func (g *Gateway) serve(c *gin.Context, sh shape) {
 		// Counted before deciding: a client over its limit does not get
 		// tier 2 run for it.
 		var d *access.Denial
+		var t0 time.Time
+		if al.trace != nil {
+			t0 = time.Now()
+		}
 		adm, d = caller.Admit(start, access.EstimateTokens(len(body), req.MaxTokens))
+		if al.trace != nil {
+			al.trace.admitted(t0, &adm, d)
+		}
 		rateHeaders(w.Header(), &adm)
 		if adm.Degraded {
 			w.Header()["X-Triage-Degraded"] = []string{"true"} // shared limits counted on this replica alone
@@ -251,7 +261,11 @@ func (g *Gateway) serve(c *gin.Context, sh shape) {
 		var sig rules.Signals
 		release := s.signals(alias, body, &req, r.Header, &sig)
 		al.arm = s.assignArm(w.Header(), &sig, &al)
-		dec = s.rules.Decide(r.Context(), sig)
+		if al.trace != nil {
+			dec = s.rules.DecideTimed(r.Context(), sig, &al.trace.timing)
+		} else {
+			dec = s.rules.Decide(r.Context(), sig)
+		}
 		if s.sessions != nil {
 			var recorded bool
 			dec, recorded = s.sessions.ApplyRecorded(sig.Session, dec)
@@ -260,6 +274,9 @@ func (g *Gateway) serve(c *gin.Context, sh shape) {
 			}
 		}
 		al.decideTime = time.Since(t0)
+		if al.trace != nil {
+			al.trace.decided(t0, al.decideTime, &dec)
+		}
 		g.metrics.Decision(orDefault(dec.Route), dec.Reason, dec.Tier, al.decideTime.Seconds())
 		g.shadow.Offer(s.rules, s.shadowOut, id, &sig, dec, al.decideTime)
 		release()
@@ -339,6 +356,9 @@ func (g *Gateway) serve(c *gin.Context, sh shape) {
 	if req.ModelEscaped || string(req.Model) != e.model {
 		fr.ModelSpan, fr.ModelTok = req.ModelSpan, e.tok
 	}
+	if al.trace != nil {
+		fr.Trace = al.trace
+	}
 	switch {
 	case e.kind == pool.KindAnthropic:
 		if oe := toAnthropicPool(&fr, e, sh, orig, &req); oe != nil {
@@ -388,6 +408,9 @@ func (g *Gateway) deny(w http.ResponseWriter, sh shape, al *accessLine, d *acces
 	}
 	oe := &openai.Error{Status: d.Status, Message: d.Message, Type: typ, Code: d.Code}
 	al.status, al.err = oe.Status, oe
+	if al.trace != nil {
+		al.trace.denied(d)
+	}
 	g.metrics.Limited(d.Code)
 	sh.writeError(w, oe)
 }
@@ -509,6 +532,7 @@ type accessLine struct {
 	err        error
 	res        proxy.Result
 	done       bool
+	trace      *reqTrace // nil: tracing off
 	arm        rules.Arm // the split arm; rules.ArmNone: no split
 	armBy      string    // what the arm was assigned by
 }
@@ -549,6 +573,9 @@ func (g *Gateway) account(s *snapshot, al *accessLine) {
 	}
 	if s.usageOut != nil && al.principal != "" && al.pool != nil {
 		g.recordUsage(s, al, poolName)
+	}
+	if al.trace != nil {
+		al.trace.end(al, end, poolName)
 	}
 	if al.arm != rules.ArmNone {
 		g.splitDone(s, al, poolName, end)

@@ -29,6 +29,7 @@ import (
 	"github.com/triagegw/triage/router/access"
 	"github.com/triagegw/triage/router/config"
 	"github.com/triagegw/triage/router/tlsconf"
+	"github.com/triagegw/triage/router/tracing"
 )
 
 // serveOptions are the flags of triage serve.
@@ -62,9 +63,11 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if o.check {
 		// What only the whole gateway knows: alias clashes, the access
 		// policies' names against the pools and rules, the keys file.
-		if _, err := router.New(first.Config, first.Rules, router.Options{}); err != nil {
+		gw, err := router.New(first.Config, first.Rules, router.Options{})
+		if err != nil {
 			return err
 		}
+		_ = gw.Shutdown(ctx) // nothing was traced
 		for _, w := range envWarnings {
 			fmt.Fprintf(stderr, "triage serve: warning: %s\n", w)
 		}
@@ -138,6 +141,15 @@ func serve(ctx context.Context, o serveOptions, l *gatewayLoader, first router.L
 	if err != nil {
 		return err
 	}
+	defer func() {
+		// Once the requests have drained: their spans still queued are
+		// exported, within the export timeout.
+		tctx, cancel := context.WithTimeout(context.Background(), cfg.Tracing.Timeout)
+		defer cancel()
+		if err := gw.Shutdown(tctx); err != nil {
+			log.Warn("spans still queued at shutdown were not exported", "error", err.Error())
+		}
+	}()
 	ln, err := l.openListener(cfg, log)
 	if err != nil {
 		return listenError(err, cfg.Listen, listenOrigin(o, cfg))
@@ -324,6 +336,7 @@ func newLogging(stderr io.Writer, level string) *logging {
 	lg.log = slog.New(slog.NewJSONHandler(lg.sink, &slog.HandlerOptions{Level: lg.level}))
 	slog.SetDefault(lg.log)
 	access.LogRedisTo(lg.log)
+	tracing.LogErrorsTo(lg.log) // a failed export: a warning in the log, not a line on stderr
 	lg.files = logsink.NewFiles(ctx)
 	lg.files.Opened = func(path string) { lg.log.Info("logging to a file", "file", path) }
 	lg.wg.Go(func() { lg.sink.Run(ctx) })
