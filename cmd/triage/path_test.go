@@ -12,11 +12,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/triagegw/triage/internal/testenv"
 	"github.com/triagegw/triage/router"
+	"github.com/triagegw/triage/router/tracing"
+	"github.com/triagegw/triage/router/tracing/tracingtest"
 )
 
 // The whole request path in one process, as `triage serve` runs it: the
@@ -40,6 +43,10 @@ type pathCase struct {
 	// BenchmarkServePath's figure when it was last cut. Lower it with
 	// every cut; raising it needs a reason in the commit.
 	budget float64
+	// traced: tracing on, exported over OTLP/HTTP to a collector on a
+	// loopback socket, sampling this ratio of requests.
+	traced bool
+	sample float64
 }
 
 var pathCases = []pathCase{
@@ -51,6 +58,17 @@ var pathCases = []pathCase{
 	{name: "tier1-stream", config: "gateway-semantic.yaml", stream: true, prompt: "hi", budget: 10},
 	{name: "tier1-2KB", config: "gateway-semantic.yaml", prompt: prompt2KB, budget: 11},
 	{name: "access", config: "gateway-access.yaml", prompt: "hi", header: "Authorization: Bearer sk-triage-680ada05-0oqbsct2Ixizw6Zfmnl7Ps3yBGTy6vDqdwK2qfvm\r\n", budget: 12},
+}
+
+// tracedCases are what tracing costs, in time and in allocations
+// (BenchmarkServePath only: the export goroutine allocates too, by batch,
+// so their counts are not exact enough for the gate). Tracing off, the
+// cases above are the gate's: it must cost them nothing.
+var tracedCases = []pathCase{
+	{name: "plain-traced", config: "gateway.yaml", prompt: "hi", traced: true, sample: 1},
+	{name: "tier1-traced", config: "gateway-semantic.yaml", prompt: "hi", traced: true, sample: 1},
+	{name: "tier1-stream-traced", config: "gateway-semantic.yaml", stream: true, prompt: "hi", traced: true, sample: 1},
+	{name: "tier1-traced-unsampled", config: "gateway-semantic.yaml", prompt: "hi", traced: true, sample: 0},
 }
 
 // prompt2KB is a 2 KB prompt (about 400 tokens).
@@ -158,6 +176,8 @@ type pathClient struct {
 	c   net.Conn
 	br  *bufio.Reader
 	req []byte
+	gw  *router.Gateway
+	col *tracingtest.Collector // the OTLP endpoint of a traced case
 }
 
 func (p *pathClient) do() error {
@@ -217,6 +237,14 @@ func startPath(tb testing.TB, c pathCase) *pathClient {
 		tb.Fatal(err)
 	}
 	up := rawUpstream(tb, upstreamReply(c.stream))
+	var col *tracingtest.Collector
+	if c.traced {
+		col = tracingtest.NewSink()
+		tb.Cleanup(col.Close)
+		ratio := c.sample
+		ld.Config.Tracing = tracing.Config{Endpoint: col.URL, SampleRatio: &ratio}
+		ld.Config.Tracing.SetDefaults()
+	}
 	off := false
 	for i := range ld.Config.Pools {
 		p := &ld.Config.Pools[i]
@@ -239,7 +267,16 @@ func startPath(tb testing.TB, c pathCase) *pathClient {
 		tb.Fatal(err)
 	}
 	go srv.Serve(ln)
-	tb.Cleanup(func() { srv.Close(); cancel(); <-done })
+	tb.Cleanup(func() {
+		srv.Close()
+		cancel()
+		<-done
+		ctx, stop := context.WithTimeout(context.Background(), 10*time.Second)
+		defer stop()
+		if err := gw.Shutdown(ctx); err != nil {
+			tb.Errorf("%s: exporting the last spans: %v", c.name, err)
+		}
+	})
 	conn, err := net.Dial("tcp", ln.Addr().String())
 	if err != nil {
 		tb.Fatal(err)
@@ -247,8 +284,8 @@ func startPath(tb testing.TB, c pathCase) *pathClient {
 	tb.Cleanup(func() { conn.Close() })
 	body := fmt.Sprintf(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":%q}],"max_tokens":64,"stream":%v}`, c.prompt, c.stream)
 	req := fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n%sContent-Length: %d\r\n\r\n%s", c.header, len(body), body)
-	p := &pathClient{c: conn, br: bufio.NewReaderSize(conn, 64<<10), req: []byte(req)}
-	for range 50 { // connections, pools and caches warm
+	p := &pathClient{c: conn, br: bufio.NewReaderSize(conn, 64<<10), req: []byte(req), gw: gw, col: col}
+	for range warmUp { // connections, pools and caches warm
 		if err := p.do(); err != nil {
 			tb.Fatalf("%s: %v", c.name, err)
 		}
@@ -256,20 +293,35 @@ func startPath(tb testing.TB, c pathCase) *pathClient {
 	return p
 }
 
+// warmUp is the number of requests startPath sends before returning.
+const warmUp = 50
+
 // BenchmarkServePath is the request path end to end, one request at a
 // time on one connection: time per request (loopback round trips to the
-// gateway and to the upstream included) and allocations per request.
+// gateway and to the upstream included), the process's CPU time per
+// request (the client, the upstream and, traced, the span export
+// included: compare cases) and allocations per request.
 // `go test ./cmd/triage -run '^$' -bench ServePath -benchmem`.
 func BenchmarkServePath(b *testing.B) {
-	for _, c := range pathCases {
+	for _, c := range append(pathCases[:len(pathCases):len(pathCases)], tracedCases...) {
 		b.Run(c.name, func(b *testing.B) {
 			p := startPath(b, c)
 			b.ReportAllocs()
+			cpu0 := cpuTime()
 			for b.Loop() {
 				if err := p.do(); err != nil {
 					b.Fatal(err)
 				}
 			}
+			if c.traced { // the spans of the requests served (and of the warm-up's 50), exported
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				if err := p.gw.Shutdown(ctx); err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(float64(p.col.Bytes())/float64(b.N+warmUp), "export-B/op")
+			}
+			b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
 		})
 	}
 }
