@@ -1,6 +1,7 @@
 // Package tracing owns the gateway's OpenTelemetry tracing: its config
-// (the tracing: section), the SDK's tracer provider with the OTLP/HTTP
-// exporter behind a batch processor of its own, and the W3C trace context
+// (the tracing: section), the SDK's tracer provider with an OTLP/HTTP
+// exporter of its own (OTLP's JSON encoding, otlpjson.go) behind a batch
+// processor of its own, and the W3C trace context
 // written into upstream requests. The spans themselves are built by the router,
 // which knows the request.
 //

@@ -4,13 +4,11 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -51,17 +49,7 @@ func New(c Config, exp sdktrace.SpanExporter) (*Tracer, error) {
 		for k, v := range c.Headers {
 			h[k] = string(v)
 		}
-		var err error
-		exp, err = otlptracehttp.New(context.Background(),
-			otlptracehttp.WithEndpointURL(u),
-			otlptracehttp.WithHeaders(h),
-			otlptracehttp.WithTimeout(c.Timeout),
-			// Retries (of a 429 or 503 from the collector) stay within
-			// the export's timeout, which the batch processor enforces.
-			otlptracehttp.WithRetry(otlptracehttp.RetryConfig{Enabled: true, InitialInterval: min(500*time.Millisecond, c.Timeout/4), MaxInterval: c.Timeout / 2, MaxElapsedTime: c.Timeout}))
-		if err != nil {
-			return nil, fmt.Errorf("tracing: OTLP exporter: %w", err)
-		}
+		exp = newJSONExporter(u, h, c.Timeout)
 	}
 	t := &Tracer{b: newBatcher(exp, c.MaxQueue, batchSize, batchDelay, c.Timeout)}
 	t.tp = sdktrace.NewTracerProvider(

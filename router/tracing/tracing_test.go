@@ -1,17 +1,21 @@
 package tracing
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/triagegw/triage/router/tracing/tracingtest"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -286,3 +290,85 @@ func TestEndpointDownNeverBlocks(t *testing.T) {
 }
 
 func fmtV(c Config) string { return fmt.Sprintf("%+v %#v", c, c) }
+
+// What the exporter sends is OTLP as a collector reads it: the OTLP
+// protobuf schema accepts it (tracingtest checks it with protojson), ids
+// are the spans' own, parents link, kinds, statuses and typed attributes
+// come through, and a failing endpoint's batch is counted as dropped.
+func TestOTLPJSONContent(t *testing.T) {
+	col := tracingtest.NewCollector()
+	defer col.Close()
+	tr, err := New(Config{Endpoint: col.URL, ServiceName: "gw-test"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, root := tr.Start(context.Background(), "POST /v1/chat/completions", trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attribute.String("triage.route", "coding"), attribute.Int("http.response.status_code", 200),
+			attribute.Float64("triage.score", 0.93), attribute.Bool("triage.stream", true), attribute.StringSlice("triage.classes", []string{"a", "b"})))
+	_, child := tr.Start(ctx, "upstream", trace.WithSpanKind(trace.SpanKindClient))
+	child.AddEvent("retry", trace.WithAttributes(attribute.Int("attempt", 2)))
+	child.SetStatus(codes.Error, "upstream answered 502")
+	child.End()
+	root.End()
+	if err := tr.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	req := col.Last()
+	if req == nil || len(req.ResourceSpans) != 1 || len(req.ResourceSpans[0].ScopeSpans) != 1 {
+		t.Fatalf("export %v", req)
+	}
+	rs := req.ResourceSpans[0]
+	if a := rs.Resource.Attributes; len(a) != 1 || a[0].Key != "service.name" || a[0].Value.GetStringValue() != "gw-test" {
+		t.Fatalf("resource %v", rs.Resource)
+	}
+	spans := rs.ScopeSpans[0].Spans
+	byName := map[string]int{}
+	for i, s := range spans {
+		byName[s.Name] = i
+	}
+	r, c := spans[byName["POST /v1/chat/completions"]], spans[byName["upstream"]]
+	rsc, csc := root.SpanContext(), child.SpanContext()
+	rtid, rsid, csid := rsc.TraceID(), rsc.SpanID(), csc.SpanID()
+	if len(spans) != 2 || !bytes.Equal(r.TraceId, rtid[:]) || !bytes.Equal(r.SpanId, rsid[:]) || len(r.ParentSpanId) != 0 ||
+		!bytes.Equal(c.TraceId, rtid[:]) || !bytes.Equal(c.SpanId, csid[:]) || !bytes.Equal(c.ParentSpanId, rsid[:]) {
+		t.Fatalf("ids: %v", spans)
+	}
+	if r.Kind.String() != "SPAN_KIND_SERVER" || c.Kind.String() != "SPAN_KIND_CLIENT" {
+		t.Fatalf("kinds %v %v", r.Kind, c.Kind)
+	}
+	if c.Status.Code.String() != "STATUS_CODE_ERROR" || c.Status.Message != "upstream answered 502" || r.Status.Code.String() != "STATUS_CODE_UNSET" {
+		t.Fatalf("statuses %v %v", r.Status, c.Status)
+	}
+	if r.EndTimeUnixNano <= r.StartTimeUnixNano || r.StartTimeUnixNano == 0 {
+		t.Fatalf("times %d %d", r.StartTimeUnixNano, r.EndTimeUnixNano)
+	}
+	attrs := map[string]string{}
+	for _, kv := range r.Attributes {
+		attrs[kv.Key] = kv.Value.String()
+	}
+	for k, want := range map[string]string{
+		"triage.route": `string_value:"coding"`, "http.response.status_code": `int_value:200`, "triage.score": `double_value:0.93`,
+		"triage.stream": `bool_value:true`, "triage.classes": `array_value:{values:{string_value:"a"} values:{string_value:"b"}}`,
+	} {
+		if got := strings.Join(strings.Fields(attrs[k]), ""); got != strings.Join(strings.Fields(want), "") {
+			t.Errorf("%s = %s, want %s", k, attrs[k], want)
+		}
+	}
+	if len(c.Events) != 1 || c.Events[0].Name != "retry" || c.Events[0].Attributes[0].Value.GetIntValue() != 2 {
+		t.Fatalf("events %v", c.Events)
+	}
+
+	// An endpoint that refuses the export: the batch is counted, not retried forever.
+	bad := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.Error(w, "no", http.StatusServiceUnavailable) }))
+	defer bad.Close()
+	tr2, err := New(Config{Endpoint: bad.URL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, s := tr2.Start(context.Background(), "x")
+	s.End()
+	_ = tr2.Shutdown(context.Background())
+	if _, failed := tr2.Dropped(); failed != 1 {
+		t.Fatalf("export failures counted %d, want 1", failed)
+	}
+}

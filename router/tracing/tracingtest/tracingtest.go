@@ -5,14 +5,20 @@ package tracingtest
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -37,6 +43,66 @@ type Collector struct {
 	bytes atomic.Int64
 	mu    sync.Mutex
 	head  http.Header // the last export's
+	last  *coltracepb.ExportTraceServiceRequest
+}
+
+// Last is the last export received, decoded (nil before the first).
+func (c *Collector) Last() *coltracepb.ExportTraceServiceRequest {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.last
+}
+
+// decodeExport reads an export as an OTLP receiver does: protobuf, or OTLP's
+// JSON, which is protobuf's JSON mapping except that trace and span ids
+// are hex. The JSON is checked against the OTLP protobuf schema itself
+// (protojson refuses unknown fields and wrong types), after its ids are
+// turned to the base64 protojson expects.
+func decodeExport(ctype string, b []byte, req *coltracepb.ExportTraceServiceRequest) error {
+	if !strings.HasPrefix(ctype, "application/json") {
+		return proto.Unmarshal(b, req)
+	}
+	var tree any
+	if err := json.Unmarshal(b, &tree); err != nil {
+		return err
+	}
+	if err := hexIDs(tree); err != nil {
+		return err
+	}
+	b, err := json.Marshal(tree)
+	if err != nil {
+		return err
+	}
+	return protojson.Unmarshal(b, req)
+}
+
+// hexIDs rewrites every traceId, spanId and parentSpanId from hex to
+// base64, failing on one that is not hex of the right length.
+func hexIDs(v any) error {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, x := range v {
+			n := map[string]int{"traceId": 16, "spanId": 8, "parentSpanId": 8}[k]
+			if s, ok := x.(string); ok && n > 0 {
+				id, err := hex.DecodeString(s)
+				if err != nil || len(id) != n {
+					return fmt.Errorf("%s %q is not %d bytes of hex", k, s, n)
+				}
+				v[k] = base64.StdEncoding.EncodeToString(id)
+				continue
+			}
+			if err := hexIDs(x); err != nil {
+				return err
+			}
+		}
+	case []any:
+		for _, x := range v {
+			if err := hexIDs(x); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // NewCollector starts a Collector that decodes what it receives; Close
@@ -58,13 +124,17 @@ func newCollector(decode bool) *Collector {
 		}
 		b, err := io.ReadAll(r.Body)
 		var req coltracepb.ExportTraceServiceRequest
-		if err != nil || proto.Unmarshal(b, &req) != nil {
-			http.Error(w, "bad export", http.StatusBadRequest)
+		if err == nil {
+			err = decodeExport(r.Header.Get("Content-Type"), b, &req)
+		}
+		if err != nil {
+			http.Error(w, "bad export: "+err.Error(), http.StatusBadRequest)
 			return
 		}
 		c.bytes.Add(int64(len(b)))
 		c.mu.Lock()
 		c.head = r.Header.Clone()
+		c.last = &req
 		c.mu.Unlock()
 		for _, rs := range req.ResourceSpans {
 			for _, ss := range rs.ScopeSpans {
