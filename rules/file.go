@@ -141,6 +141,10 @@ type Tier2 struct {
 	// makes (0: tier 2's alone; the two tiers make different mistakes).
 	// Unset: the artifact's, else 0.
 	Mix *float64
+	// Cache is how many distinct conversation texts keep their tier-2
+	// result, so a retry or a regenerated answer costs a lookup, not a
+	// run (0: none). Unset: classifier.DefaultCacheSize (4096).
+	Cache *int
 }
 
 // Shadow configures shadow decisions on live traffic.
@@ -359,6 +363,7 @@ func Parse(path string, src []byte) (*File, error) {
 				"escalate_at":    func(n *yaml.Node) { v := p.unit(n); f.Tier2.EscalateAt = &v },
 				"fallback_floor": func(n *yaml.Node) { v := p.unit(n); f.Tier2.FallbackFloor = &v },
 				"mix":            func(n *yaml.Node) { v := p.unit(n); f.Tier2.Mix = &v },
+				"cache":          func(n *yaml.Node) { v := p.count(n, 0, 1<<20); f.Tier2.Cache = &v },
 			})
 		},
 		"window": func(n *yaml.Node) {

@@ -75,7 +75,7 @@ classes:
 routes:
   - {when: {class: law}, pool: legal}
   - {name: x, pool: code, when: {clas: code, min_score: high}}
-tier2: {budget: -3ms}
+tier2: {budget: -3ms, cache: -1}
 window: {user_turns: 0}
 `))
 	var e *Error
@@ -91,6 +91,7 @@ window: {user_turns: 0}
 		`r.yaml:10:34: routes[1].when.clas: unknown field (did you mean "class"?)`,
 		`r.yaml:10:57: want a number between 0 and 1, got "high"`,
 		`r.yaml:11:17: want a positive duration such as 40ms, got "-3ms"`,
+		`r.yaml:11:30: want a whole number from 0 to 1048576, got "-1"`,
 		`r.yaml:12:22: want a whole number from 1 to 100, got "0"`,
 		`default: required`,
 	}
@@ -533,5 +534,27 @@ func TestTier2Budget(t *testing.T) {
 	}})
 	if d := s.Decide(context.Background(), input(t, "auto", "my lease")); d.Reason != ReasonTier2Unavailable || s.Tier2State() != "failed" {
 		t.Fatalf("failed load: %+v (state %q)", d, s.Tier2State())
+	}
+}
+
+// tier2.cache sizes the tier's result cache, and 0 turns it off.
+func TestTier2CacheSetting(t *testing.T) {
+	t1 := &classifiertest.Fixed{Default: classifier.Scored{Class: "law", Score: 0.3}}
+	load := func() (classifier.Classifier, error) { return &classifiertest.Fixed{}, nil }
+	for _, tc := range []struct {
+		setting string
+		hits    uint64
+	}{{"", 1}, {", cache: 0", 0}, {", cache: 8", 1}} {
+		s := compile(t, "routes: [{name: l, when: {class: law}, pool: legal}]\ndefault: general\ntier2: {enabled: true"+tc.setting+"}\n",
+			Env{Heads: testHeads(true, nil), Tier1: t1, Tier2: load})
+		var r classifier.Result
+		for range 2 {
+			if err := s.tier2.ClassifyWithin(context.Background(), 0, "the same text", &r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if hits, _ := s.tier2.CacheStats(); hits != tc.hits {
+			t.Errorf("tier2 {enabled: true%s}: %d cache hits, want %d", tc.setting, hits, tc.hits)
+		}
 	}
 }

@@ -203,6 +203,9 @@ func Compile(f *File, env Env) (*Set, error) {
 	if env.Tier2Budget != nil {
 		s.tier2Budget = *env.Tier2Budget
 	}
+	if c := f.Tier2.Cache; c != nil {
+		s.tier2.SetCacheSize(*c)
+	}
 	s.counter, _ = env.Tier1.(tokenCounter)
 	if env.Tier1 == nil || h.Tier1 == nil {
 		bad(Pos{}, "heads %s: no tier-1 head; tier 1 is what every decision starts with", h.Dir)
