@@ -16,14 +16,10 @@ type chatResponse struct {
 	choices    int
 	content    []byte // a JSON string literal (scanner.lit), copied as it is
 	hasContent bool
-	tools      []respTool
+	tools      []toolDelta
 	finish     string
 	seq        string
 	in, out    int64
-}
-
-type respTool struct {
-	id, name, args string
 }
 
 // decodeResponse reads a chat completion with the package's scanner: a
@@ -57,17 +53,7 @@ func decodeResponse(body []byte, r *chatResponse) bool {
 			if sc.isNull() {
 				return true
 			}
-			return sc.object(func(k []byte) bool {
-				switch string(k) {
-				case "prompt_tokens":
-					r.in = sc.integer()
-				case "completion_tokens":
-					r.out = sc.integer()
-				default:
-					return sc.skip(0)
-				}
-				return !sc.bad
-			})
+			return sc.chatUsage(&r.in, &r.out)
 		default:
 			return sc.skip(0)
 		}
@@ -98,31 +84,8 @@ func responseChoice(sc *scanner, r *chatResponse) bool {
 						return true
 					}
 					return sc.array(func() bool {
-						var t respTool
-						ok := sc.isNull() || sc.object(func(k []byte) bool {
-							switch string(k) {
-							case "id":
-								t.id = sc.text()
-							case "function":
-								if sc.isNull() {
-									return true
-								}
-								return sc.object(func(k []byte) bool {
-									switch string(k) {
-									case "name":
-										t.name = sc.text()
-									case "arguments":
-										t.args = sc.text()
-									default:
-										return sc.skip(0)
-									}
-									return !sc.bad
-								})
-							default:
-								return sc.skip(0)
-							}
-							return !sc.bad
-						})
+						var t toolDelta
+						ok := sc.isNull() || sc.toolCall(&t, false)
 						r.tools = append(r.tools, t)
 						return ok
 					})

@@ -282,17 +282,7 @@ func (s *Stream) parse(data []byte) (*chunkFields, bool) {
 				return true
 			}
 			f.usage = true
-			return sc.object(func(k []byte) bool {
-				switch string(k) {
-				case "prompt_tokens":
-					f.in = sc.integer()
-				case "completion_tokens":
-					f.out = sc.integer()
-				default:
-					return sc.skip(0)
-				}
-				return !sc.bad
-			})
+			return sc.chatUsage(&f.in, &f.out)
 		case "error":
 			if sc.isNull() {
 				return true
@@ -365,11 +355,22 @@ func (s *Stream) parseChoice(f *chunkFields) bool {
 }
 
 func (s *Stream) parseTool(f *chunkFields) bool {
-	sc := &s.sc
 	var t toolDelta
-	ok := sc.object(func(key []byte) bool {
+	ok := s.sc.toolCall(&t, true)
+	f.tools = append(f.tools, t)
+	return ok
+}
+
+// toolCall reads a chat tool call, whole (a completion's) or a stream's
+// delta of one, into t; its index only when withIndex (a completion's
+// calls are in order, and their index is not read).
+func (sc *scanner) toolCall(t *toolDelta, withIndex bool) bool {
+	return sc.object(func(key []byte) bool {
 		switch string(key) {
 		case "index":
+			if !withIndex {
+				return sc.skip(0)
+			}
 			t.index = sc.integer()
 		case "id":
 			t.id = sc.text()
@@ -393,6 +394,19 @@ func (s *Stream) parseTool(f *chunkFields) bool {
 		}
 		return !sc.bad
 	})
-	f.tools = append(f.tools, t)
-	return ok
+}
+
+// chatUsage reads a chat usage object's prompt and completion tokens.
+func (sc *scanner) chatUsage(in, out *int64) bool {
+	return sc.object(func(k []byte) bool {
+		switch string(k) {
+		case "prompt_tokens":
+			*in = sc.integer()
+		case "completion_tokens":
+			*out = sc.integer()
+		default:
+			return sc.skip(0)
+		}
+		return !sc.bad
+	})
 }
