@@ -1,0 +1,216 @@
+#!/usr/bin/env bash
+# Mixed-traffic tier-2 benchmark: the gateway under three configs, side by
+# side in alternating rounds, on the side-by-side harness's mock upstream,
+# driven by bench/mixload with a body set of every distinct text of
+# datasets/examples and ../shared/datasets/subjects/dev.jsonl (about
+# 4,750, in a seeded order, generated at run time), so that tier 2 is
+# consulted at its natural rate:
+#
+#   plain         bench/gateway.yaml: no rules, nothing classified
+#   natural       bench/gateway-tier2.yaml: rules.yaml's decision, tier 2
+#                 when tier 1 is unsure (13% of dev offline)
+#   all-escalate  bench/gateway-tier2-all.yaml: every class requires tier 2
+#
+# Each config runs WARMUP + DUR seconds at each concurrency of CONCS; the
+# table gives throughput, p50/p99/p99.9 of escalated and non-escalated
+# requests apart, escalation, timeout and shed rates and the gateway's CPU
+# per request (medians over rounds), then the targets, paired within
+# rounds. It is printed and written to bench/results/<date>-mixed.md with
+# the command line, and the run records to the .jsonl beside it.
+#
+#   bench/mixed.sh                                  # bin/triage, ROUNDS=3, DUR=10, c=64
+#   DUR=3 ROUNDS=1 bench/mixed.sh                   # a smoke run
+#   CONCS='8 64' CONFIGS='plain natural' bench/mixed.sh
+#   GW_BIN_A=/tmp/before/bin/triage GW_BIN_B=bin/triage bench/mixed.sh   # before / after, paired per round
+#   TIER2='cache: 4096' bench/mixed.sh              # tier2 keys set in both tier-2 rules files
+#   GW_BIN_B=bin/triage TIER2_A='cache: 0' TIER2_B='cache: 4096' bench/mixed.sh   # one binary, two settings
+#
+# GW_BIN_A (default bin/triage, built by make build with tier 2) and
+# GW_BIN_B (optional) are the binaries, labelled NAME_A and NAME_B (A, B);
+# TIER2, then TIER2_A or TIER2_B, set keys of the rules' tier2 mapping
+# ('k: v, k: v'). The configs are copied into a scratch directory with
+# absolute paths and the ports MOCK_PORT (18000) and GW_PORT (18010); model
+# files come from TRIAGE_MODELS (default var/models). OUT names the
+# results file. The mock is the harness's own build (run
+# ../shared/bench/run.sh once). Everything started here is stopped by pid.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+shared=${TRIAGE_SHARED:-$repo/../shared}
+B=${BENCH_WORK:-/tmp/bench-work}/bin
+[[ -x $B/mockupstream ]] || { echo "mixed.sh: $B/mockupstream missing: run $shared/bench/run.sh once" >&2; exit 1; }
+dur=${DUR:-10}
+warm=${WARMUP:-2}
+rounds=${ROUNDS:-3}
+concs=${CONCS:-64}
+configs=${CONFIGS:-plain natural all-escalate}
+mock_port=${MOCK_PORT:-18000}
+gw_port=${GW_PORT:-18010}
+models=${TRIAGE_MODELS:-$repo/var/models}
+arms=("${NAME_A:-A}")
+declare -A bin=(["${arms[0]}"]=${GW_BIN_A:-$repo/bin/triage})
+declare -A tier2=(["${arms[0]}"]=${TIER2_A:-})
+if [[ -n ${GW_BIN_B:-} ]]; then
+	arms+=("${NAME_B:-B}")
+	bin[${arms[1]}]=$GW_BIN_B
+	tier2[${arms[1]}]=${TIER2_B:-}
+fi
+[[ ${arms[0]} != "${arms[1]:-}" ]] || { echo "mixed.sh: NAME_A and NAME_B are the same" >&2; exit 1; }
+for a in "${arms[@]}"; do
+	[[ -x ${bin[$a]} ]] || { echo "mixed.sh: ${bin[$a]} is not an executable (make build, or set GW_BIN_A/GW_BIN_B)" >&2; exit 1; }
+done
+for p in "$mock_port" "$gw_port"; do
+	if ss -ltnH "sport = :$p" 2>/dev/null | grep -q .; then echo "mixed.sh: port $p is in use (MOCK_PORT, GW_PORT pick others)" >&2; exit 1; fi
+done
+date=$(date -u +%F)
+out=${OUT:-$repo/bench/results/$date-mixed.md}
+[[ -n ${OUT:-} || ! -e $out ]] || out=$repo/bench/results/$date-mixed-$(date -u +%H%M%S).md
+work=$(mktemp -d)
+mock='' gw=''
+trap 'kill $gw $mock 2>/dev/null || true; rm -rf "$work"' EXIT
+
+# The command line, as it can be run again.
+cmdline=
+for v in DUR WARMUP ROUNDS CONCS CONFIGS GW_BIN_A GW_BIN_B NAME_A NAME_B TIER2 TIER2_A TIER2_B MOCK_PORT GW_PORT OUT; do
+	[[ -n ${!v+set} ]] && cmdline+="$v='${!v}' "
+done
+cmdline+="bench/mixed.sh"
+
+(cd "$repo" && go build -o "$work/mixload" ./bench/mixload)
+"$work/mixload" gen -out "$work/bodies.jsonl" "$repo/datasets/examples/subjects.jsonl" "$shared/datasets/subjects/dev.jsonl" 2>"$work/gen.txt"
+cat "$work/gen.txt"
+
+# tier2_set FILE 'k: v, ...': FILE with those keys set in its one-line
+# tier2 mapping (added, or replaced where the file has them).
+tier2_set() {
+	awk -v extra="$2" '
+	function trim(s) { gsub(/^[ \t]+|[ \t]+$/, "", s); return s }
+	function add(list,   i, n, kv, k) {
+		n = split(list, kv, ",")
+		for (i = 1; i <= n; i++) {
+			k = trim(substr(kv[i], 1, index(kv[i], ":") - 1))
+			if (k == "") continue
+			if (!(k in val)) key[++nk] = k
+			val[k] = trim(substr(kv[i], index(kv[i], ":") + 1))
+		}
+	}
+	/^tier2: *\{.*\} *$/ {
+		s = $0; sub(/^tier2: *\{/, "", s); sub(/\} *$/, "", s)
+		add(s); add(extra)
+		line = "tier2: {"
+		for (i = 1; i <= nk; i++) line = line (i > 1 ? ", " : "") key[i] ": " val[key[i]]
+		print line "}"
+		next
+	}
+	{ print }' "$1"
+}
+
+# config ARM CONFIG: write ARM's copy of CONFIG's gateway config (and
+# rules) under $work, and print its path.
+config() {
+	local arm=$1 cfg=$2 dir=$work/$1-$2 src rules=
+	case $cfg in
+	plain) src=gateway.yaml ;;
+	natural) src=gateway-tier2.yaml rules=rules-tier2.yaml ;;
+	all-escalate) src=gateway-tier2-all.yaml rules=rules-tier2-all.yaml ;;
+	*) echo "mixed.sh: unknown config $cfg (plain, natural, all-escalate)" >&2; return 1 ;;
+	esac
+	mkdir -p "$dir"
+	sed -e "s#^listen: .*#listen: 127.0.0.1:$gw_port#" -e "s#127\.0\.0\.1:18000#127.0.0.1:$mock_port#" \
+		-e "s#^rules: .*#rules: rules.yaml#" -e "s#^models_dir: .*#models_dir: $models#" "$repo/bench/$src" >"$dir/gateway.yaml"
+	if [[ -n $rules ]]; then
+		sed -e "s#^heads: \.\./#heads: $repo/#" "$repo/bench/$rules" >"$dir/rules.in"
+		tier2_set "$dir/rules.in" "${TIER2:-}, ${tier2[$arm]}" >"$dir/rules.yaml"
+	fi
+	echo "$dir/gateway.yaml"
+}
+
+declare -A cfgfile=() budget=()
+for a in "${arms[@]}"; do
+	for c in $configs; do
+		f=$(config "$a" "$c")
+		cfgfile[$a/$c]=$f
+		budget[$a/$c]=0s
+		if [[ -f ${f%/*}/rules.yaml ]]; then
+			budget[$a/$c]=$(grep '^tier2:' "${f%/*}/rules.yaml" | grep -o 'budget: *[0-9.a-z]*' | sed 's/budget: *//' || true)
+			budget[$a/$c]=${budget[$a/$c]:-50ms}
+		fi
+		"${bin[$a]}" serve --config "$f" --check >/dev/null || { echo "mixed.sh: $a $c: the config does not load (${f%/*})" >&2; exit 1; }
+	done
+done
+
+# start ARM CONFIG: start the gateway and wait until it is ready, with
+# tier 2 loaded where the rules use it.
+start() {
+	local log=$work/$1-$2/gateway.log r
+	"${bin[$1]}" serve --config "${cfgfile[$1/$2]}" >"$log" 2>&1 &
+	gw=$!
+	for _ in $(seq 300); do
+		r=$(curl -s "http://127.0.0.1:$gw_port/readyz" || true)
+		if [[ $r == *'"status":"ready"'* && ( $r != *'"tier2"'* || $r == *'"tier2":"loaded"'* || $r == *'"tier2":"off"'* ) ]]; then
+			return 0
+		fi
+		if [[ $r == *'"tier2":"failed"'* ]] || ! kill -0 "$gw" 2>/dev/null; then break; fi
+		sleep 0.2
+	done
+	echo "mixed.sh: $1 $2 did not become ready: $r" >&2
+	tail -n 20 "$log" >&2
+	return 1
+}
+
+stop() {
+	kill "$gw" 2>/dev/null || true
+	wait "$gw" 2>/dev/null || true
+	gw=
+}
+
+"$B/mockupstream" -addr "127.0.0.1:$mock_port" -chunks 20 >/dev/null 2>&1 &
+mock=$!
+sleep 0.5
+load0=$(cut -d' ' -f1-3 /proc/loadavg)
+t0=$(date +%s)
+runs=$work/runs.jsonl
+log=$work/runs.txt
+for r in $(seq "$rounds"); do
+	order=("${arms[@]}")
+	if (( ${#arms[@]} == 2 && r % 2 == 0 )); then order=("${arms[1]}" "${arms[0]}"); fi
+	for c in $configs; do
+		for a in "${order[@]}"; do
+			start "$a" "$c"
+			for n in $concs; do
+				"$work/mixload" run -url "http://127.0.0.1:$gw_port/v1/chat/completions" -bodies "$work/bodies.jsonl" \
+					-c "$n" -d "${dur}s" -warmup "${warm}s" -gw-pid "$gw" -budget "${budget[$a/$c]}" \
+					-arm "$a" -config "$c" -round "$r" -out "$runs" -brief | sed "s/^/round $r /" | tee -a "$log"
+			done
+			stop
+		done
+	done
+done
+load1=$(cut -d' ' -f1-3 /proc/loadavg)
+
+mkdir -p "$(dirname "$out")"
+{
+	echo "# Mixed-traffic tier-2 benchmark, $(date -u +'%F %H:%M') UTC"
+	echo
+	echo "Command: \`$cmdline\` ($(( $(date +%s) - t0 )) s)"
+	echo
+	echo "Machine: $(nproc) × $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), shared: the mock, the load generator and the gateway on the same cores; load average $load0 before, $load1 after."
+	echo "Bodies: $(sed 's/^mixload gen: //' "$work/gen.txt"); the workers share one cursor, so a text comes back after all the others."
+	echo "Each run: ${warm} s warm-up, ${dur} s measured, per concurrency ($concs), configs in turn ($configs), $rounds round(s)."
+	for a in "${arms[@]}"; do
+		set_keys=${TIER2:-}${TIER2:+${tier2[$a]:+, }}${tier2[$a]}
+		echo "- $a: \`${bin[$a]}\` ($("${bin[$a]}" --version 2>/dev/null || echo '?'))${set_keys:+; rules tier2 set: $set_keys}"
+	done
+	echo
+	"$work/mixload" table -in "$runs"
+	echo
+	echo "Runs:"
+	echo
+	echo '```'
+	cat "$log"
+	echo '```'
+} >"$out"
+cp "$runs" "${out%.md}.jsonl"
+echo
+cat "$out"
+echo
+echo "written: $out and ${out%.md}.jsonl"
