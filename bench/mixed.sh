@@ -11,8 +11,10 @@
 #                 when tier 1 is unsure (13% of dev offline)
 #   all-escalate  bench/gateway-tier2-all.yaml: every class requires tier 2
 #
-# Each config runs WARMUP + DUR seconds at each concurrency of CONCS; the
-# table gives throughput, p50/p99/p99.9 of escalated and non-escalated
+# Each config runs WARMUP + DUR seconds at each concurrency of CONCS, on a
+# gateway started for that run (the binaries in turn, A and B swapping
+# places every other round). The table gives throughput, answers tier 2
+# decided per second, p50/p99/p99.9 of escalated and non-escalated
 # requests apart, escalation, timeout and shed rates and the gateway's CPU
 # per request (medians over rounds), then the targets, paired within
 # rounds. It is printed and written to bench/results/<date>-mixed.md with
@@ -174,14 +176,16 @@ for r in $(seq "$rounds"); do
 	order=("${arms[@]}")
 	if (( ${#arms[@]} == 2 && r % 2 == 0 )); then order=("${arms[1]}" "${arms[0]}"); fi
 	for c in $configs; do
-		for a in "${order[@]}"; do
-			start "$a" "$c"
-			for n in $concs; do
+		for n in $concs; do
+			for a in "${order[@]}"; do
+				# A fresh gateway for each run: tier 2's Runs that outlive
+				# their requests' budget would otherwise go on into the next.
+				start "$a" "$c"
 				"$work/mixload" run -url "http://127.0.0.1:$gw_port/v1/chat/completions" -bodies "$work/bodies.jsonl" \
 					-c "$n" -d "${dur}s" -warmup "${warm}s" -gw-pid "$gw" -budget "${budget[$a/$c]}" \
 					-arm "$a" -config "$c" -round "$r" -out "$runs" -brief | sed "s/^/round $r /" | tee -a "$log"
+				stop
 			done
-			stop
 		done
 	done
 done

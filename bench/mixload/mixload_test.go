@@ -202,7 +202,8 @@ func TestTableTargets(t *testing.T) {
 		"after, 100% escalation, c=64: escalated p99 **58.0 ms** against budget + 10 = 60.0 ms: met",
 		"before, natural escalation, c=64: not-escalated p99 / plain p99 in the same round **2.00×** (at most 1.20: not met",
 		"after, natural escalation, c=64: not-escalated p99 / plain p99 in the same round **1.10×** (at most 1.20: met",
-		"all-escalate, c=64, after against before: tier-2 throughput **2.50×** (at least 2: met; rounds: 2.50, 2.50, 2.50), decided by tier 2 per second 300.00×",
+		"all-escalate, c=64, after against before: tier-2 throughput (answers decided by tier 2 per second) **300.00×** (at least 2: met; rounds: 300.00, 300.00, 300.00); requests/s 2.50×",
+		"natural, c=64, after against before: throughput **2.00×** (rounds: 2.00, 2.00, 2.00), decided by tier 2 per second 2.00×",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
