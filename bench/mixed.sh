@@ -37,7 +37,7 @@
 # ../shared/bench/run.sh once). Everything started here is stopped by pid.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
-shared=${TRIAGE_SHARED:-$repo/../shared}
+shared=$(cd "${TRIAGE_SHARED:-$repo/../shared}" && pwd) || { echo "mixed.sh: no ../shared (TRIAGE_SHARED names it)" >&2; exit 1; }
 B=${BENCH_WORK:-/tmp/bench-work}/bin
 [[ -x $B/mockupstream ]] || { echo "mixed.sh: $B/mockupstream missing: run $shared/bench/run.sh once" >&2; exit 1; }
 dur=${DUR:-10}
@@ -212,7 +212,7 @@ mkdir -p "$(dirname "$out")"
 	echo '```'
 	cat "$log"
 	echo '```'
-} >"$out"
+} | sed -e "s#$repo/##g" -e "s#$(dirname "$repo")/shared/#../shared/#g" >"$out"
 cp "$runs" "${out%.md}.jsonl"
 echo
 cat "$out"
