@@ -32,7 +32,8 @@
 # TIER2, then TIER2_A or TIER2_B, set keys of the rules' tier2 mapping
 # ('k: v, k: v'). The configs are copied into a scratch directory with
 # absolute paths and the ports MOCK_PORT (18000) and GW_PORT (18010); model
-# files come from TRIAGE_MODELS (default var/models). OUT names the
+# files come from TRIAGE_MODELS (default var/models). BODIES_FROM lists
+# other JSONL files of texts to draw the bodies from. OUT names the
 # results file. The mock is the harness's own build (run
 # ../shared/bench/run.sh once). Everything started here is stopped by pid.
 set -euo pipefail
@@ -72,13 +73,14 @@ trap 'kill $gw $mock 2>/dev/null || true; rm -rf "$work"' EXIT
 
 # The command line, as it can be run again.
 cmdline=
-for v in DUR WARMUP ROUNDS CONCS CONFIGS GW_BIN_A GW_BIN_B NAME_A NAME_B TIER2 TIER2_A TIER2_B MOCK_PORT GW_PORT OUT; do
+for v in DUR WARMUP ROUNDS CONCS CONFIGS GW_BIN_A GW_BIN_B NAME_A NAME_B TIER2 TIER2_A TIER2_B BODIES_FROM MOCK_PORT GW_PORT OUT; do
 	[[ -n ${!v+set} ]] && cmdline+="$v='${!v}' "
 done
 cmdline+="bench/mixed.sh"
 
 (cd "$repo" && go build -o "$work/mixload" ./bench/mixload)
-"$work/mixload" gen -out "$work/bodies.jsonl" "$repo/datasets/examples/subjects.jsonl" "$shared/datasets/subjects/dev.jsonl" 2>"$work/gen.txt"
+read -r -a from <<<"${BODIES_FROM:-$repo/datasets/examples/subjects.jsonl $shared/datasets/subjects/dev.jsonl}"
+"$work/mixload" gen -out "$work/bodies.jsonl" "${from[@]}" 2>"$work/gen.txt"
 cat "$work/gen.txt"
 
 # tier2_set FILE 'k: v, ...': FILE with those keys set in its one-line
@@ -201,8 +203,12 @@ mkdir -p "$(dirname "$out")"
 	echo "Bodies: $(sed 's/^mixload gen: //' "$work/gen.txt"); the workers share one cursor, so a text comes back after all the others."
 	echo "Each run: ${warm} s warm-up, ${dur} s measured, per concurrency ($concs), configs in turn ($configs), $rounds round(s)."
 	for a in "${arms[@]}"; do
-		set_keys=${TIER2:-}${TIER2:+${tier2[$a]:+, }}${tier2[$a]}
-		echo "- $a: \`${bin[$a]}\` ($("${bin[$a]}" --version 2>/dev/null || echo '?'))${set_keys:+; rules tier2 set: $set_keys}"
+		t2=
+		for c in $configs; do
+			f=${cfgfile[$a/$c]%/*}/rules.yaml
+			[[ -f $f ]] && t2=$(grep -m1 '^tier2:' "$f") && break
+		done
+		echo "- $a: \`${bin[$a]}\` ($("${bin[$a]}" --version 2>/dev/null || echo '?'))${t2:+; rules \`$t2\`}"
 	done
 	echo
 	"$work/mixload" table -in "$runs"

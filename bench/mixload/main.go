@@ -18,9 +18,13 @@
 // without decision headers (a gateway with no rules) are not escalated.
 //
 // The workers share one cursor over the body set, so a text comes back
-// only after every other body has been sent once: with more distinct
-// texts than tier 2's result cache holds, a cyclic pass finds none of them
-// cached. Each run record is one JSON line (Record), appended to -out.
+// only after every other body has been sent once. Tier 2's result cache
+// (least recently used out first) then finds it only if fewer texts than
+// the cache holds were classified since: when tier 2 classifies every
+// text, a set larger than the cache cycles through it without a hit; when
+// tier 2 falls behind, the texts it did classify are found on the next
+// pass, more of them the longer the run. Each run record is one JSON line
+// (Record), appended to -out.
 // bench/mixed.sh runs it against three gateway configs; by hand:
 //
 //	go run ./bench/mixload gen -out /tmp/bodies.jsonl datasets/examples/subjects.jsonl ../shared/datasets/subjects/dev.jsonl
