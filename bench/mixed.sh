@@ -180,8 +180,8 @@ for r in $(seq "$rounds"); do
 	for c in $configs; do
 		for n in $concs; do
 			for a in "${order[@]}"; do
-				# A fresh gateway for each run: tier 2's Runs that outlive
-				# their requests' budget would otherwise go on into the next.
+				# A fresh gateway for each run, so each starts from the same
+				# state: no Runs in flight, an empty result cache.
 				start "$a" "$c"
 				"$work/mixload" run -url "http://127.0.0.1:$gw_port/v1/chat/completions" -bodies "$work/bodies.jsonl" \
 					-c "$n" -d "${dur}s" -warmup "${warm}s" -gw-pid "$gw" -budget "${budget[$a/$c]}" \
