@@ -65,6 +65,19 @@ func (l *Lazy) CacheStats() (hits, misses uint64) {
 	return l.cache.hits.Load(), l.cache.misses.Load()
 }
 
+// RunStats reports the loaded tier's scheduler: its queue, Runs, and the
+// texts it shed, dropped or answered late (false: not loaded, or a tier
+// that does not schedule its Runs).
+func (l *Lazy) RunStats() (RunStats, bool) {
+	if !l.Loaded() {
+		return RunStats{}, false
+	}
+	if s, ok := l.c.(RunStatser); ok {
+		return s.RunStats()
+	}
+	return RunStats{}, false
+}
+
 // Start begins the load in the background, once.
 func (l *Lazy) Start() {
 	l.once.Do(func() {

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
+	"time"
 
 	"github.com/triagegw/triage/classifier"
 	"github.com/triagegw/triage/classifier/tokenize"
@@ -21,7 +23,8 @@ type Model struct {
 	maxText  int  // text tokens: the encoder's max less the special tokens
 	specials bool // wrap the ids in [CLS] … [SEP]
 	cls, sep int32
-	ids      sync.Pool // *[]int32
+	ids      sync.Pool  // *[]int32
+	sched    *scheduler // nil unless the encoder's Options.Schedule
 }
 
 // New builds a Model from a tokenizer and an encoder. A bert encoder's
@@ -47,7 +50,72 @@ func New(tok Tokenizer, enc *Encoder) (*Model, error) {
 		md.specials, md.maxText = true, m.MaxTokens-2
 	}
 	md.ids.New = func() any { v := make([]int32, 0, m.MaxTokens); return &v }
+	if o := enc.Options(); o.Schedule && available {
+		md.sched = md.newScheduler(o)
+	}
 	return md, nil
+}
+
+// newScheduler starts the Model's scheduler, its cost model seeded by
+// timing a short and a longer input (the second of two Runs of each: the
+// first also warms the session).
+func (m *Model) newScheduler(o Options) *scheduler {
+	man := m.enc.Manifest()
+	batch := o.MaxBatch
+	if man.Input != InputUSE {
+		batch = 1 // a bert batch would need padding and per-row masks
+	}
+	var prior [2]costPoint
+	for i, n := range []int{8, min(64, m.maxText)} {
+		ids := make([]int32, 0, n+2)
+		if m.specials {
+			ids = append(ids, m.cls)
+		}
+		for range n {
+			ids = append(ids, 1000)
+		}
+		if m.specials {
+			ids = append(ids, m.sep)
+		}
+		var dst []float32
+		prior[i] = costPoint{tokens: len(ids), took: time.Millisecond * time.Duration(1+n/16)}
+		for k := range 2 {
+			start := time.Now()
+			if _, err := m.enc.Embed(context.Background(), ids, dst); err != nil {
+				break
+			}
+			if k == 1 {
+				prior[i].took = time.Since(start)
+			}
+		}
+	}
+	cpu := 0.0
+	if o.CPUShare > 0 && o.CPUShare < 1 {
+		cpu = o.CPUShare * float64(runtime.GOMAXPROCS(0))
+	}
+	cfg := schedConfig{workers: o.MaxConcurrent, maxBatch: batch, maxPadded: o.BatchTokens,
+		queueLen: o.QueueLen, cpuShare: cpu, nice: o.Nice, threads: o.Threads}
+	return newScheduler(cfg, m.runBatch, prior)
+}
+
+// runBatch is the scheduler's Run: one text alone, or a use encoder's
+// batch in one Run.
+func (m *Model) runBatch(batch [][]int32, dst [][]float32) error {
+	if len(batch) == 1 {
+		_, err := m.enc.Embed(context.Background(), batch[0], dst[0])
+		return err
+	}
+	_, err := m.enc.embedBatch(context.Background(), batch, dst)
+	return err
+}
+
+// RunStats reports the scheduler's queue, Runs and the texts it did not
+// serve in time (false: this Model runs unscheduled).
+func (m *Model) RunStats() (classifier.RunStats, bool) {
+	if m.sched == nil {
+		return classifier.RunStats{}, false
+	}
+	return m.sched.stats(), true
 }
 
 // Open loads the model directory dir (see the package documentation): its
@@ -172,8 +240,14 @@ func (m *Model) Encoder() *Encoder { return m.enc }
 // Dims is the feature vector's length.
 func (m *Model) Dims() int { return m.enc.Dims() }
 
-// Close releases the encoder's session.
-func (m *Model) Close() error { return m.enc.Close() }
+// Close stops the scheduler (texts waiting fail) and releases the
+// encoder's session once the Runs in flight end.
+func (m *Model) Close() error {
+	if m.sched != nil {
+		m.sched.close()
+	}
+	return m.enc.Close()
+}
 
 // Features writes text's unit-length feature vector into dst (grown to
 // Dims) and returns it: the input for training and using tier-2 heads.
@@ -195,7 +269,12 @@ func (m *Model) features(ctx context.Context, text string, dst []float32) ([]flo
 		n--
 		ids = append(ids, m.sep)
 	}
-	dst, err := m.enc.Embed(ctx, ids, dst)
+	var err error
+	if dl, ok := ctx.Deadline(); ok && m.sched != nil && len(ids) > 0 {
+		dst, err = m.sched.embed(ctx, dl, ids, dst, m.enc.Dims())
+	} else {
+		dst, err = m.enc.Embed(ctx, ids, dst)
+	}
 	*p = ids
 	m.ids.Put(p)
 	return dst, n, err

@@ -35,3 +35,11 @@ func (e *Encoder) LoadTime() time.Duration { return e.loadTime }
 
 // Options are the options in effect, defaults filled in.
 func (e *Encoder) Options() Options { return e.opts }
+
+// grow returns v with length n, reallocated when its capacity is short.
+func grow(v []float32, n int) []float32 {
+	if cap(v) < n {
+		return make([]float32, n)
+	}
+	return v[:n]
+}

@@ -187,6 +187,28 @@ type Options struct {
 	// default): a little lower latency when Threads > 1, for a busy core.
 	// Off by default.
 	Spin bool
+
+	// Schedule starts the scheduler that serves classifications with a
+	// deadline (see sched.go): admission against the deadline, greedy
+	// micro-batching, MaxConcurrent workers. Offline work, which has no
+	// deadline, runs one Run a text either way.
+	Schedule bool
+	// MaxBatch is the most texts one Run takes when texts queue; 0 means
+	// 8, 1 turns batching off. A bert encoder runs one text a Run.
+	MaxBatch int
+	// BatchTokens is the most padded tokens (texts × the longest) one
+	// batched Run takes; 0 means 256.
+	BatchTokens int
+	// QueueLen is the most texts waiting; 0 means 32 a worker.
+	QueueLen int
+	// CPUShare caps the Runs at that many cores' worth of time a second,
+	// as a fraction of GOMAXPROCS (0.5 on a 4-core machine: two cores);
+	// 0 or 1 means no cap.
+	CPUShare float64
+	// Nice is the nice value of the workers' threads (Linux), so that the
+	// gateway's own threads take a core first when both want it; 0 leaves
+	// them as the process.
+	Nice int
 }
 
 func (o Options) withDefaults() Options {
@@ -195,6 +217,15 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxConcurrent <= 0 {
 		o.MaxConcurrent = runtime.GOMAXPROCS(0)
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = 8
+	}
+	if o.BatchTokens <= 0 {
+		o.BatchTokens = 256
+	}
+	if o.QueueLen <= 0 {
+		o.QueueLen = 32 * o.MaxConcurrent
 	}
 	return o
 }

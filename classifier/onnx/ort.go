@@ -199,13 +199,6 @@ func (e *Encoder) HiddenStates(ctx context.Context, ids []int32, dst []float32) 
 	return dst, ctx.Err()
 }
 
-func grow(v []float32, n int) []float32 {
-	if cap(v) < n {
-		return make([]float32, n)
-	}
-	return v[:n]
-}
-
 func growI64(v []int64, n int) []int64 {
 	if cap(v) < n {
 		return make([]int64, n, max(n, 2*cap(v)))

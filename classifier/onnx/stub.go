@@ -38,3 +38,8 @@ func (e *Encoder) Embed(ctx context.Context, ids []int32, dst []float32) ([]floa
 func (e *Encoder) HiddenStates(ctx context.Context, ids []int32, dst []float32) ([]float32, error) {
 	return dst, errNotBuilt
 }
+
+// embedBatch embeds a batch in one Run; this build has no runtime.
+func (e *Encoder) embedBatch(ctx context.Context, batch [][]int32, dst [][]float32) ([][]float32, error) {
+	return dst, errNotBuilt
+}
