@@ -195,6 +195,7 @@ func New(cfg *config.Config, routing *rules.Set, o Options) (*Gateway, error) {
 	metrics.RegisterBackends(o.Registry, g.backendStates)
 	metrics.RegisterBudgets(o.Registry, g.budgetStates)
 	metrics.RegisterShared(o.Registry, g.limiter.Degraded)
+	metrics.RegisterTier2(o.Registry, g.tier2State)
 	if err := g.Apply(cfg, routing); err != nil {
 		_ = g.Shutdown(context.Background())
 		return nil, err
@@ -613,6 +614,17 @@ func (g *Gateway) Ready() bool {
 		}
 	}
 	return false
+}
+
+// tier2State is tier 2 as the current rules have it, for the metrics.
+func (g *Gateway) tier2State() metrics.Tier2State {
+	s := g.snap.Load()
+	if s == nil || s.rules == nil {
+		return metrics.Tier2State{State: "off"}
+	}
+	st := metrics.Tier2State{State: s.rules.Tier2State()}
+	st.Run, st.Scheduled, st.CacheHits, st.CacheMiss = s.rules.Tier2Stats()
+	return st
 }
 
 func (g *Gateway) backendStates(yield func(metrics.BackendState)) {

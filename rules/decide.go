@@ -78,7 +78,7 @@ type evidence struct {
 	class1, class2 []classifier.Scored
 	res1, res2     *classifier.Result
 	tier2          int    // 0: not asked, 1: answered, 2: failed
-	tier2Reason    string // why it failed: tier2_timeout, tier2_unavailable, tier2_error
+	tier2Reason    string // why it failed: tier2_timeout, tier2_shed, tier2_unavailable, tier2_error, client_gone
 	tier2Available bool   // the set can escalate at all
 }
 
@@ -403,7 +403,11 @@ func (s *Set) askTier2(ctx context.Context, sig *Signals, w *work, tr *Trace, bu
 		}
 		var le *classifier.LoadError
 		switch {
-		case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+		case errors.Is(err, classifier.ErrShed):
+			ev.tier2Reason = ReasonTier2Shed
+		case errors.Is(ctx.Err(), context.Canceled):
+			ev.tier2Reason = ReasonClientGone
+		case errors.Is(err, context.DeadlineExceeded):
 			ev.tier2Reason = ReasonTier2Timeout
 		case errors.Is(err, classifier.ErrUnavailable) || errors.As(err, &le):
 			ev.tier2Reason = ReasonTier2Unavailable

@@ -145,7 +145,30 @@ type Tier2 struct {
 	// result, so a retry or a regenerated answer costs a lookup, not a
 	// run (0: none). Unset: classifier.DefaultCacheSize (4096).
 	Cache *int
+	// Runs is how many tier-2 Runs may be in flight at once (one intra-op
+	// thread each). Unset: GOMAXPROCS.
+	Runs *int
+	// Batch is the most texts one Run takes when requests queue (1: no
+	// batching). Unset: 8.
+	Batch *int
+	// BatchTokens is the most padded tokens (texts × the longest) one
+	// batched Run takes. Unset: 256.
+	BatchTokens *int
+	// Queue is the most texts waiting for a Run; past it, escalations are
+	// shed. Unset: 32 a Run.
+	Queue *int
+	// CPUShare caps tier 2's Runs at this share of the machine's cores
+	// (GOMAXPROCS), in Run time a second (1: no cap). Unset: 1.
+	CPUShare *float64
+	// Nice is the scheduling priority of the threads tier 2 runs on, from
+	// 0 (the gateway's own) to 19 (the lowest), so that the proxy path
+	// takes a core first when both want one. Unset: DefaultTier2Nice.
+	Nice *int
 }
+
+// DefaultTier2Nice is tier 2's threads' nice value when the rules set
+// none.
+const DefaultTier2Nice = 10
 
 // Shadow configures shadow decisions on live traffic.
 type Shadow struct {
@@ -364,6 +387,19 @@ func Parse(path string, src []byte) (*File, error) {
 				"fallback_floor": func(n *yaml.Node) { v := p.unit(n); f.Tier2.FallbackFloor = &v },
 				"mix":            func(n *yaml.Node) { v := p.unit(n); f.Tier2.Mix = &v },
 				"cache":          func(n *yaml.Node) { v := p.count(n, 0, 1<<20); f.Tier2.Cache = &v },
+				"runs":           func(n *yaml.Node) { v := p.count(n, 1, 256); f.Tier2.Runs = &v },
+				"batch":          func(n *yaml.Node) { v := p.count(n, 1, 64); f.Tier2.Batch = &v },
+				"batch_tokens":   func(n *yaml.Node) { v := p.count(n, 1, 1<<16); f.Tier2.BatchTokens = &v },
+				"queue":          func(n *yaml.Node) { v := p.count(n, 1, 1<<16); f.Tier2.Queue = &v },
+				"cpu_share": func(n *yaml.Node) {
+					v := p.unit(n)
+					if v == 0 && n.Kind == yaml.ScalarNode && n.Value != "" {
+						p.bad(n, "want a share of the cores above 0 (1: no cap), got 0")
+						v = 1
+					}
+					f.Tier2.CPUShare = &v
+				},
+				"nice": func(n *yaml.Node) { v := p.count(n, 0, 19); f.Tier2.Nice = &v },
 			})
 		},
 		"window": func(n *yaml.Node) {

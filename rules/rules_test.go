@@ -535,6 +535,27 @@ func TestTier2Budget(t *testing.T) {
 	if d := s.Decide(context.Background(), input(t, "auto", "my lease")); d.Reason != ReasonTier2Unavailable || s.Tier2State() != "failed" {
 		t.Fatalf("failed load: %+v (state %q)", d, s.Tier2State())
 	}
+
+	// A tier that would not have finished in time, and did not start.
+	shed := &blocking{release: make(chan struct{}), err: fmt.Errorf("onnx: %w", classifier.ErrShed)}
+	close(shed.release)
+	s = compile(t, body, Env{Heads: testHeads(true, nil), Tier1: t1, Tier2: func() (classifier.Classifier, error) { return shed, nil }})
+	if d := s.Decide(context.Background(), input(t, "auto", "my lease")); d.Reason != ReasonTier2Shed || d.Pool != "general" {
+		t.Fatalf("shed: %+v", d)
+	}
+
+	// The client leaves while tier 2 runs: the reason says so, not an error.
+	slow = &blocking{release: make(chan struct{}), verdict: classifier.Scored{Class: "law", Score: 0.9}}
+	defer close(slow.release)
+	s = compile(t, body, Env{Heads: testHeads(true, nil), Tier1: t1, Tier2: func() (classifier.Classifier, error) { return slow, nil }})
+	if err := s.LoadTier2(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(5*time.Millisecond, cancel)
+	if d := s.Decide(ctx, input(t, "auto", "my lease")); d.Reason != ReasonClientGone {
+		t.Fatalf("client gone: %+v", d)
+	}
 }
 
 // tier2.cache sizes the tier's result cache, and 0 turns it off.

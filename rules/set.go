@@ -30,6 +30,8 @@ const (
 	ReasonTier2Timeout       = "tier2_timeout"        // tier 2 ran out of its budget
 	ReasonTier2Unavailable   = "tier2_unavailable"    // tier 2 cannot run here (not in this build, or its model failed to load)
 	ReasonTier2Error         = "tier2_error"          // tier 2 ran and failed
+	ReasonTier2Shed          = "tier2_shed"           // tier 2 could not have answered within the budget, so it did not start
+	ReasonClientGone         = "client_gone"          // the client left while tier 2 ran
 	ReasonDefault            = "default"              // no route takes the top class
 	ReasonRule               = "rule"                 // a route without class conditions matched the request
 	ReasonSession            = "session"              // kept on the session's earlier route
@@ -730,6 +732,17 @@ func (s *Set) Tier2State() string {
 	return s.tier2.State()
 }
 
+// Tier2Stats reports tier 2's scheduler (false: tier 2 is off, not
+// loaded, or runs unscheduled) and its result cache's hits and misses.
+func (s *Set) Tier2Stats() (run classifier.RunStats, scheduled bool, hits, misses uint64) {
+	if !s.tier2On {
+		return run, false, 0, 0
+	}
+	run, scheduled = s.tier2.RunStats()
+	hits, misses = s.tier2.CacheStats()
+	return run, scheduled, hits, misses
+}
+
 // Tier2Loaded reports whether tier 2 has been loaded (successfully).
 func (s *Set) Tier2Loaded() bool { return s.tier2On && s.tier2.Loaded() }
 
@@ -764,7 +777,8 @@ type Timing struct {
 	Tier1      time.Duration
 	// Tier2 covers tier 2's load (the first time) and its classification,
 	// within its budget; when it gave no verdict the Decision's Reason says
-	// why (ReasonTier2Timeout, ReasonTier2Unavailable, ReasonTier2Error).
+	// why (ReasonTier2Timeout, ReasonTier2Shed, ReasonTier2Unavailable,
+	// ReasonTier2Error, ReasonClientGone).
 	Tier2Start time.Time
 	Tier2      time.Duration
 }

@@ -66,7 +66,7 @@ func (c *tierCache) releasePages() {
 // session and puts h's head on it. In a build without the ONNX runtime it
 // fails with classifier.ErrUnavailable: escalations fall back to tier 1's
 // verdict (tier2_unavailable), and serve warns at start.
-func (c *tierCache) tier2For(h *classifier.Heads, place modelsPlace) (func() (classifier.Classifier, error), bool, error) {
+func (c *tierCache) tier2For(h *classifier.Heads, place modelsPlace, opts onnx.Options) (func() (classifier.Classifier, error), bool, error) {
 	t := h.Tier2
 	if t == nil {
 		return nil, false, nil
@@ -81,7 +81,8 @@ func (c *tierCache) tier2For(h *classifier.Heads, place modelsPlace) (func() (cl
 	if err != nil {
 		dir = t.Encoder.Model // Load says what is missing, when it is needed
 	}
-	key := strings.Join([]string{dir, t.Encoder.ModelSHA256, t.Encoder.Tokenizer, t.Encoder.TokenizerSHA256, strconv.Itoa(t.Encoder.MaxTokens), modelsDir}, "\x00")
+	key := strings.Join([]string{dir, t.Encoder.ModelSHA256, t.Encoder.Tokenizer, t.Encoder.TokenizerSHA256, strconv.Itoa(t.Encoder.MaxTokens), modelsDir,
+		fmt.Sprintf("%+v", opts)}, "\x00")
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.encoders == nil {
@@ -96,7 +97,7 @@ func (c *tierCache) tier2For(h *classifier.Heads, place modelsPlace) (func() (cl
 			if err := needFiles(h, 2, place); err != nil {
 				return nil, err
 			}
-			m, err := onnx.Load(h, modelsDir, onnx.Options{})
+			m, err := onnx.Load(h, modelsDir, opts)
 			if err != nil {
 				return nil, fmt.Errorf("tier 2 of %s: %w", h.Dir, err)
 			}
@@ -122,6 +123,37 @@ func (c *tierCache) tier2For(h *classifier.Heads, place modelsPlace) (func() (cl
 		}
 		return clf, nil
 	}, enc.Loaded(), nil
+}
+
+// tier2Options are the runtime options of the rules' tier 2: scheduled
+// (admission, batching, a bounded share of the machine) for the gateway,
+// plain for offline commands, whose classifications have no deadline and
+// run one Run a text, as they come.
+func (c *tierCache) tier2Options(f *rules.File) onnx.Options {
+	if c.budget != nil {
+		return onnx.Options{}
+	}
+	t := f.Tier2
+	o := onnx.Options{Schedule: true, Nice: rules.DefaultTier2Nice}
+	if t.Runs != nil {
+		o.MaxConcurrent = *t.Runs
+	}
+	if t.Batch != nil {
+		o.MaxBatch = *t.Batch
+	}
+	if t.BatchTokens != nil {
+		o.BatchTokens = *t.BatchTokens
+	}
+	if t.Queue != nil {
+		o.QueueLen = *t.Queue
+	}
+	if t.CPUShare != nil {
+		o.CPUShare = *t.CPUShare
+	}
+	if t.Nice != nil {
+		o.Nice = *t.Nice
+	}
+	return o
 }
 
 // headsKey identifies a heads artifact's content and where its model files
@@ -268,7 +300,7 @@ func compileRules(f *rules.File, cfg *config.Config, cache *tierCache, rt *routi
 	}
 	env := rules.Env{Pools: cfg.PoolNames(), Heads: h, Tier1: m, Tier2Budget: cache.budget}
 	var tier2Loaded bool
-	if env.Tier2, tier2Loaded, err = cache.tier2For(h, place); err != nil {
+	if env.Tier2, tier2Loaded, err = cache.tier2For(h, place, cache.tier2Options(f)); err != nil {
 		return nil, fmt.Errorf("%s: tier 2: %w", f.Path, err)
 	}
 	if len(sets) > 0 {
