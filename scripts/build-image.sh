@@ -29,11 +29,18 @@
 # The binary, the assembler and the packages are kept in var/cache/image:
 # a second build with nothing changed takes seconds.
 set -euo pipefail
+here=$PWD
 cd "$(dirname "$0")/.."
 
 say() { echo "build-image: $*" >&2; }
 
-out=${1:-var/image}
+# $1 is relative to where the script was run from; var/image to the
+# repository.
+case "${1:-}" in
+"") out=var/image ;;
+/*) out=$1 ;;
+*) out=$here/$1 ;;
+esac
 VERSION=${VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo dev)}
 SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}
 cache=var/cache/image
