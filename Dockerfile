@@ -1,11 +1,12 @@
 # Build: docker build -t triage .
-#   or without a daemon: bash scripts/build-image.sh, which writes the same
-#   image as an OCI image layout in var/image (tagged triage:latest) from
-#   the parts this file names: the binary built as below, this file's final
-#   stage as read by deploy/image (keep it to COPY, ENV, USER, EXPOSE and
-#   JSON-form ENTRYPOINT/CMD, or teach deploy/image the new instruction),
-#   and distroless's Debian packages, pinned. go test ./deploy/image checks
-#   the two agree and runs that image's process on its own files.
+#   or without a daemon: bash scripts/build-image.sh, which writes this
+#   image as an OCI image layout in var/image (tagged triage:latest): the
+#   binary built as below, this file's final stage as read by deploy/image
+#   (keep it to COPY, ENV, USER, EXPOSE and JSON-form ENTRYPOINT/CMD, or
+#   teach deploy/image the new instruction), on a base made of the Debian
+#   packages of distroless/cc that the gateway and ONNX Runtime use (glibc,
+#   libgcc_s, libstdc++, CA certificates), pinned. go test ./deploy/image
+#   checks the two agree and runs that image's process on its own files.
 # Run:   make setup    # builds var/models: tokenizer, tier-1 table, ONNX Runtime library, tier-2 encoder
 #        docker run -p 8080:8080 -v $PWD/var/models:/models:ro \
 #          -v $PWD/triage.yaml:/etc/triage/triage.yaml:ro triage
