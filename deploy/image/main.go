@@ -33,6 +33,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -202,6 +203,8 @@ func build(o options) (result, error) {
 		}
 		debs = append(debs, d)
 	}
+	// By name, whatever order they were given in.
+	sort.Slice(debs, func(i, j int) bool { return debs[i].name < debs[j].name })
 	arch := runtime.GOARCH
 	baseLayer, err := baseTree(debs, arch)
 	if err != nil {
