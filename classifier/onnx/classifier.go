@@ -258,6 +258,11 @@ func (m *Model) Features(ctx context.Context, text string, dst []float32) ([]flo
 
 // features returns the vector and the number of text tokens used.
 func (m *Model) features(ctx context.Context, text string, dst []float32) ([]float32, int, error) {
+	dl, scheduled := ctx.Deadline()
+	scheduled = scheduled && m.sched != nil
+	if scheduled && m.sched.hopeless(dl) {
+		return dst, 0, classifier.ErrShed
+	}
 	p := m.ids.Get().(*[]int32)
 	ids := (*p)[:0]
 	if m.specials {
@@ -270,7 +275,7 @@ func (m *Model) features(ctx context.Context, text string, dst []float32) ([]flo
 		ids = append(ids, m.sep)
 	}
 	var err error
-	if dl, ok := ctx.Deadline(); ok && m.sched != nil && len(ids) > 0 {
+	if scheduled && len(ids) > 0 {
 		dst, err = m.sched.embed(ctx, dl, ids, dst, m.enc.Dims())
 	} else {
 		dst, err = m.enc.Embed(ctx, ids, dst)

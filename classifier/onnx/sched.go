@@ -183,6 +183,20 @@ func (s *scheduler) embed(ctx context.Context, deadline time.Time, ids []int32, 
 	return dst, err
 }
 
+// hopeless reports whether even the shortest text queued now would end
+// past deadline, and counts it shed if so: checked before tokenizing, so
+// that a saturated tier 2 refuses a text for the price of a lock.
+func (s *scheduler) hopeless(deadline time.Time) bool {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || (len(s.queue) < s.cfg.queueLen && !s.finish(now, 1).After(deadline)) {
+		return false
+	}
+	s.shed++
+	return true
+}
+
 func (s *scheduler) release(j *job) {
 	j.ids, j.dst, j.ctx = nil, nil, nil
 	jobs.Put(j)
