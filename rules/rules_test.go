@@ -75,7 +75,7 @@ classes:
 routes:
   - {when: {class: law}, pool: legal}
   - {name: x, pool: code, when: {clas: code, min_score: high}}
-tier2: {budget: -3ms, cache: -1}
+tier2: {budget: -3ms, cache: -1, runs: 0, nice: 20, cpu_share: 0, batch: 65}
 window: {user_turns: 0}
 `))
 	var e *Error
@@ -93,6 +93,10 @@ window: {user_turns: 0}
 		`r.yaml:11:17: want a positive duration such as 40ms, got "-3ms"`,
 		`r.yaml:11:30: want a whole number from 0 to 1048576, got "-1"`,
 		`r.yaml:12:22: want a whole number from 1 to 100, got "0"`,
+		`r.yaml:11:40: want a whole number from 1 to 256, got "0"`,
+		`r.yaml:11:49: want a whole number from 0 to 19, got "20"`,
+		`r.yaml:11:64: want a share of the cores above 0 (1: no cap), got 0`,
+		`r.yaml:11:74: want a whole number from 1 to 64, got "65"`,
 		`default: required`,
 	}
 	msg := err.Error()
