@@ -29,6 +29,8 @@
 #
 # GW_BIN_A (default bin/triage, built by make build with tier 2) and
 # GW_BIN_B (optional) are the binaries, labelled NAME_A and NAME_B (A, B);
+# HEADS_A or HEADS_B replaces the rules' heads directory for that arm (a
+# binary from before a change with the heads of its own commit).
 # TIER2, then TIER2_A or TIER2_B, set keys of the rules' tier2 mapping
 # ('k: v, k: v'). The configs are copied into a scratch directory with
 # absolute paths and the ports MOCK_PORT (18000) and GW_PORT (18010); model
@@ -52,10 +54,12 @@ models=${TRIAGE_MODELS:-$repo/var/models}
 arms=("${NAME_A:-A}")
 declare -A bin=(["${arms[0]}"]=${GW_BIN_A:-$repo/bin/triage})
 declare -A tier2=(["${arms[0]}"]=${TIER2_A:-})
+declare -A heads=(["${arms[0]}"]=${HEADS_A:-})
 if [[ -n ${GW_BIN_B:-} ]]; then
 	arms+=("${NAME_B:-B}")
 	bin[${arms[1]}]=$GW_BIN_B
 	tier2[${arms[1]}]=${TIER2_B:-}
+	heads[${arms[1]}]=${HEADS_B:-}
 fi
 [[ ${arms[0]} != "${arms[1]:-}" ]] || { echo "mixed.sh: NAME_A and NAME_B are the same" >&2; exit 1; }
 for a in "${arms[@]}"; do
@@ -73,7 +77,7 @@ trap 'kill $gw $mock 2>/dev/null || true; rm -rf "$work"' EXIT
 
 # The command line, as it can be run again.
 cmdline=
-for v in DUR WARMUP ROUNDS CONCS CONFIGS GW_BIN_A GW_BIN_B NAME_A NAME_B TIER2 TIER2_A TIER2_B BODIES_FROM MOCK_PORT GW_PORT OUT; do
+for v in DUR WARMUP ROUNDS CONCS CONFIGS GW_BIN_A GW_BIN_B NAME_A NAME_B TIER2 TIER2_A TIER2_B HEADS_A HEADS_B BODIES_FROM MOCK_PORT GW_PORT OUT; do
 	[[ -n ${!v+set} ]] && cmdline+="$v='${!v}' "
 done
 cmdline+="bench/mixed.sh"
@@ -123,6 +127,9 @@ config() {
 		-e "s#^rules: .*#rules: rules.yaml#" -e "s#^models_dir: .*#models_dir: $models#" "$repo/bench/$src" >"$dir/gateway.yaml"
 	if [[ -n $rules ]]; then
 		sed -e "s#^heads: \.\./#heads: $repo/#" "$repo/bench/$rules" >"$dir/rules.in"
+		if [[ -n ${heads[$arm]} ]]; then
+			sed -i -e "s#^heads: .*#heads: ${heads[$arm]}#" "$dir/rules.in"
+		fi
 		tier2_set "$dir/rules.in" "${TIER2:-}, ${tier2[$arm]}" >"$dir/rules.yaml"
 	fi
 	echo "$dir/gateway.yaml"
@@ -208,7 +215,7 @@ mkdir -p "$(dirname "$out")"
 			f=${cfgfile[$a/$c]%/*}/rules.yaml
 			[[ -f $f ]] && t2=$(grep -m1 '^tier2:' "$f") && break
 		done
-		echo "- $a: \`${bin[$a]}\` ($("${bin[$a]}" --version 2>/dev/null || echo '?'))${t2:+; rules \`$t2\`}"
+		echo "- $a: \`${bin[$a]}\` ($("${bin[$a]}" --version 2>/dev/null || echo '?'))${t2:+; rules \`$t2\`}${heads[$a]:+; heads \`${heads[$a]}\`}"
 	done
 	echo
 	"$work/mixload" table -in "$runs"
