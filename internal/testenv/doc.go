@@ -9,7 +9,8 @@
 // go test ./... passes on a fresh clone; with TRIAGE_REQUIRE_MODELS=1, as
 // make test sets, it fails instead, so that no test of the classifiers
 // skips unseen. TRIAGE_REQUIRE_USE=1 does the same for the files under use/
-// (Universal Sentence Encoder lite), TRIAGE_REQUIRE_ORT=1 for those under
+// and use-int8/ (Universal Sentence Encoder lite, float and int8: both from
+// scripts/fetch-use.sh), TRIAGE_REQUIRE_ORT=1 for those under
 // ort/ (the ONNX Runtime library), and TRIAGE_REQUIRE_REDIS=1 for the
 // redis-server Redis starts for a test (scripts/install-redis.sh).
 //

@@ -72,7 +72,7 @@ func Models(t testing.TB, paths ...string) string {
 	dir := ModelsDir()
 	check(t, dir, paths, func(missing string) (how, require string) {
 		switch {
-		case strings.HasPrefix(missing, "use/"):
+		case strings.HasPrefix(missing, "use/"), strings.HasPrefix(missing, "use-int8/"):
 			return "run make setup (scripts/fetch-use.sh), or set TRIAGE_MODELS", "TRIAGE_REQUIRE_USE"
 		case strings.HasPrefix(missing, "ort/"):
 			return "run make setup (scripts/fetch-ort.sh), or set TRIAGE_MODELS", "TRIAGE_REQUIRE_ORT"

@@ -63,6 +63,8 @@ func TestModels(t *testing.T) {
 			[]string{"missing " + filepath.Join(dir, "tables", "u.tbl"), "make setup", "(" + RequireEnv + "=1)"}},
 		{"USE, required by TRIAGE_REQUIRE_USE", map[string]string{"TRIAGE_REQUIRE_USE": "1"}, []string{"use/model.onnx"}, "fail",
 			[]string{"use", "scripts/fetch-use.sh", "(TRIAGE_REQUIRE_USE=1)"}},
+		{"USE int8, required by TRIAGE_REQUIRE_USE", map[string]string{"TRIAGE_REQUIRE_USE": "1"}, []string{"use-int8/model.onnx"}, "fail",
+			[]string{"use-int8", "scripts/fetch-use.sh", "(TRIAGE_REQUIRE_USE=1)"}},
 		{"not USE, TRIAGE_REQUIRE_USE only", map[string]string{"TRIAGE_REQUIRE_USE": "1"}, []string{"tables/u.tbl"}, "skip", nil},
 		{"runtime, required by TRIAGE_REQUIRE_ORT", map[string]string{"TRIAGE_REQUIRE_ORT": "1"}, []string{"ort/libonnxruntime.so.1"}, "fail",
 			[]string{"scripts/fetch-ort.sh", "(TRIAGE_REQUIRE_ORT=1)"}},
