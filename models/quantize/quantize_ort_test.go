@@ -323,11 +323,28 @@ func TestQuantizedConvGemmGatherCloseToFloat(t *testing.T) {
 //
 // USE lite comes from $TRIAGE_MODELS/use (var/models/use; skipped when
 // missing); the bge-small-shaped BERT is generated (about 10 s) unless
-// $TRIAGE_BENCH_BERT names a directory gen-bert wrote.
+// $TRIAGE_BENCH_BERT names a directory gen-bert wrote. The int8 form is
+// quantized in the process with the default options (the bytes
+// scripts/fetch-use.sh pins for var/models/use-int8), or with uint8
+// weights when $TRIAGE_BENCH_WEIGHTS is uint8 (models quantize --weights
+// uint8: for x86 CPUs without VNNI).
 var (
 	benchQMu   sync.Mutex
 	benchQEncs = map[string]*onnx.Encoder{}
 )
+
+// benchQuantOptions are the options the benchmarks quantize with.
+func benchQuantOptions(b *testing.B) quantize.Options {
+	switch w := os.Getenv("TRIAGE_BENCH_WEIGHTS"); w {
+	case "", "int8":
+		return quantize.Options{}
+	case "uint8":
+		return quantize.Options{WeightType: onnxpb.Uint8}
+	default:
+		b.Fatalf("TRIAGE_BENCH_WEIGHTS=%q: want int8 or uint8", w)
+		return quantize.Options{}
+	}
+}
 
 // quantBenchEncoder opens the float or int8 form of the named model
 // ("use" or "bge-small") once per process.
@@ -376,7 +393,7 @@ func quantBenchEncoder(b *testing.B, model string, int8 bool) *onnx.Encoder {
 		if err != nil {
 			b.Fatal(err)
 		}
-		qm, rep, err := quantize.Dynamic(m, quantize.Options{})
+		qm, rep, err := quantize.Dynamic(m, benchQuantOptions(b))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -458,8 +475,10 @@ func BenchmarkQuantizedEmbed(b *testing.B) {
 }
 
 // BenchmarkQuantizedUSEDev measures what int8 USE lite changes for the
-// default heads (models/heads/subjects, trained on float embeddings) on a
-// labelled dataset, $TRIAGE_QUANT_DEV (JSON lines with "text" and
+// default heads' tier-2 head (models/heads/subjects, trained on float
+// embeddings; the heads name the int8 form, use-int8), the float graph
+// (use) against its int8 form quantized here, on a labelled dataset,
+// $TRIAGE_QUANT_DEV (JSON lines with "text" and
 // "label"; an absolute path, as go test runs in models/; skipped when
 // unset):
 //
@@ -468,7 +487,8 @@ func BenchmarkQuantizedEmbed(b *testing.B) {
 //
 // It reports both tier-2 accuracies (f32-acc, int8-acc), the share of
 // texts whose predicted class is the same (agreement), and the mean and
-// lowest cosine between the float and int8 embeddings.
+// lowest cosine between the float and int8 embeddings ($TRIAGE_BENCH_WEIGHTS
+// as for BenchmarkQuantizedEmbed).
 func BenchmarkQuantizedUSEDev(b *testing.B) {
 	path := os.Getenv("TRIAGE_QUANT_DEV")
 	if path == "" {
@@ -485,19 +505,24 @@ func BenchmarkQuantizedUSEDev(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if h.Tier2 == nil || h.Tier2.Encoder.Model != "use" {
+	if h.Tier2 == nil || (h.Tier2.Encoder.Model != "use" && h.Tier2.Encoder.Model != "use-int8") {
 		b.Skip("the default heads' tier 2 is not on USE lite")
 	}
-	// The int8 model directory, beside a copy of the heads naming it.
-	useDir, err := h.Resolve(h.Tier2.Encoder.Model, md)
+	// The float model directory, and the heads naming it.
+	useDir, err := h.Resolve("use", md)
 	if err != nil {
 		testenv.Missing(b, err.Error(), "run make setup (scripts/fetch-use.sh)")
 	}
-	qdir := b.TempDir()
 	man, err := onnx.ReadManifest(useDir)
 	if err != nil {
 		b.Fatal(err)
 	}
+	hf, tf := *h, *h.Tier2
+	tf.Encoder.Model, tf.Encoder.ModelSHA256 = "use", man.ModelSHA256
+	hf.Tier2 = &tf
+	h = &hf
+	// The int8 model directory, beside a copy of the heads naming it.
+	qdir := b.TempDir()
 	raw, err := os.ReadFile(filepath.Join(useDir, man.Model))
 	if err != nil {
 		b.Fatal(err)
@@ -506,7 +531,7 @@ func BenchmarkQuantizedUSEDev(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	qm, _, err := quantize.Dynamic(m, quantize.Options{})
+	qm, _, err := quantize.Dynamic(m, benchQuantOptions(b))
 	if err != nil {
 		b.Fatal(err)
 	}
