@@ -11,8 +11,9 @@
 #                                     when it is missing and the labelled data is too)
 #   scripts/build-heads.sh --retrain  retrain both tiers, recalibrate (floors for 0.9 precision
 #                                     in every source of dev.jsonl) and rewrite models/heads/subjects
-#                                     (commit the result). Tier 2 needs the converted encoder
-#                                     (scripts/fetch-use.sh) and the ONNX Runtime (fetch-ort.sh).
+#                                     (commit the result). Tier 2 is trained on the encoder the
+#                                     gateway runs, USE lite in int8 (var/models/use-int8, from
+#                                     scripts/fetch-use.sh), with the ONNX Runtime (fetch-ort.sh).
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 cd "$REPO"
@@ -61,8 +62,9 @@ if [ "${1:-}" = "--retrain" ]; then
   go build -tags 'nomsgpack ort' -o "$tmp/triage" ./cmd/triage
   "$tmp/triage" calibrate --heads "$tmp/subjects" --models "$M" --data "$DATA/dev.jsonl" \
     --group-by source --target-precision 0.9 --out "$tmp/calibrated" >&2
-  say "training the tier-2 head on Universal Sentence Encoder lite embeddings (a few minutes the first time)"
-  "$tmp/triage" train --tier 2 --data "$DATA/train.jsonl" --eval "$DATA/dev.jsonl" --models "$M" --out "$tmp/calibrated" >&2
+  say "training the tier-2 head on Universal Sentence Encoder lite (int8) embeddings (a few minutes the first time)"
+  "$tmp/triage" train --tier 2 --data "$DATA/train.jsonl" --eval "$DATA/dev.jsonl" --models "$M" --encoder "$M/use-int8" \
+    --out "$tmp/calibrated" >&2
   # Tier 2's temperature, fitted on the training hold-out, is kept: refitted on
   # dev it lowers the NLL there but raises the calibration error.
   "$tmp/triage" calibrate --tier 2 --temperature=false --heads "$tmp/calibrated" --models "$M" --data "$DATA/dev.jsonl" \

@@ -19,7 +19,8 @@
 #                  must be the pinned USE_ONNX_SHA256)
 #
 # Into ${TRIAGE_MODELS:-<repo>/var/models}/use-int8, the same encoder with
-# int8 weights (bench/tier2-int8.md):
+# int8 weights, the one the default heads name (as accurate, twice as fast:
+# bench/tier2-int8.md; the float one stays, for eval and ab to compare):
 #   model.onnx     model.onnx above, int8 by `triage models quantize` (its
 #                  defaults); the bytes follow from the float graph only
 #   encoder.json   its manifest (name use-lite-int8, model_sha256)
@@ -42,7 +43,7 @@ USE_BYTES=26025763
 # bytes must be caught here, not when the gateway loads tier 2.
 USE_ONNX_SHA256=455a51475c6cde56d04d319035fcdec6a475d98677d2ce138e24cd3f9e0d821d
 # Its int8 form, byte for byte, pinned for the same reason: heads that
-# name use-int8 record this sha256.
+# name use-int8 (the default heads do) record this sha256.
 USE_INT8_SHA256=0fb52f2a7ff4448f4a7421b68f3e816caf7db28b6d119f77d7c51791eefec33e
 # The files taken from the tarball's dist/.
 USE_FILES="model.json group1-shard1of7 group1-shard2of7 group1-shard3of7 group1-shard4of7
@@ -136,7 +137,7 @@ else
   got=$(sha256 "$tmp/model.onnx")
   if [ "$got" != "$USE_INT8_SHA256" ]; then
     say "the quantized model hashes to $got, not the pinned $USE_INT8_SHA256:"
-    say "the quantizer's output changed. If that is meant, measure it (bench/tier2-int8.md), pin the new sha256 here and in the heads that name use-int8"
+    say "the quantizer's output changed. If that is meant, measure it (bench/tier2-int8.md), pin the new sha256 here and in the heads that name use-int8 (models/heads/subjects/heads.json)"
     exit 1
   fi
   echo "$got  model.onnx" >"$tmp/model.onnx.sha256"

@@ -13,21 +13,21 @@ import (
 )
 
 // TestTier2EndToEnd runs the gateway built with the ONNX runtime, the
-// default heads and the converted Universal Sentence Encoder: a prompt
-// tier 1 is unsure of is decided by tier 2, which loads on first need,
-// off the request path; a rules file that never needs tier 2 never loads
-// it.
+// default heads and their encoder (Universal Sentence Encoder lite,
+// converted and quantized to int8): a prompt tier 1 is unsure of is
+// decided by tier 2, which loads on first need, off the request path; a
+// rules file that never needs tier 2 never loads it.
 func TestTier2EndToEnd(t *testing.T) {
 	root := repoRoot()
-	models := testenv.Models(t, "tables/subjects-tier1.tbl", "use/model.onnx", "ort/libonnxruntime.so.1")
-	t.Parallel()
-	gen := startSim(t, "m-gen", "gen")
-	code := startSim(t, "m-code", "code")
-	dir := t.TempDir()
 	heads, err := classifier.LoadHeads(filepath.Join(root, "models", "heads", "subjects"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	models := testenv.Models(t, "tables/subjects-tier1.tbl", heads.Tier2.Encoder.Model+"/model.onnx", "ort/libonnxruntime.so.1")
+	t.Parallel()
+	gen := startSim(t, "m-gen", "gen")
+	code := startSim(t, "m-code", "code")
+	dir := t.TempDir()
 	headsDir := filepath.Join(dir, "heads")
 	if err := heads.Save(headsDir); err != nil {
 		t.Fatal(err)
@@ -51,7 +51,7 @@ func TestTier2EndToEnd(t *testing.T) {
 	if r := ask(t, c, gw.url(""), "auto", "my code keeps crashing when I open the file, what am I doing wrong"); r.header.Get("X-Triage-Tier") != "1" || tier2() != "not loaded" {
 		t.Fatalf("a confident tier-1 decision: tier %q, tier 2 %q", r.header.Get("X-Triage-Tier"), tier2())
 	}
-	// Tier 1 is unsure (0.46 against a 0.87 floor); tier 2 is not (0.90).
+	// Tier 1 is unsure (0.46 against a 0.87 floor); tier 2 is not (0.91).
 	const rebase = "How do I rebase my branch onto main in git?"
 	eventually(t, 60*time.Second, "tier 2 to decide", func() (bool, string) {
 		r := ask(t, c, gw.url(""), "auto", rebase)

@@ -16,23 +16,25 @@ import (
 )
 
 // TestTrainTeacher trains a small tier 1 on the default heads' tier 2
-// (Universal Sentence Encoder lite and its head) through the command: the
-// teacher's scores are cached under the models directory, a second run
-// reads them instead of opening the encoder, and a third, the cache gone,
-// scores again: all three write the same artifact, byte for byte.
+// (their encoder, Universal Sentence Encoder lite in int8, and its head)
+// through the command: the teacher's scores are cached under the models
+// directory, a second run reads them instead of opening the encoder, and a
+// third, the cache gone, scores again: all three write the same artifact,
+// byte for byte.
 func TestTrainTeacher(t *testing.T) {
-	real := testenv.Models(t, "use/model.onnx", "use/vocab.json", "ort/libonnxruntime.so.1", "tokenizer/bert-base-uncased.json", "tables/glove-100d-i8.tbl")
 	teacher := filepath.Join(testenv.Root(), "models", "heads", "subjects")
 	h, err := classifier.LoadHeads(teacher)
 	if err != nil {
 		t.Fatal(err)
 	}
+	enc := h.Tier2.Encoder.Model
+	real := testenv.Models(t, enc+"/model.onnx", enc+"/vocab.json", "ort/libonnxruntime.so.1", "tokenizer/bert-base-uncased.json", "tables/glove-100d-i8.tbl")
 	// A models directory of links to the real files, so the cache is the
 	// test's own.
 	dir := t.TempDir()
 	mdir := filepath.Join(dir, "models")
 	os.MkdirAll(mdir, 0o755)
-	for _, sub := range []string{"use", "ort", "tokenizer", "tables"} {
+	for _, sub := range []string{enc, "ort", "tokenizer", "tables"} {
 		if err := os.Symlink(filepath.Join(real, sub), filepath.Join(mdir, sub)); err != nil {
 			t.Fatal(err)
 		}
