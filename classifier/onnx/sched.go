@@ -28,11 +28,11 @@ import (
 //     estimate was wrong) is counted.
 //   - Greedy micro-batching, no window: each of a few workers blocks for
 //     the first text waiting, then takes only what is queued at that moment,
-//     up to maxBatch texts and maxPadded padded tokens (the graph pads every
-//     row to the longest), and runs them as one Run. At low load every batch
-//     is one text and latency is a single Run's; batches form only when
-//     texts queue, where a Run's fixed cost (about 1 ms for USE lite) is
-//     spread over the batch.
+//     up to maxBatch texts and maxPadded padded tokens, of about one length
+//     (the graph pads every row to the longest), and runs them as one Run.
+//     At low load every batch is one text and latency is a single Run's;
+//     batches form only when texts queue, where a Run's fixed cost (about
+//     1 ms for USE lite) is spread over the batch.
 //   - A bounded share of the machine: at most `workers` Runs at once, each
 //     on one intra-op thread; optionally a CPU share (core-seconds of Runs
 //     per second, as a fraction of GOMAXPROCS), and the workers' threads at
@@ -227,17 +227,17 @@ func (s *scheduler) finish(now time.Time, n int) time.Time {
 		}
 		// The batch the worker would take: from q[i], and the new text
 		// after the queue's end.
-		k, longest := i, 0
+		k, longest, sum := i, 0, 0
 		for k <= len(q) && k-i < s.cfg.maxBatch {
-			l := n
+			n1 := n
 			if k < len(q) {
-				l = len(q[k].ids)
+				n1 = len(q[k].ids)
 			}
-			l = max(l, longest)
-			if k > i && (k-i+1)*l > s.cfg.maxPadded {
+			l := max(n1, longest)
+			if k > i && !s.fits(k-i+1, l, sum+n1) {
 				break
 			}
-			longest = l
+			longest, sum = l, sum+n1
 			k++
 		}
 		end := free[w].Add(s.cost.estimate(k-i, longest))
@@ -333,12 +333,13 @@ func (s *scheduler) worker(w int) {
 // has gone are dropped (expired), texts that could not finish even alone
 // are dropped (shed), and the batch grows in queue order while every
 // text in it still finishes before its deadline, within maxBatch texts
-// and maxPadded padded tokens. A text that would make the batch late for
-// one already in it stays queued for the next Run. Called with mu held.
+// and maxPadded padded tokens, of texts of about one length (see fits). A
+// text that would make the batch late for one already in it, or pad it,
+// stays queued for the next Run. Called with mu held.
 func (s *scheduler) take(now time.Time, batch []*job) []*job {
 	start := now.Add(s.bucket.delay(now))
 	keep := s.queue[:0]
-	longest := 0
+	longest, sum := 0, 0
 	earliest := time.Time{}
 	for _, j := range s.queue {
 		switch {
@@ -359,11 +360,11 @@ func (s *scheduler) take(now time.Time, batch []*job) []*job {
 			if len(batch) > 0 && earliest.Before(e) {
 				e = earliest
 			}
-			if (len(batch)+1)*l <= s.cfg.maxPadded || len(batch) == 0 {
+			if len(batch) == 0 || s.fits(len(batch)+1, l, sum+len(j.ids)) {
 				if end := start.Add(s.cost.estimate(len(batch)+1, l)); !end.After(e) || len(batch) == 0 {
 					j.queued = false
 					batch = append(batch, j)
-					longest, earliest = l, e
+					longest, sum, earliest = l, sum+len(j.ids), e
 					continue
 				}
 			}
@@ -373,6 +374,20 @@ func (s *scheduler) take(now time.Time, batch []*job) []*job {
 	clear(s.queue[len(keep):])
 	s.queue = keep
 	return batch
+}
+
+// maxPadding is how much a batch may pad its texts: at most a quarter
+// more tokens run than the texts hold. The graph pads every row to the
+// longest, and a Run costs about its padded tokens, so a short text
+// batched with a long one costs more than its own Run would; batches are
+// made of texts of about one length.
+const maxPadding = 1.25
+
+// fits reports whether b texts, the longest of longest tokens and sum in
+// all, may run as one batch.
+func (s *scheduler) fits(b, longest, sum int) bool {
+	padded := b * longest
+	return padded <= s.cfg.maxPadded && float64(padded) <= maxPadding*float64(sum)
 }
 
 // stats reports the scheduler's state and counters.
@@ -393,15 +408,27 @@ type costPoint struct {
 // costModel estimates a Run's duration as fixed + perToken × padded
 // tokens, fitted by least squares over recent Runs (each Run's weight
 // decays by 1% a Run, so the fit follows the machine's load within a few
-// hundred Runs).
+// hundred Runs), times spread: the 90th percentile of how much longer
+// than the fit Runs have taken. A Run that shares its core takes longer
+// than its fit now and then; admitting on the mean alone made one text in
+// six end past its deadline on a saturated 2-core machine.
 type costModel struct {
 	n, x, y, xx, xy float64 // decayed sums
 	fixed, perToken float64 // seconds
+	spread          float64 // ≥ 1
 }
+
+// spreadQuantile is the share of Runs the estimate should cover, and
+// spreadStep how fast its tracking moves (relative, per Run).
+const (
+	spreadQuantile = 0.9
+	spreadStep     = 0.02
+)
 
 const costDecay = 0.99
 
 func (c *costModel) init(prior [2]costPoint) {
+	c.spread = 1
 	for _, p := range prior {
 		c.add(float64(p.tokens), p.took.Seconds(), 8)
 	}
@@ -413,6 +440,17 @@ func (c *costModel) add(x, y, w float64) {
 }
 
 func (c *costModel) observe(tokens int, took time.Duration) {
+	if base := c.fixed + c.perToken*float64(tokens); base > 0 {
+		// Stochastic quantile tracking: up by q·step when a Run took
+		// longer than spread × the fit, down by (1-q)·step when not, so
+		// that it settles where a share q of the Runs are covered.
+		if took.Seconds() > base*c.spread {
+			c.spread *= 1 + spreadStep*spreadQuantile
+		} else {
+			c.spread *= 1 - spreadStep*(1-spreadQuantile)
+		}
+		c.spread = min(max(c.spread, 1), 10)
+	}
 	c.add(float64(tokens), took.Seconds(), 1)
 	c.fit()
 }
@@ -433,9 +471,10 @@ func (c *costModel) fit() {
 	c.fixed, c.perToken = fixed, slope
 }
 
-// estimate is a Run of b texts padded to longest tokens.
+// estimate is a Run of b texts padded to longest tokens, at the spread
+// most Runs stay within.
 func (c *costModel) estimate(b, longest int) time.Duration {
-	return time.Duration((c.fixed + c.perToken*float64(b*longest)) * 1e9)
+	return time.Duration((c.fixed + c.perToken*float64(b*longest)) * c.spread * 1e9)
 }
 
 // tokenBucket caps the Runs' CPU: rate cores' worth of Run time a second,

@@ -146,7 +146,7 @@ func TestSchedulerBatchesWhatQueues(t *testing.T) {
 	submit(0, 3)
 	waitFor(t, func() bool { return s.stats().Running == 1 }) // the first runs alone
 	for i := 1; i < 7; i++ {
-		submit(i, 3+i)
+		submit(i, 20+i) // of about one length: no more padding than fits allows
 	}
 	waitFor(t, func() bool { return s.stats().Queued == 6 })
 	for range 3 {
@@ -159,7 +159,7 @@ func TestSchedulerBatchesWhatQueues(t *testing.T) {
 		t.Errorf("batches %v, want %v: alone while nothing waits, then what queued, at most 4", f.batches, want)
 	}
 	for i, v := range res {
-		if v[0] != float32(3+i) {
+		if want := float32(20 + i); i > 0 && v[0] != want || i == 0 && v[0] != 3 {
 			t.Errorf("text %d got the answer of a %v-token text", i, v[0])
 		}
 	}
@@ -342,4 +342,29 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 	}
 	t.Fatal("condition not reached in 5s")
+}
+
+func TestCostModelSpreadCoversMostRuns(t *testing.T) {
+	var c costModel
+	c.init([2]costPoint{{8, time.Millisecond}, {64, time.Millisecond}})
+	// Runs of 1 ms, but every fifth takes 3 ms (its core was busy): the
+	// estimate should cover the 80% and sit between them, covering
+	// spreadQuantile of the Runs only by rising towards the slow ones.
+	covered := 0
+	for i := range 2000 {
+		took := time.Millisecond
+		if i%5 == 4 {
+			took = 3 * time.Millisecond
+		}
+		if i >= 1000 && took <= c.estimate(1, 32) {
+			covered++
+		}
+		c.observe(32, took)
+	}
+	if share := float64(covered) / 1000; share < 0.8 || share > 0.95 {
+		t.Errorf("the estimate covered %.0f%% of the Runs, want about %.0f%%", share*100, spreadQuantile*100)
+	}
+	if e := c.estimate(1, 32); e < time.Millisecond {
+		t.Errorf("estimate %v below the common Run", e)
+	}
 }
