@@ -146,7 +146,7 @@ type Tier2 struct {
 	// run (0: none). Unset: classifier.DefaultCacheSize (4096).
 	Cache *int
 	// Runs is how many tier-2 Runs may be in flight at once (one intra-op
-	// thread each). Unset: GOMAXPROCS.
+	// thread each). Unset: half of GOMAXPROCS, at least 1.
 	Runs *int
 	// Batch is the most texts one Run takes when requests queue (1: no
 	// batching). Unset: 8.
@@ -167,8 +167,11 @@ type Tier2 struct {
 }
 
 // DefaultTier2Nice is tier 2's threads' nice value when the rules set
-// none.
-const DefaultTier2Nice = 10
+// none: the lowest priority. The kernel still gives them the cores the
+// proxy path leaves (and a share under contention: on a saturated 2-core
+// machine tier 2 answered as many texts at 19 as at 5), while a proxy
+// thread that wakes takes a core first (bench/tier2.md).
+const DefaultTier2Nice = 19
 
 // Shadow configures shadow decisions on live traffic.
 type Shadow struct {

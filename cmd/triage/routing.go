@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -134,7 +135,10 @@ func (c *tierCache) tier2Options(f *rules.File) onnx.Options {
 		return onnx.Options{}
 	}
 	t := f.Tier2
-	o := onnx.Options{Schedule: true, Nice: rules.DefaultTier2Nice}
+	// Half the cores: two Runs at once on this kind of 2-core machine
+	// answer fewer texts a second than one (bench/tier2.md), and the
+	// other half is the proxy path's.
+	o := onnx.Options{Schedule: true, Nice: rules.DefaultTier2Nice, MaxConcurrent: max(1, runtime.GOMAXPROCS(0)/2)}
 	if t.Runs != nil {
 		o.MaxConcurrent = *t.Runs
 	}
