@@ -94,6 +94,9 @@ func (s *snapshot) assignArm(h http.Header, sig *rules.Signals, al *accessLine) 
 		by, key = rules.ByRequest, id
 	}
 	sig.Arm, al.armBy = st.arms.Assign(by, key), by
+	if al.trace != nil && al.trace.span.IsRecording() {
+		al.trace.span.SetAttributes(attrArm.String(st.arms.Name(sig.Arm)))
+	}
 	if s.rules.Explain() {
 		h["X-Triage-Arm"] = st.header[sig.Arm]
 	}

@@ -56,6 +56,7 @@ const (
 	attrRetryReason   = attribute.Key("triage.retry_reason")
 	attrDenied        = attribute.Key("triage.denied") // the access error code
 	attrDegraded      = attribute.Key("triage.limits_degraded")
+	attrArm           = attribute.Key("triage.arm") // the live split's arm the request is on
 )
 
 // reqTrace is one request's spans while tracing is on. It is the
@@ -225,6 +226,11 @@ func (rt *reqTrace) end(al *accessLine, end time.Time, poolName string) {
 			attrs = append(attrs, attrRoute2.String(orDefault(al.dec.Route)))
 		}
 		s.SetAttributes(attrs...)
+		if al.res.TTFB > 0 && al.pool != nil {
+			// When the upstream's first byte reached the client: a
+			// stream's wait, apart from its length.
+			s.AddEvent("first_byte", trace.WithTimestamp(al.start.Add(al.res.TTFB)))
+		}
 		switch {
 		case al.res.Aborted:
 			s.SetStatus(codes.Error, "response aborted mid-stream")

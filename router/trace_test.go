@@ -442,3 +442,51 @@ func TestTraceEndpointDownSlowsNoRequest(t *testing.T) {
 		})
 	}
 }
+
+// A request on a live split says its arm on the server span, and a
+// request that reached an upstream says when its first byte reached the
+// client.
+func TestTraceSplitArmAndFirstByte(t *testing.T) {
+	gen := newReplica(t, "llama", "gen")
+	code := newReplica(t, "coder", "code")
+	legal := newReplica(t, "saul", "legal")
+	cfg := newConfig("general", poolCfg("general", "llama", gen.URL), poolCfg("code", "coder", code.URL), poolCfg("legal", "saul", legal.URL))
+	tier1 := &classifiertest.Fixed{Rules: []classifiertest.Rule{{Contains: "rebase", Class: "code", Score: 0.93}},
+		Default: classifier.Scored{Class: "other", Score: 0.8}}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "candidate.yaml"), []byte(strings.Replace(gatewayRules, "pool: code, fallback: general", "pool: legal", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	live := filepath.Join(dir, "rules.yaml")
+	if err := os.WriteFile(live, []byte(gatewayRules+"split: {rules: candidate.yaml, weight: 0.5, names: [control, next]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cand := compileRulesFile(t, filepath.Join(dir, "candidate.yaml"), cfg, tier1, nil)
+	set := compileSplitFile(t, live, cfg, tier1, cand)
+	exp := tracingtest.NewExporter()
+	h := newTracedHarness(t, cfg, set, exp)
+
+	r := h.do(t, "POST", "/v1/chat/completions", `{"model":"auto","messages":[{"role":"user","content":"how do I rebase onto main"}]}`,
+		"Traceparent", "00-"+clientTraceID+"-"+clientSpanID+"-01")
+	// Without a principal or a session the arm follows the request id:
+	// either, and the pool says which.
+	arm := map[string]string{"code": "control", "legal": "next"}[r.header.Get("X-Sim-Replica")]
+	if r.status != 200 || arm == "" {
+		t.Fatalf("status %d from %q, want 200 from code (control) or legal (next): %s", r.status, r.header.Get("X-Sim-Replica"), r.body)
+	}
+	tid, _ := trace.TraceIDFromHex(clientTraceID)
+	srv := spans(t, h, exp, tid)["POST /v1/chat/completions"]
+	if len(srv) != 1 {
+		t.Fatalf("%d server spans, want 1", len(srv))
+	}
+	checkAttrs(t, srv[0], map[attribute.Key]string{"triage.arm": arm, "triage.pool": r.header.Get("X-Sim-Replica")})
+	var first []time.Time
+	for _, e := range srv[0].Events {
+		if e.Name == "first_byte" {
+			first = append(first, e.Time)
+		}
+	}
+	if len(first) != 1 || first[0].Before(srv[0].StartTime) || first[0].After(srv[0].EndTime) {
+		t.Errorf("first_byte events %v, want one within the server span [%v, %v]", first, srv[0].StartTime, srv[0].EndTime)
+	}
+}
