@@ -148,6 +148,9 @@ type Tier2 struct {
 	// Runs is how many tier-2 Runs may be in flight at once (one intra-op
 	// thread each). Unset: half of GOMAXPROCS, at least 1.
 	Runs *int
+	// Threads is each Run's intra-op threads. Unset: 1 (the cores serve
+	// more texts as one Run each than as one Run's threads).
+	Threads *int
 	// Batch is the most texts one Run takes when requests queue (1: no
 	// batching). Unset: 8.
 	Batch *int
@@ -391,6 +394,7 @@ func Parse(path string, src []byte) (*File, error) {
 				"mix":            func(n *yaml.Node) { v := p.unit(n); f.Tier2.Mix = &v },
 				"cache":          func(n *yaml.Node) { v := p.count(n, 0, 1<<20); f.Tier2.Cache = &v },
 				"runs":           func(n *yaml.Node) { v := p.count(n, 1, 256); f.Tier2.Runs = &v },
+				"threads":        func(n *yaml.Node) { v := p.count(n, 1, 64); f.Tier2.Threads = &v },
 				"batch":          func(n *yaml.Node) { v := p.count(n, 1, 64); f.Tier2.Batch = &v },
 				"batch_tokens":   func(n *yaml.Node) { v := p.count(n, 1, 1<<16); f.Tier2.BatchTokens = &v },
 				"queue":          func(n *yaml.Node) { v := p.count(n, 1, 1<<16); f.Tier2.Queue = &v },

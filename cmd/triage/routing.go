@@ -142,6 +142,9 @@ func (c *tierCache) tier2Options(f *rules.File) onnx.Options {
 	if t.Runs != nil {
 		o.MaxConcurrent = *t.Runs
 	}
+	if t.Threads != nil {
+		o.Threads = *t.Threads
+	}
 	if t.Batch != nil {
 		o.MaxBatch = *t.Batch
 	}
