@@ -29,6 +29,9 @@
 #
 # GW_BIN_A (default bin/triage, built by make build with tier 2) and
 # GW_BIN_B (optional) are the binaries, labelled NAME_A and NAME_B (A, B);
+# RATE makes the load an open loop: RATE requests a second started
+# whatever the answers (CONCS is then the workers sending them), each
+# timed from when it was due.
 # HEADS_A or HEADS_B replaces the rules' heads directory for that arm (a
 # binary from before a change with the heads of its own commit).
 # TIER2, then TIER2_A or TIER2_B, set keys of the rules' tier2 mapping
@@ -77,7 +80,7 @@ trap 'kill $gw $mock 2>/dev/null || true; rm -rf "$work"' EXIT
 
 # The command line, as it can be run again.
 cmdline=
-for v in DUR WARMUP ROUNDS CONCS CONFIGS GW_BIN_A GW_BIN_B NAME_A NAME_B TIER2 TIER2_A TIER2_B HEADS_A HEADS_B BODIES_FROM MOCK_PORT GW_PORT OUT; do
+for v in DUR WARMUP ROUNDS CONCS CONFIGS GW_BIN_A GW_BIN_B NAME_A NAME_B TIER2 TIER2_A TIER2_B HEADS_A HEADS_B RATE BODIES_FROM MOCK_PORT GW_PORT OUT; do
 	[[ -n ${!v+set} ]] && cmdline+="$v='${!v}' "
 done
 cmdline+="bench/mixed.sh"
@@ -191,7 +194,7 @@ for r in $(seq "$rounds"); do
 				# state: no Runs in flight, an empty result cache.
 				start "$a" "$c"
 				"$work/mixload" run -url "http://127.0.0.1:$gw_port/v1/chat/completions" -bodies "$work/bodies.jsonl" \
-					-c "$n" -d "${dur}s" -warmup "${warm}s" -gw-pid "$gw" -budget "${budget[$a/$c]}" \
+					-c "$n" ${RATE:+-rate "$RATE"} -d "${dur}s" -warmup "${warm}s" -gw-pid "$gw" -budget "${budget[$a/$c]}" \
 					-arm "$a" -config "$c" -round "$r" -out "$runs" -brief | sed "s/^/round $r /" | tee -a "$log"
 				stop
 			done

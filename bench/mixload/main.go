@@ -97,6 +97,7 @@ type runOptions struct {
 	brief     bool
 	jsonOnly  bool
 	maxSample int
+	rate      float64 // requests a second, open loop; 0: closed loop
 }
 
 func cmdRun(args []string, stdout io.Writer) error {
@@ -118,6 +119,7 @@ func cmdRun(args []string, stdout io.Writer) error {
 	fs.DurationVar(&o.budget, "budget", 0, "tier 2's budget in the config, recorded for the targets mixload table checks")
 	fs.BoolVar(&o.brief, "brief", false, "print a one-line summary instead of the report")
 	fs.BoolVar(&o.jsonOnly, "json", false, "print the JSON record instead of the report")
+	fs.Float64Var(&o.rate, "rate", 0, "open loop: start this many requests a second, evenly spaced, whatever the answers (each timed from when it was due, so a gateway that falls behind is charged for the wait); -c workers send them. 0: closed loop, each worker sends its next request when its last answer ends")
 	fs.IntVar(&o.maxSample, "max-samples", 4_000_000, "stop a run after this many responses (memory bound: every latency is kept)")
 	fs.Parse(args)
 	if o.bodies == "" {
@@ -155,7 +157,7 @@ func cmdRun(args []string, stdout io.Writer) error {
 	}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: o.timeout}
-	l := &loader{client: client, url: o.url, hdrs: hdrs, bodies: bodies, cl: cl, max: int64(o.maxSample)}
+	l := &loader{client: client, url: o.url, hdrs: hdrs, bodies: bodies, cl: cl, max: int64(o.maxSample), rate: o.rate}
 	if o.warmup > 0 {
 		l.run(o.conc, o.warmup)
 	}
@@ -164,7 +166,7 @@ func cmdRun(args []string, stdout io.Writer) error {
 	start := time.Now()
 	res, elapsed := l.run(o.conc, o.dur)
 	rec := res.record(elapsed)
-	rec.Arm, rec.Config, rec.Round, rec.Conc = o.arm, o.config, o.round, o.conc
+	rec.Arm, rec.Config, rec.Round, rec.Conc, rec.Rate = o.arm, o.config, o.round, o.conc, o.rate
 	rec.URL, rec.StartUnix = o.url, start.Unix()
 	rec.Bodies, rec.DistinctBodies = len(bodies), distinct(bodies)
 	rec.BudgetMS = float64(o.budget) / 1e6
@@ -295,6 +297,7 @@ type loader struct {
 	cl     *classifier
 	max    int64
 	cursor atomic.Uint64 // the next body, shared by the workers and kept from the warmup on
+	rate   float64       // open loop when > 0
 }
 
 // part is one worker's share of a run.
@@ -328,16 +331,54 @@ func (l *loader) run(conc int, d time.Duration) (*part, time.Duration) {
 	var total atomic.Int64
 	var wg sync.WaitGroup
 	start := time.Now()
+	// Open loop: a dispatcher hands the workers each request's due time,
+	// evenly spaced; a request waiting for a free worker is late, and its
+	// latency counts from when it was due.
+	var due chan time.Time
+	if l.rate > 0 {
+		due = make(chan time.Time, 1<<16)
+		gap := time.Duration(float64(time.Second) / l.rate)
+		go func() {
+			defer close(due)
+			for i := 0; ; i++ {
+				t := start.Add(time.Duration(i) * gap)
+				if d := time.Until(t); d > 0 {
+					select {
+					case <-time.After(d):
+					case <-ctx.Done():
+						return
+					}
+				}
+				if ctx.Err() != nil {
+					return
+				}
+				select {
+				case due <- t:
+				default: // a backlog past 65,536 requests: the run is lost anyway
+				}
+			}
+		}()
+	}
 	for w := range conc {
 		p := &part{reasons: map[string]int64{}, tiers: map[string]int64{}, routes: map[string]int64{}, status: map[int]int64{}}
 		parts[w] = p
 		wg.Go(func() {
 			for ctx.Err() == nil && total.Load() < l.max {
+				var t0 time.Time
+				if due != nil {
+					t, ok := <-due
+					if !ok {
+						return
+					}
+					t0 = t
+				}
 				body := l.bodies[(l.cursor.Add(1)-1)%uint64(len(l.bodies))]
 				req, _ := http.NewRequest(http.MethodPost, l.url, bytes.NewReader(body))
 				req.Header = l.hdrs.Clone()
 				req.ContentLength = int64(len(body))
-				t0 := time.Now()
+				if due == nil {
+					t0 = time.Now()
+				}
 				resp, err := l.client.Do(req)
 				if err != nil {
 					p.fail(err.Error())

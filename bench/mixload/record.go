@@ -19,6 +19,7 @@ type Record struct {
 	Config         string  `json:"config,omitempty"`
 	Round          int     `json:"round,omitempty"`
 	Conc           int     `json:"conc"`
+	Rate           float64 `json:"rate,omitempty"` // open loop: requests a second started (0: closed loop)
 	URL            string  `json:"url"`
 	StartUnix      int64   `json:"start_unix"`
 	DurationS      float64 `json:"duration_s"`
@@ -202,6 +203,9 @@ func (r *Record) label() string {
 		}
 	}
 	parts = append(parts, fmt.Sprintf("c=%d", r.Conc))
+	if r.Rate > 0 {
+		parts = append(parts, fmt.Sprintf("rate=%g/s", r.Rate))
+	}
 	return strings.Join(parts, " ")
 }
 
