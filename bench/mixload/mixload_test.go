@@ -217,3 +217,36 @@ func write(t *testing.T, path, s string) {
 		t.Fatal(err)
 	}
 }
+
+// An open loop starts requests on its clock, whatever the answers: a
+// server that takes 20 ms an answer still gets -rate requests a second
+// from enough workers, and each is timed from when it was due.
+func TestRunOpenLoop(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		time.Sleep(20 * time.Millisecond)
+		w.Write([]byte(`{}`))
+	}))
+	defer srv.Close()
+	dir := t.TempDir()
+	bodies := filepath.Join(dir, "bodies.jsonl")
+	b, _ := json.Marshal(chatBody{Model: "m", Messages: []message{{Role: "user", Content: "x"}}})
+	write(t, bodies, string(b)+"\n")
+	out := filepath.Join(dir, "runs.jsonl")
+	var stdout bytes.Buffer
+	// 200 a second for a second, 16 workers: 4 busy at a time on average.
+	if err := cmdRun([]string{"-url", srv.URL, "-bodies", bodies, "-c", "16", "-rate", "200", "-d", "1s", "-warmup", "0", "-out", out}, &stdout); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := readRecords(out)
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("records %v, %v", recs, err)
+	}
+	r := recs[0]
+	if r.OK < 170 || r.OK > 210 || r.Rate != 200 {
+		t.Errorf("%d answers at rate %v in 1 s, want about 200", r.OK, r.Rate)
+	}
+	if p50 := r.All.P50; p50 < 20 || p50 > 200 {
+		t.Errorf("p50 %v ms, want the server's 20 ms and a little", p50)
+	}
+}
