@@ -54,23 +54,30 @@ func (f *fakeRun) prior() [2]costPoint {
 }
 
 func TestSchedulerAdmission(t *testing.T) {
-	f := &fakeRun{fixed: 40 * time.Millisecond}
+	f := &fakeRun{fixed: 200 * time.Millisecond}
 	s := newScheduler(schedConfig{workers: 1, maxBatch: 1, maxPadded: 256, queueLen: 64}, f.run, f.prior())
 	defer s.close()
-	// One worker, 40 ms a Run, a 110 ms budget: the first two finish by
-	// 80 ms; a third would end at 120 ms and is refused at once.
-	deadline := time.Now().Add(110 * time.Millisecond)
+	// One worker, 200 ms a Run, a 550 ms budget: the first two finish by
+	// 400 ms; a third would end at 600 ms and is refused at once. (The
+	// margins let a busy machine start the callers up to 150 ms late.)
+	deadline := time.Now().Add(550 * time.Millisecond)
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	errs := make([]error, 5)
 	var wg sync.WaitGroup
-	for i := range errs {
+	submit := func(i int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			_, errs[i] = s.embed(ctx, deadline, ids(10), nil, 4)
 		}()
-		time.Sleep(2 * time.Millisecond) // in order
+	}
+	submit(0)
+	waitFor(t, func() bool { return s.stats().Running == 1 })
+	submit(1)
+	waitFor(t, func() bool { return s.stats().Queued == 1 })
+	for i := 2; i < 5; i++ {
+		submit(i)
 	}
 	wg.Wait()
 	ok, shed := 0, 0
@@ -91,23 +98,27 @@ func TestSchedulerAdmission(t *testing.T) {
 }
 
 func TestSchedulerNeverStartsALateRun(t *testing.T) {
-	// The cost model thinks a Run takes 5 ms; it takes 30. The first
+	// The cost model thinks a Run takes 25 ms; it takes 150. The first
 	// text's Run outlives the estimate, so the texts queued behind it,
 	// admitted on the estimate, find at batch time that they cannot end
 	// within their budget: they are dropped, not run.
-	f := &fakeRun{fixed: 30 * time.Millisecond}
-	prior := [2]costPoint{{8, 5 * time.Millisecond}, {64, 5 * time.Millisecond}}
+	f := &fakeRun{fixed: 150 * time.Millisecond}
+	prior := [2]costPoint{{8, 25 * time.Millisecond}, {64, 25 * time.Millisecond}}
 	s := newScheduler(schedConfig{workers: 1, maxBatch: 1, maxPadded: 256, queueLen: 64}, f.run, prior)
 	defer s.close()
-	deadline := time.Now().Add(33 * time.Millisecond)
+	deadline := time.Now().Add(160 * time.Millisecond)
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	var wg sync.WaitGroup
 	errs := make([]error, 4)
-	for i := range errs {
+	submit := func(i int) {
 		wg.Add(1)
 		go func() { defer wg.Done(); _, errs[i] = s.embed(ctx, deadline, ids(10), nil, 4) }()
-		time.Sleep(time.Millisecond)
+	}
+	submit(0)
+	waitFor(t, func() bool { return s.stats().Running == 1 })
+	for i := 1; i < 4; i++ {
+		submit(i)
 	}
 	wg.Wait()
 	if errs[0] != nil {
