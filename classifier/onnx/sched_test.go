@@ -190,9 +190,9 @@ func TestSchedulerPaddedTokenCap(t *testing.T) {
 	submit(5)
 	waitFor(t, func() bool { return s.stats().Running == 1 })
 	// 10, 10, 100: the 100-token text would pad the batch to 300 tokens.
-	for _, n := range []int{10, 10, 100, 10} {
+	for k, n := range []int{10, 10, 100, 10} {
 		submit(n)
-		time.Sleep(time.Millisecond)
+		waitFor(t, func() bool { return s.stats().Queued == k+1 }) // in this order
 	}
 	waitFor(t, func() bool { return s.stats().Queued == 4 })
 	for range 3 {
@@ -234,12 +234,12 @@ func TestSchedulerDropsTextsWhoseCallerLeft(t *testing.T) {
 }
 
 func TestSchedulerCountsLateRuns(t *testing.T) {
-	// Estimated at 1 ms, taking 30: admitted, run, answered, counted late.
-	f := &fakeRun{fixed: 30 * time.Millisecond}
+	// Estimated at 1 ms, taking 100: admitted, run, answered, counted late.
+	f := &fakeRun{fixed: 100 * time.Millisecond}
 	prior := [2]costPoint{{8, time.Millisecond}, {64, time.Millisecond}}
 	s := newScheduler(schedConfig{workers: 1, maxBatch: 1, maxPadded: 256, queueLen: 64}, f.run, prior)
 	defer s.close()
-	deadline := time.Now().Add(10 * time.Millisecond)
+	deadline := time.Now().Add(50 * time.Millisecond)
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	v, err := s.embed(ctx, deadline, ids(7), nil, 4)
