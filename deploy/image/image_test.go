@@ -577,13 +577,27 @@ func runImage(t *testing.T, img *image, rootfs string, m *measures) {
 	if state != "loaded" {
 		t.Fatalf("tier 2 is %q in the container, want loaded:\n%s", state, g.out)
 	}
-	// Loaded, it decides the prompt.
-	resp, err := g.client.Post("http://127.0.0.1:8080/v1/chat/completions", "application/json", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
+	// Loaded, it decides the prompt. On a machine busy with other tests
+	// the first Run may outlive the 50 ms budget (tier2_timeout) or be
+	// refused as unable to make it (tier2_shed); the late answer is
+	// cached, so a retry is decided by tier 2 without another Run.
+	var tier, reason string
+	for try := 1; ; try++ {
+		resp, err := g.client.Post("http://127.0.0.1:8080/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		tier, reason = resp.Header.Get("X-Triage-Tier"), resp.Header.Get("X-Triage-Reason")
+		if tier == "2" || try == 20 || (reason != "tier2_timeout" && reason != "tier2_shed") {
+			if try > 1 {
+				t.Logf("tier 2 decided the prompt at try %d", try)
+			}
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	resp.Body.Close()
-	if tier, reason := resp.Header.Get("X-Triage-Tier"), resp.Header.Get("X-Triage-Reason"); tier != "2" {
+	if tier != "2" {
 		t.Errorf("with tier 2 loaded, the prompt was decided by tier %q (%s), want 2", tier, reason)
 	}
 	time.Sleep(2 * time.Second)
