@@ -59,6 +59,9 @@ func TestChatThroughAnthropicPool(t *testing.T) {
 		if b := string(last.Body); !strings.Contains(b, `"system":`) || !strings.Contains(b, `"max_tokens":4096`) || !strings.Contains(b, `"model":"claude-sonnet-4-5"`) {
 			t.Fatalf("upstream body %s", b)
 		}
+		// Counted once the handler returns, which may be just after the
+		// client has its answer: the next test reads the counter from here.
+		waitFor(t, func() bool { return promptTokens(t, h) >= float64(c.Usage.PromptTokens) }, "the completion's tokens counted")
 	})
 
 	t.Run("stream", func(t *testing.T) {
