@@ -19,9 +19,10 @@ import (
 // the zero vector and no row (the graph cannot take an empty row). One Run
 // slot of the semaphore is held for the whole batch.
 //
-// It is the micro-batching study's batched Run (bench_batch_test.go,
-// bench/tier2.md) and is not wired into the gateway: batches pay off only
-// when requests queue (at or past the saturation of one Run per request).
+// It is the scheduler's batched Run (Model.runBatch, sched.go), first
+// measured by the micro-batching study (bench_batch_test.go,
+// bench/tier2.md): batches pay off only when texts queue, and only for
+// texts of about one length.
 func (e *Encoder) embedBatch(ctx context.Context, batch [][]int32, dst [][]float32) ([][]float32, error) {
 	if e.m.Input != InputUSE {
 		return dst, fmt.Errorf("onnx: %s: batched embedding takes a %q encoder, not %q", e.m.Name, InputUSE, e.m.Input)

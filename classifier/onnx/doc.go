@@ -90,4 +90,10 @@
 // a slot, while waiting, and after the Run, but a Run that has started
 // finishes (milliseconds for a small encoder, growing with the square of
 // the tokens).
+//
+// With Options.Schedule (the gateway's), classifications that have a
+// deadline go through a scheduler instead (sched.go): admitted only if
+// they can finish by it, batched when texts queue, run by MaxConcurrent
+// workers at a lower thread priority. Those without a deadline (offline
+// work) run as above.
 package onnx
