@@ -359,6 +359,73 @@ func (t *Table) Accumulate(acc []float32, row int32, w float32) {
 	runtime.KeepAlive(t)
 }
 
+// AccumulateRows adds weight(r)·vector(r) to acc (len Dims) for every row
+// r in rows and returns the sum of the weights: Accumulate over a text's
+// rows in one call. The quantization is looked at once, not per row, and
+// an int8 table's rows of at most 16 values (a head folded into the table,
+// as tier 1's default) take a loop of their own.
+func (t *Table) AccumulateRows(acc []float32, rows []int32) (wsum float32) {
+	d := t.dims
+	acc = acc[:d]
+	if t.quant == QuantI8 && d <= 16 && t.weights == nil {
+		wsum = float32(len(rows))
+		accumulateI8Small(acc, t.i8, t.scales, rows, d)
+		runtime.KeepAlive(t)
+		return wsum
+	}
+	for _, r := range rows {
+		w := t.Weight(r)
+		wsum += w
+		t.Accumulate(acc, r, 1)
+	}
+	return wsum
+}
+
+// accumulateI8Small is AccumulateRows for int8 rows of d <= 16 values and
+// unit weights. Each row is read as 16 values at once (the lanes past d
+// belong to the next row and are summed but never read back), so the body
+// is straight-line loads, converts and multiply-adds with no loop or bounds
+// check per value, the sums in one 16-lane array in L1. A row whose 16
+// bytes would run past the table's end takes the plain loop. Measured in
+// instructions (callgrind, BenchmarkClassify tokens=500): Accumulate row by
+// row took 204 a row, this loop 147. Rejected: reading each row as two
+// words with each value's float from a 256-entry table (150 a row), and two
+// passes of eight lanes with the sums in registers (more: the compiler
+// spills them, and the rows are walked twice).
+func accumulateI8Small(acc []float32, q []int8, scales []float32, rows []int32, d int) {
+	var a [16]float32
+	for _, r := range rows {
+		s := scales[r]
+		off := int(r) * d
+		if off+16 <= len(q) {
+			v := (*[16]int8)(q[off : off+16])
+			a[0] += s * float32(v[0])
+			a[1] += s * float32(v[1])
+			a[2] += s * float32(v[2])
+			a[3] += s * float32(v[3])
+			a[4] += s * float32(v[4])
+			a[5] += s * float32(v[5])
+			a[6] += s * float32(v[6])
+			a[7] += s * float32(v[7])
+			a[8] += s * float32(v[8])
+			a[9] += s * float32(v[9])
+			a[10] += s * float32(v[10])
+			a[11] += s * float32(v[11])
+			a[12] += s * float32(v[12])
+			a[13] += s * float32(v[13])
+			a[14] += s * float32(v[14])
+			a[15] += s * float32(v[15])
+			continue
+		}
+		for i, v := range q[off : off+d : off+d] {
+			a[i&15] += s * float32(v)
+		}
+	}
+	for i := range acc {
+		acc[i] += a[i&15]
+	}
+}
+
 // The accumulate loops are unrolled by 8 over re-sliced inputs: the
 // compiler proves every index in bounds, so the body is loads, converts,
 // multiply-adds and stores (no bounds checks), and the 8 independent

@@ -28,8 +28,8 @@ const TopK = 3
 // vectors (classes × 4 bytes against the table's bytes per row).
 type Model struct {
 	tok       *tokenize.WordPiece
-	words     tokenize.WordLookup
-	table     *models.Table // nil when folded
+	words     *tokenize.WholeWords // the vocabulary's whole words and the table's extra words
+	table     *models.Table        // nil when folded
 	rows      int
 	head      *classifier.Linear
 	maxTokens int
@@ -60,7 +60,11 @@ func New(tok *tokenize.WordPiece, table *models.Table, head *classifier.Linear, 
 	if table.VocabSize() != tok.VocabSize() {
 		return nil, fmt.Errorf("static: table %q follows a vocabulary of %d tokens, the tokenizer has %d", table.Manifest.Name, table.VocabSize(), tok.VocabSize())
 	}
-	m := &Model{tok: tok, words: table, table: table, rows: table.Rows(), head: head, maxTokens: enc.MaxTokens,
+	words, err := tok.WholeWords(table.ExtraWords(), int32(table.VocabSize()))
+	if err != nil {
+		return nil, fmt.Errorf("static: table %q: %w", table.Manifest.Name, err)
+	}
+	m := &Model{tok: tok, words: words, table: table, rows: table.Rows(), head: head, maxTokens: enc.MaxTokens,
 		mean: enc.Normalize == "mean", buckets: enc.Bigrams}
 	if m.maxTokens <= 0 {
 		m.maxTokens = DefaultMaxTokens
@@ -96,7 +100,7 @@ func New(tok *tokenize.WordPiece, table *models.Table, head *classifier.Linear, 
 				out[c] = s
 			}
 		}
-		m.words, m.table = table.Words(), nil // the vectors can go
+		m.table = nil // the vectors can go
 	}
 	m.pool.New = func() any {
 		return &scratch{rows: make([]int32, 0, 2*m.maxTokens+64), feat: make([]float32, d), probs: make([]float32, k)}
@@ -169,11 +173,7 @@ func (m *Model) Features(text string, feat []float32) (tokens int, ok bool) {
 
 func (m *Model) features(s *scratch, feat []float32) {
 	clear(feat)
-	var wsum float32
-	for _, r := range s.rows {
-		m.table.Accumulate(feat, r, 1)
-		wsum += m.table.Weight(r)
-	}
+	wsum := m.table.AccumulateRows(feat, s.rows)
 	if !m.mean {
 		classifier.L2Normalize(feat)
 		return
