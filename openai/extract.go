@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"unicode/utf8"
 )
@@ -340,12 +341,28 @@ var strPlain = func() (t [256]bool) {
 	return t
 }()
 
+// strSpecial8 reports whether any of the eight bytes of x is one strPlain
+// does not mark: '"', '\\' or a control character. Each test is the
+// exact "some byte is zero" (or "less than n") word trick; a byte's top bit
+// is the same in x, x^'"' and x^'\\', so they share the ^x mask.
+func strSpecial8(x uint64) bool {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	q, bs := x^(lo*'"'), x^(lo*'\\')
+	return ((x-lo*0x20)|(q-lo)|(bs-lo))&^x&hi != 0
+}
+
 // str validates the string at s.i and leaves s.i after its closing quote. It
 // reports whether the string holds escapes.
 func (s *scanner) str() (escaped bool, err error) {
 	b := s.b
 	i := s.i + 1
 	for {
+		// Eight bytes at a time while none ends the string or starts an
+		// escape (a prompt is mostly such runs), then byte by byte to
+		// the one that does.
+		for i+8 <= len(b) && !strSpecial8(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
+		}
 		for i < len(b) && strPlain[b[i]] {
 			i++
 		}

@@ -2,8 +2,10 @@ package openai
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -231,6 +233,51 @@ func FuzzExtract(f *testing.F) {
 
 func BenchmarkExtract(b *testing.B) {
 	body := []byte(`{"model":"gpt-4o-mini","messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"Can my landlord keep my deposit for normal wear and tear? I moved out last month and the flat was clean."}],"max_tokens":256,"temperature":0.7,"stream":true}`)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Extract(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// strSpecial8 flags a word exactly when one of its bytes is not strPlain:
+// every byte value at every position among plain fillers, and random words
+// (high bytes included) against the byte-wise check.
+func TestStrSpecial8(t *testing.T) {
+	for _, fill := range []byte{'a', 0x20, 0xff, 0x80, '#', ']'} {
+		for v := range 256 {
+			for p := range 8 {
+				var w [8]byte
+				for i := range w {
+					w[i] = fill
+				}
+				w[p] = byte(v)
+				if got, want := strSpecial8(binary.LittleEndian.Uint64(w[:])), !strPlain[v]; got != want {
+					t.Fatalf("fill %#x, byte %#x at %d: special %v, want %v", fill, v, p, got, want)
+				}
+			}
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 1 << 20 {
+		x := rng.Uint64()
+		want := false
+		for i := range 8 {
+			want = want || !strPlain[byte(x>>(8*i))]
+		}
+		if got := strSpecial8(x); got != want {
+			t.Fatalf("%#016x: special %v, want %v", x, got, want)
+		}
+	}
+}
+
+// BenchmarkExtractLong is a 2 KB prompt, most of it one string: the word
+// at a time scan of strings.
+func BenchmarkExtractLong(b *testing.B) {
+	para := "I moved out of my apartment last month and my landlord is refusing to return the security deposit. He says the carpet needs replacing. "
+	body := []byte(`{"model":"gpt-4o-mini","messages":[{"role":"user","content":"` + strings.Repeat(para, 15) + `\n\"Is that legal?\""}],"max_tokens":64}`)
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
