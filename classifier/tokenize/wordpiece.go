@@ -358,11 +358,22 @@ func (s *scanner) run(text string) {
 		}
 		switch k {
 		case clsWord:
-			if n < store {
-				buf = append(buf, t.lower[c])
+			// The rest of a run of ASCII word bytes in this loop,
+			// with no class dispatch per byte. A byte that may start
+			// an added token has its own class in cls, so the run
+			// stops there and the loop above tries to match it.
+			for {
+				if n < store {
+					buf = append(buf, t.lower[c&0x7f])
+				}
+				n++
+				if i++; i >= len(text) {
+					break
+				}
+				if c = text[i]; t.cls[c] != clsWord {
+					break
+				}
 			}
-			n++
-			i++
 		case clsSpace:
 			i++
 			if n > 0 {
