@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/triagegw/triage/internal/testenv"
@@ -138,3 +139,46 @@ func TestWholeWordsAllocs(t *testing.T) {
 }
 
 const extraText = "I moved out of my apartment last month and my landlord is refusing to return the security deposit."
+
+// FuzzWholeWords holds Word to a Go map of the same words, for any bytes
+// held in a slice with any room past its end (the hash reads a short word's
+// bytes as one masked word when the capacity allows, and its tail bytes one
+// by one when it does not).
+//
+//	go test ./classifier/tokenize -run '^$' -fuzz FuzzWholeWords -fuzztime 1m
+func FuzzWholeWords(f *testing.F) {
+	wp := loadWordPiece(f)
+	extra := wholeWordsExtra()
+	first := int32(wp.VocabSize())
+	whole, err := wp.WholeWords(extra, first)
+	if err != nil {
+		f.Fatal(err)
+	}
+	want := map[string]int32{}
+	for id := int32(0); id < int32(wp.VocabSize()); id++ {
+		tok := wp.Token(id)
+		if v, ok := wp.ID(tok); ok && v == id && tok != "" && !strings.HasPrefix(tok, "##") {
+			want[tok] = id
+		}
+	}
+	for i, x := range extra {
+		want[x] = first + int32(i)
+	}
+	for _, s := range []string{"", "a", "the", "landlord", "kubernetes", "internationalization", "naïve", "日本", "##s", "#", "\x00", "landlord\x00"} {
+		f.Add(s, uint8(0))
+		f.Add(s, uint8(9))
+	}
+	f.Fuzz(func(t *testing.T, s string, room uint8) {
+		buf := make([]byte, len(s)+int(room))
+		copy(buf, s)
+		for i := len(s); i < len(buf); i++ {
+			buf[i] = 'x' // what the masked read must ignore
+		}
+		b := buf[:len(s)]
+		id, ok := whole.Word(b)
+		wid, wok := want[s]
+		if ok != wok || ok && id != wid {
+			t.Fatalf("Word(%q, room %d) = %d, %v; want %d, %v", s, room, id, ok, wid, wok)
+		}
+	})
+}
