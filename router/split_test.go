@@ -14,6 +14,7 @@ import (
 	"github.com/triagegw/triage/classifier"
 	"github.com/triagegw/triage/classifier/classifiertest"
 	"github.com/triagegw/triage/router/access"
+	"github.com/triagegw/triage/router/config"
 	"github.com/triagegw/triage/rules"
 	"github.com/triagegw/triage/split"
 )
@@ -23,29 +24,7 @@ import (
 // file's own; each response names its arm, and each arm is counted and
 // logged apart, without the prompt.
 func TestSplitRoutesEachArm(t *testing.T) {
-	gen := newReplica(t, "llama", "gen")
-	code := newReplica(t, "coder", "code")
-	legal := newReplica(t, "saul", "legal")
-	cfg := newConfig("general", poolCfg("general", "llama", gen.URL), poolCfg("code", "coder", code.URL), poolCfg("legal", "saul", legal.URL))
-	tier1 := &classifiertest.Fixed{Rules: []classifiertest.Rule{{Contains: "rebase", Class: "code", Score: 0.93}},
-		Default: classifier.Scored{Class: "other", Score: 0.8}}
-	dir := t.TempDir()
-	// The same class, another route's pool on each arm.
-	os.WriteFile(filepath.Join(dir, "candidate.yaml"), []byte(strings.Replace(gatewayRules, "pool: code, fallback: general", "pool: legal", 1)), 0o644)
-	live := filepath.Join(dir, "rules.yaml")
-	os.WriteFile(live, []byte(gatewayRules+"split: {rules: candidate.yaml, weight: 0.5, log: split.jsonl, names: [control, next]}\n"), 0o644)
-	cand := compileRulesFile(t, filepath.Join(dir, "candidate.yaml"), cfg, tier1, nil)
-	f, err := rules.ParseFile(live)
-	if err != nil {
-		t.Fatal(err)
-	}
-	classes := []string{"code", "law", "other"}
-	head := classifier.Linear{Kind: "softmax", Classes: classes, Dims: 1, W: make([]float32, 3), B: make([]float32, 3)}
-	h := &classifier.Heads{Format: 1, Name: "t", Version: "1", Classes: classes, Dir: "/h", Tier1: &classifier.Tier{Head: head}}
-	set, err := rules.Compile(f, rules.Env{Pools: cfg.PoolNames(), Heads: h, Tier1: tier1, Split: cand})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, set, dir := splitFixture(t, "split: {rules: candidate.yaml, weight: 0.5, log: split.jsonl, names: [control, next]}\n")
 
 	// Principals on each arm.
 	var names []string
@@ -64,7 +43,7 @@ func TestSplitRoutesEachArm(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	hs := newHarness(t, newConfig("general", poolCfg("general", "llama", gen.URL)))
+	hs := newHarness(t, newConfig("general", poolCfg("general", "llama", cfg.Pools[0].Replicas[0].URL)))
 	var mu sync.Mutex
 	var logged bytes.Buffer
 	var opened []string
@@ -114,7 +93,7 @@ func TestSplitRoutesEachArm(t *testing.T) {
 			t.Fatalf("split line %q: %v", l, err)
 		}
 		want := map[string]string{"control": "code", "next": "legal"}[r.Arm]
-		wantVersion := map[string]string{"control": set.Version(), "next": cand.Version()}[r.Arm]
+		wantVersion := map[string]string{"control": set.Version(), "next": set.Split().Candidate().Version()}[r.Arm]
 		if r.Pool != want || r.By != rules.ByPrincipal || r.Route != "coding" || r.Reason != rules.ReasonTier1Confident || r.Tier != 1 ||
 			r.Class != "code" || r.Status != 200 || r.RequestID == "" || r.Time.IsZero() || r.DurationMS <= 0 || r.Version != wantVersion ||
 			r.PromptTokens == 0 {
@@ -147,17 +126,7 @@ func TestSplitRoutesEachArm(t *testing.T) {
 // by the rules' session header,
 // else by its fingerprint.
 func TestSplitBySession(t *testing.T) {
-	gen := newReplica(t, "llama", "gen")
-	code := newReplica(t, "coder", "code")
-	legal := newReplica(t, "saul", "legal")
-	cfg := newConfig("general", poolCfg("general", "llama", gen.URL), poolCfg("code", "coder", code.URL), poolCfg("legal", "saul", legal.URL))
-	tier1 := &classifiertest.Fixed{Rules: []classifiertest.Rule{{Contains: "rebase", Class: "code", Score: 0.93}},
-		Default: classifier.Scored{Class: "other", Score: 0.8}}
-	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "b.yaml"), []byte(strings.Replace(gatewayRules, "pool: code, fallback: general", "pool: legal", 1)), 0o644)
-	p := filepath.Join(dir, "rules.yaml")
-	os.WriteFile(p, []byte(gatewayRules+"session: {header: x-session-id}\nsplit: {rules: b.yaml, weight: 0.5}\n"), 0o644)
-	set := compileSplitFile(t, p, cfg, tier1, compileRulesFile(t, filepath.Join(dir, "b.yaml"), cfg, tier1, nil))
+	cfg, set, _ := splitFixture(t, "session: {header: x-session-id}\nsplit: {rules: candidate.yaml, weight: 0.5}\n")
 	hs := newHarness(t, cfg)
 	if err := hs.gw.Apply(cfg, set); err != nil {
 		t.Fatal(err)
@@ -189,6 +158,32 @@ func TestSplitBySession(t *testing.T) {
 			t.Fatalf("fingerprint: arm %q, first %q", r.header.Get("X-Triage-Arm"), first)
 		}
 	}
+}
+
+// splitFixture is the gateway the split tests share: pools general, code
+// and legal, each on a simulated replica of its own, a tier 1 that calls
+// "rebase" code, and gatewayRules compiled with extra appended, whose split
+// names candidate.yaml: the same rules with the code route sent to legal,
+// so the arms route one class to two pools. dir holds the rules files (and
+// whatever the split logs).
+func splitFixture(t *testing.T, extra string) (cfg *config.Config, set *rules.Set, dir string) {
+	t.Helper()
+	gen := newReplica(t, "llama", "gen")
+	code := newReplica(t, "coder", "code")
+	legal := newReplica(t, "saul", "legal")
+	cfg = newConfig("general", poolCfg("general", "llama", gen.URL), poolCfg("code", "coder", code.URL), poolCfg("legal", "saul", legal.URL))
+	tier1 := &classifiertest.Fixed{Rules: []classifiertest.Rule{{Contains: "rebase", Class: "code", Score: 0.93}},
+		Default: classifier.Scored{Class: "other", Score: 0.8}}
+	dir = t.TempDir()
+	cand := filepath.Join(dir, "candidate.yaml")
+	if err := os.WriteFile(cand, []byte(strings.Replace(gatewayRules, "pool: code, fallback: general", "pool: legal", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	live := filepath.Join(dir, "rules.yaml")
+	if err := os.WriteFile(live, []byte(gatewayRules+extra), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, compileSplitFile(t, live, cfg, tier1, compileRulesFile(t, cand, cfg, tier1, nil)), dir
 }
 
 func compileSplitFile(t *testing.T, p string, cfg interface{ PoolNames() map[string]bool }, tier1 classifier.Classifier, b *rules.Set) *rules.Set {

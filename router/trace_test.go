@@ -447,22 +447,7 @@ func TestTraceEndpointDownSlowsNoRequest(t *testing.T) {
 // request that reached an upstream says when its first byte reached the
 // client.
 func TestTraceSplitArmAndFirstByte(t *testing.T) {
-	gen := newReplica(t, "llama", "gen")
-	code := newReplica(t, "coder", "code")
-	legal := newReplica(t, "saul", "legal")
-	cfg := newConfig("general", poolCfg("general", "llama", gen.URL), poolCfg("code", "coder", code.URL), poolCfg("legal", "saul", legal.URL))
-	tier1 := &classifiertest.Fixed{Rules: []classifiertest.Rule{{Contains: "rebase", Class: "code", Score: 0.93}},
-		Default: classifier.Scored{Class: "other", Score: 0.8}}
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "candidate.yaml"), []byte(strings.Replace(gatewayRules, "pool: code, fallback: general", "pool: legal", 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	live := filepath.Join(dir, "rules.yaml")
-	if err := os.WriteFile(live, []byte(gatewayRules+"split: {rules: candidate.yaml, weight: 0.5, names: [control, next]}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cand := compileRulesFile(t, filepath.Join(dir, "candidate.yaml"), cfg, tier1, nil)
-	set := compileSplitFile(t, live, cfg, tier1, cand)
+	cfg, set, _ := splitFixture(t, "split: {rules: candidate.yaml, weight: 0.5, names: [control, next]}\n")
 	exp := tracingtest.NewExporter()
 	h := newTracedHarness(t, cfg, set, exp)
 
