@@ -1,7 +1,6 @@
 package tokenize
 
 import (
-	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -25,21 +24,30 @@ func wholeWordsExtra() []string {
 		"a", "zz", "unaffable", "cryptocurrency", "mitochondria", "eigenvalue", "x"}
 }
 
+// loadWholeWords is the test tokenizer and the index of its whole words
+// and wholeWordsExtra, extra word i with id first+i, first the vocabulary's
+// size.
+func loadWholeWords(t testing.TB) (wp *WordPiece, whole *WholeWords, extra []string, first int32) {
+	t.Helper()
+	wp = loadWordPiece(t)
+	extra = wholeWordsExtra()
+	first = int32(wp.VocabSize())
+	whole, err := wp.WholeWords(extra, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wp, whole, extra, first
+}
+
 // WholeWords gives the ids the extra words alone give, on every text of the
 // shared subjects dev set and the golden texts: a vocabulary word is its
 // token's one id either way, and an extra word its own id even where the
 // vocabulary holds it whole.
 func TestWholeWordsMatchesExtraWords(t *testing.T) {
-	wp := loadWordPiece(t)
-	extra := wholeWordsExtra()
-	first := int32(wp.VocabSize())
+	wp, whole, extra, first := loadWholeWords(t)
 	plain := mapWords{}
 	for i, x := range extra {
 		plain[x] = first + int32(i)
-	}
-	whole, err := wp.WholeWords(extra, first)
-	if err != nil {
-		t.Fatal(err)
 	}
 	var texts []string
 	for _, r := range readGolden(t) {
@@ -77,13 +85,7 @@ func TestWholeWordsMatchesExtraWords(t *testing.T) {
 // buffer the masked read), and misses prefixes, extensions and the
 // continuation pieces ("##s" is a vocabulary token, not a word).
 func TestWholeWordsWord(t *testing.T) {
-	wp := loadWordPiece(t)
-	extra := wholeWordsExtra()
-	first := int32(wp.VocabSize())
-	whole, err := wp.WholeWords(extra, first)
-	if err != nil {
-		t.Fatal(err)
-	}
+	wp, whole, extra, first := loadWholeWords(t)
 	buf := make([]byte, 0, 256)
 	check := func(w string, want int32, wantOK bool) {
 		t.Helper()
@@ -119,11 +121,7 @@ func TestWholeWordsWord(t *testing.T) {
 }
 
 func TestWholeWordsAllocs(t *testing.T) {
-	wp := loadWordPiece(t)
-	whole, err := wp.WholeWords(wholeWordsExtra(), int32(wp.VocabSize()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	wp, whole, _, _ := loadWholeWords(t)
 	present, absent := []byte("photosynthesis"), []byte("photosynthesiz")
 	if n := testing.AllocsPerRun(1000, func() {
 		whole.Word(present)
@@ -132,7 +130,7 @@ func TestWholeWordsAllocs(t *testing.T) {
 		t.Fatalf("Word allocates %v times", n)
 	}
 	dst := make([]int32, 0, 256)
-	text := fmt.Sprint("The landlord's photosynthesis of kubernetes, naïvely: ", extraText)
+	text := "The landlord's photosynthesis of kubernetes, naïvely: " + extraText
 	if n := testing.AllocsPerRun(100, func() { dst = wp.EncodeWords(dst[:0], text, 0, whole) }); n != 0 {
 		t.Fatalf("EncodeWords with WholeWords allocates %v times", n)
 	}
@@ -147,13 +145,7 @@ const extraText = "I moved out of my apartment last month and my landlord is ref
 //
 //	go test ./classifier/tokenize -run '^$' -fuzz FuzzWholeWords -fuzztime 1m
 func FuzzWholeWords(f *testing.F) {
-	wp := loadWordPiece(f)
-	extra := wholeWordsExtra()
-	first := int32(wp.VocabSize())
-	whole, err := wp.WholeWords(extra, first)
-	if err != nil {
-		f.Fatal(err)
-	}
+	wp, whole, extra, first := loadWholeWords(f)
 	want := map[string]int32{}
 	for id := int32(0); id < int32(wp.VocabSize()); id++ {
 		tok := wp.Token(id)
