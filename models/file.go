@@ -79,7 +79,7 @@ func (t *Table) WriteFile(path string) (sha256hex string, err error) {
 // data, so that a file always describes itself truly.
 func (t *Table) manifestForWrite() Manifest {
 	m := t.Manifest
-	m.Dims, m.VocabSize, m.ExtraWords, m.Buckets, m.Quant = t.dims, t.vocab, t.words.len(), t.buckets, t.quant
+	m.Dims, m.VocabSize, m.ExtraWords, m.Buckets, m.Quant = t.dims, t.vocab, t.words.Len(), t.buckets, t.quant
 	return m
 }
 
@@ -113,8 +113,8 @@ func (t *Table) encode(w io.Writer) error {
 		}
 		e.f32s(t.scales)
 	}
-	e.u32s(t.words.ends)
-	e.bytes(t.words.blob)
+	e.u32s(t.words.Ends)
+	e.bytes(t.words.Blob)
 	e.flush()
 	runtime.KeepAlive(t)
 	var c [4]byte
@@ -359,12 +359,12 @@ func decodeTable(r io.Reader, size int64) (*Table, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.words.ends = make([]uint32, l.extra)
-	if err := d.u32s(t.words.ends); err != nil {
+	t.words.Ends = make([]uint32, l.extra)
+	if err := d.u32s(t.words.Ends); err != nil {
 		return nil, err
 	}
-	t.words.blob = make([]byte, l.blobLen)
-	if err := d.fill(t.words.blob); err != nil {
+	t.words.Blob = make([]byte, l.blobLen)
+	if err := d.fill(t.words.Blob); err != nil {
 		return nil, err
 	}
 	sum := d.crc
@@ -425,11 +425,11 @@ func decodeImage(b []byte) (*Table, error) {
 		t.scales = f32sAt(section(l.scales, 4*rows), &shared)
 	}
 	ends := section(l.ends, 4*l.extra)
-	t.words.ends = make([]uint32, l.extra)
-	for i := range t.words.ends {
-		t.words.ends[i] = binary.LittleEndian.Uint32(ends[4*i:])
+	t.words.Ends = make([]uint32, l.extra)
+	for i := range t.words.Ends {
+		t.words.Ends[i] = binary.LittleEndian.Uint32(ends[4*i:])
 	}
-	t.words.blob = bytes.Clone(section(l.blob, l.blobLen))
+	t.words.Blob = bytes.Clone(section(l.blob, l.blobLen))
 	if shared {
 		t.mapped = &mapping{data: b}
 	}
@@ -521,7 +521,7 @@ func (t *Table) check(blobLen int64) error {
 		}
 	}
 	prev := uint32(0)
-	for i, e := range t.words.ends {
+	for i, e := range t.words.Ends {
 		if e < prev {
 			return fmt.Errorf("extra word %d: end offset %d before the previous word's end %d", i, e, prev)
 		}
@@ -530,7 +530,7 @@ func (t *Table) check(blobLen int64) error {
 	if int64(prev) != blobLen {
 		return fmt.Errorf("extra words end at byte %d of a %d-byte blob", prev, blobLen)
 	}
-	return t.words.build()
+	return buildWordIndex(&t.words)
 }
 
 // leReader reads little-endian values through a buffer, keeping the

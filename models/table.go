@@ -85,7 +85,7 @@ type Table struct {
 	scales  []float32 // [rows], i8 tables
 	lut     *[1 << 16]float32
 
-	words wordIndex // extra words: row vocab+i is words.word(i)
+	words wordIndex // extra words: row vocab+i is words.At(i)
 
 	// mapped, when set, is the read-only file mapping that some of
 	// weights, f32, f16, i8 and scales alias (ReadTable). They must not be
@@ -239,39 +239,19 @@ func (t *Table) Quant() Quant { return t.quant }
 // Word returns the row of an extra whole word (already normalised by the
 // caller), without allocating.
 func (t *Table) Word(w []byte) (row int32, ok bool) {
-	i, ok := t.words.lookup(w)
+	i, ok := t.words.Word(w)
 	if !ok {
 		return -1, false
 	}
-	return int32(t.vocab + i), true
-}
-
-// Words is a table's extra-word index on its own, for a model that folds
-// the vectors into something smaller (and lets them go) but still needs to
-// tokenise. It shares the table's index; it is safe for concurrent use.
-type Words struct {
-	vocab int
-	idx   wordIndex
-}
-
-// Words returns the table's extra-word index.
-func (t *Table) Words() *Words { return &Words{vocab: t.vocab, idx: t.words} }
-
-// Word is Table.Word.
-func (w *Words) Word(b []byte) (row int32, ok bool) {
-	i, ok := w.idx.lookup(b)
-	if !ok {
-		return -1, false
-	}
-	return int32(w.vocab + i), true
+	return int32(t.vocab) + i, true
 }
 
 // ExtraWords returns a copy of the extra words in row order: row
 // VocabSize()+i is ExtraWords()[i].
 func (t *Table) ExtraWords() []string {
-	out := make([]string, t.words.len())
+	out := make([]string, t.words.Len())
 	for i := range out {
-		out[i] = string(t.words.word(i))
+		out[i] = string(t.words.At(i))
 	}
 	return out
 }
@@ -493,7 +473,7 @@ func (t *Table) Quantize(q Quant) *Table {
 		panic(fmt.Sprintf("models: Quantize: unknown quant %q", q))
 	}
 	n := &Table{Manifest: t.Manifest, rows: t.rows, dims: t.dims, vocab: t.vocab, buckets: t.buckets, quant: q,
-		weights: append([]float32(nil), t.weights...), words: t.words.clone()}
+		weights: append([]float32(nil), t.weights...), words: t.words.Clone()}
 	n.Manifest.Quant = q
 	d := t.dims
 	row := make([]float32, d)
@@ -591,7 +571,7 @@ func (t *Table) Clone() *Table {
 	n.f16 = clone(t.f16)
 	n.i8 = clone(t.i8)
 	n.scales = clone(t.scales)
-	n.words = t.words.clone()
+	n.words = t.words.Clone()
 	n.mapped = nil
 	runtime.KeepAlive(t)
 	return &n
@@ -610,7 +590,7 @@ func clone[T any](s []T) []T {
 // its file (MappedBytes of it).
 func (t *Table) MemoryBytes() int {
 	n := 4*len(t.weights) + 4*len(t.f32) + 2*len(t.f16) + len(t.i8) + 4*len(t.scales)
-	return n + t.words.memoryBytes() + 256
+	return n + t.words.MemoryBytes() + 256
 }
 
 // ReleasePages drops the pages of a mapped table (see MappedBytes) from
