@@ -1,8 +1,8 @@
 // Package wordindex is a read-only hash index of byte strings held back to
 // back in one blob: a table file's extra words (models) and a tokenizer's
 // whole words (tokenize.WholeWords). For 50,000 words of about 8 bytes it
-// is about 1 MB, against several times that for a map[string]int32, and a
-// lookup allocates nothing.
+// is about 1.6 MB (the slots 1 MB of it), against several times that for a
+// map[string]int32, and a lookup allocates nothing.
 package wordindex
 
 import (
