@@ -21,9 +21,13 @@ import (
 // bounded: the oldest ids are forgotten first, and a forgotten id is
 // routed as any other request (its replica answers 404 if it forgot too).
 type responseIndex struct {
-	mu   sync.Mutex
-	m    map[string]responseLoc
-	ring []string // ids in the order they were added
+	mu sync.Mutex
+	m  map[string]responseLoc
+	// ring holds the ids in the order they were added. It grows with use
+	// up to max, then wraps: a gateway nobody sends Responses through
+	// keeps no 2 MiB of slots for the collector to scan.
+	ring []string
+	max  int
 	next int
 }
 
@@ -36,7 +40,7 @@ type responseLoc struct {
 const responseIndexSize = 1 << 17
 
 func newResponseIndex(n int) *responseIndex {
-	return &responseIndex{m: make(map[string]responseLoc), ring: make([]string, n)}
+	return &responseIndex{m: make(map[string]responseLoc), max: n}
 }
 
 func (x *responseIndex) add(id string, loc responseLoc) {
@@ -46,12 +50,16 @@ func (x *responseIndex) add(id string, loc responseLoc) {
 		x.m[id] = loc
 		return
 	}
+	x.m[id] = loc
+	if len(x.ring) < x.max {
+		x.ring = append(x.ring, id)
+		return
+	}
 	if old := x.ring[x.next]; old != "" {
 		delete(x.m, old)
 	}
 	x.ring[x.next] = id
 	x.next = (x.next + 1) % len(x.ring)
-	x.m[id] = loc
 }
 
 func (x *responseIndex) get(id string) (responseLoc, bool) {

@@ -195,6 +195,20 @@ func TestResponseIndexIsBounded(t *testing.T) {
 	if _, ok := x.get("c"); ok || len(x.m) != 2 {
 		t.Fatal("remove")
 	}
+	for _, id := range []string{"e", "f", "g", "h"} {
+		x.add(id, responseLoc{pool: "p" + id})
+	}
+	for _, id := range []string{"b", "c", "d", "e"} {
+		if _, ok := x.get(id); ok {
+			t.Fatalf("%s was kept past the bound after the ring wrapped", id)
+		}
+	}
+	if len(x.m) != 3 || len(x.ring) != 3 {
+		t.Fatalf("%d ids indexed, %d slots: want 3 and 3", len(x.m), len(x.ring))
+	}
+	if cap(newResponseIndex(responseIndexSize).ring) != 0 {
+		t.Fatal("an unused index holds slots")
+	}
 	if responseID([]byte(`{"id":"resp_abc","object":"response"`)) != "resp_abc" ||
 		responseID([]byte("event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\": \"resp_1\"")) != "resp_1" ||
 		responseID([]byte(`{"id":"msg_1"}`)) != "" || responseID([]byte(`{"id":"resp_`)) != "" {
