@@ -15,7 +15,7 @@ import (
 	"strings"
 	"unicode"
 
-	"gopkg.in/yaml.v3"
+	yaml "go.yaml.in/yaml/v3"
 )
 
 // Columns maps a file's columns to a row's fields (CSV headers or JSON

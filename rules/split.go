@@ -7,7 +7,7 @@ import (
 	"regexp"
 	"slices"
 
-	"gopkg.in/yaml.v3"
+	yaml "go.yaml.in/yaml/v3"
 )
 
 // Split configures a live A/B split: a share of the traffic these rules
