@@ -4,6 +4,7 @@ import (
 	"io"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 )
@@ -23,12 +24,53 @@ type logLine struct {
 func newLine(t time.Time, level, msg string) logLine {
 	bp := lineBuf.Get().(*[]byte)
 	b := append((*bp)[:0], `{"time":"`...)
-	b = t.AppendFormat(b, time.RFC3339Nano)
+	b = appendStamp(b, t)
 	b = append(b, `","level":"`...)
 	b = append(b, level...)
 	b = append(b, `","msg":`...)
 	b = appendJSONString(b, msg)
 	return logLine{b: b, bp: bp}
+}
+
+// stamp is the RFC 3339 form of the last second a line was written in,
+// split around where the fraction goes: time.Time.AppendFormat spent
+// over a third of a line's instructions finding the zone's offset, which
+// changes only on a second's boundary.
+type stamp struct {
+	sec        int64
+	loc        *time.Location
+	date, zone string // "2006-01-02T15:04:05", "Z" or "-07:00"
+}
+
+var lastStamp atomic.Pointer[stamp]
+
+// appendStamp appends t as time.RFC3339Nano does.
+func appendStamp(b []byte, t time.Time) []byte {
+	c := lastStamp.Load()
+	if c == nil || c.sec != t.Unix() || c.loc != t.Location() {
+		f := t.Format(time.RFC3339)
+		const dateLen = len("2006-01-02T15:04:05")
+		if len(f) <= dateLen || f[dateLen] != 'Z' && f[dateLen] != '+' && f[dateLen] != '-' {
+			return t.AppendFormat(b, time.RFC3339Nano) // a year past 9999
+		}
+		c = &stamp{sec: t.Unix(), loc: t.Location(), date: f[:dateLen], zone: f[dateLen:]}
+		lastStamp.Store(c)
+	}
+	b = append(b, c.date...)
+	if ns := t.Nanosecond(); ns != 0 {
+		var frac [10]byte
+		frac[0] = '.'
+		for i := 9; i > 0; i-- {
+			frac[i] = byte('0' + ns%10)
+			ns /= 10
+		}
+		n := 10
+		for frac[n-1] == '0' {
+			n--
+		}
+		b = append(b, frac[:n]...)
+	}
+	return append(b, c.zone...)
 }
 
 func (l *logLine) str(k, v string) {
@@ -75,10 +117,33 @@ func (l *logLine) bool(k string, v bool) {
 	l.b = strconv.AppendBool(l.b, v)
 }
 
-// ms writes a duration in milliseconds with microsecond precision.
+// ms writes a duration in milliseconds with microsecond precision, as
+// strconv.AppendFloat(µs/1000, 'f', -1) would (the shortest form: no
+// trailing zeros), in integer arithmetic.
 func (l *logLine) ms(k string, d time.Duration) {
 	l.key(k)
-	l.b = strconv.AppendFloat(l.b, float64(d.Microseconds())/1000, 'f', -1, 64)
+	l.b = appendMillis(l.b, d.Microseconds())
+}
+
+func appendMillis(b []byte, us int64) []byte {
+	u := uint64(us)
+	if us < 0 {
+		b = append(b, '-')
+		u = -u
+	}
+	b = strconv.AppendUint(b, u/1000, 10)
+	frac := u % 1000
+	if frac == 0 {
+		return b
+	}
+	b = append(b, '.', byte('0'+frac/100))
+	if frac %= 100; frac != 0 {
+		b = append(b, byte('0'+frac/10))
+		if frac %= 10; frac != 0 {
+			b = append(b, byte('0'+frac))
+		}
+	}
+	return b
 }
 
 // float writes a score with 3 decimals.
@@ -116,24 +181,43 @@ func appendJSONString(dst []byte, s string) []byte { return appendJSON(dst, s) }
 func appendJSONBytes(dst, s []byte) []byte { return appendJSON(dst, s) }
 
 // appendJSON appends s as a JSON string: escapes for quotes, backslashes and
-// control characters, U+FFFD for invalid UTF-8.
+// control characters, U+FFFD for invalid UTF-8. Runs of plain ASCII, which
+// is nearly all a log line holds, are copied whole.
 func appendJSON[T string | []byte](dst []byte, s T) []byte {
 	dst = append(dst, '"')
-	// range over string(s) decodes runes without copying s.
-	for _, r := range string(s) {
-		switch {
-		case r < utf8.RuneSelf && r >= 0x20 && r != '"' && r != '\\':
-			dst = append(dst, byte(r))
-		case r < utf8.RuneSelf:
-			dst = appendEscape(dst, byte(r))
-		case r == utf8.RuneError:
-			dst = append(dst, `\ufffd`...)
-		default:
-			dst = utf8.AppendRune(dst, r)
+	for i := 0; i < len(s); {
+		j := i
+		for j < len(s) && jsonPlain[s[j]] {
+			j++
 		}
+		dst = append(dst, s[i:j]...)
+		if j == len(s) {
+			break
+		}
+		if c := s[j]; c < utf8.RuneSelf {
+			dst = appendEscape(dst, c)
+			i = j + 1
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(string(s[j:min(j+utf8.UTFMax, len(s))]))
+		if r == utf8.RuneError {
+			dst = append(dst, `\ufffd`...)
+		} else {
+			dst = append(dst, s[j:j+n]...)
+		}
+		i = j + n
 	}
 	return append(dst, '"')
 }
+
+// jsonPlain is the bytes a JSON string holds as they are: printable ASCII
+// but the quote and the backslash.
+var jsonPlain = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 func appendEscape(dst []byte, c byte) []byte {
 	switch c {

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"math/rand/v2"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -66,5 +69,85 @@ func BenchmarkLogLine(b *testing.B) {
 		l.int("prompt_tokens", 12)
 		l.int("completion_tokens", 2)
 		l.end(io.Discard)
+	}
+}
+
+func TestAppendMillisMatchesAppendFloat(t *testing.T) {
+	check := func(us int64) {
+		t.Helper()
+		want := strconv.AppendFloat(nil, float64(us)/1000, 'f', -1, 64)
+		if got := appendMillis(nil, us); !bytes.Equal(got, want) {
+			t.Fatalf("%d µs: %s, want %s", us, got, want)
+		}
+	}
+	for us := int64(-3000); us <= 200_000; us++ {
+		check(us)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 1 << 20 {
+		check(r.Int64N(1<<42) - 1<<41) // ±25 days
+	}
+}
+
+// FuzzAppendJSON holds the access log's string encoder to encoding/json:
+// the same string back, each invalid byte as U+FFFD, and no bytes a JSON
+// string may not hold.
+func FuzzAppendJSON(f *testing.F) {
+	for _, s := range []string{"", "gpt-4o-mini", "quote \" backslash \\ nl \n \x01 é 日本", "bad \xff\xfe", "\xef\xbf\xbd", "a\xe6\x97"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		out := appendJSONString([]byte("x"), s)[1:]
+		if !bytes.Equal(appendJSONBytes(nil, []byte(s)), out) {
+			t.Fatal("string and []byte forms differ")
+		}
+		var got string
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("%q -> %s: %v", s, out, err)
+		}
+		if got != invalidEach(s) {
+			t.Fatalf("%q -> %s -> %q", s, out, got)
+		}
+		for _, c := range out {
+			if c < 0x20 {
+				t.Fatalf("%q -> %s: raw control byte", s, out)
+			}
+		}
+	})
+}
+
+// invalidEach is s with each invalid byte as its own U+FFFD, as ranging
+// over a string decodes it (strings.ToValidUTF8 would fold a run into one).
+func invalidEach(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func TestAppendStampMatchesRFC3339Nano(t *testing.T) {
+	zones := []*time.Location{time.UTC, time.Local, time.FixedZone("", -7*3600), time.FixedZone("", 5*3600+45*60)}
+	r := rand.New(rand.NewPCG(3, 4))
+	base := time.Date(2026, 12, 2, 7, 0, 0, 0, time.UTC)
+	var prev time.Time
+	for i := range 200_000 {
+		var at time.Time
+		switch i % 4 {
+		case 0: // the same second as the last, often: the cached form
+			at = prev.Add(time.Duration(r.Int64N(int64(time.Second))))
+		case 1:
+			at = base.Add(time.Duration(r.Int64N(int64(400 * 24 * time.Hour))))
+		case 2:
+			at = base.Add(time.Duration(r.Int64N(1e6)) * time.Second) // whole seconds: no fraction
+		default:
+			at = time.Unix(r.Int64N(1<<37)-1<<36, r.Int64N(1e9)) // years far from now, some past 9999
+		}
+		at = at.In(zones[r.IntN(len(zones))])
+		prev = at
+		want := at.AppendFormat(nil, time.RFC3339Nano)
+		if got := appendStamp(nil, at); !bytes.Equal(got, want) {
+			t.Fatalf("%v: %s, want %s", at, got, want)
+		}
 	}
 }
