@@ -34,19 +34,11 @@ type head struct {
 // or rejects it as it always has.
 func parseHead(buf []byte) (head, int, headStatus) {
 	var h head
-	end := bytes.Index(buf, []byte("\r\n\r\n"))
-	if end < 0 {
-		if hasBareLF(buf) {
-			return h, 0, headNotPlain
-		}
-		return h, 0, headIncomplete
+	end, lines, st := headEnd(buf)
+	if st != headPlain {
+		return h, 0, st
 	}
 	n := end + 4
-	if hasBareLF(buf[:n]) {
-		return h, 0, headNotPlain
-	}
-	// Count header lines before allocating anything.
-	lines := bytes.Count(buf[:end], []byte("\r\n")) // header lines, the request line excluded
 	s := string(buf[:end+2])
 
 	i := strings.Index(s, "\r\n")
@@ -156,20 +148,29 @@ func parseHead(buf []byte) (head, int, headStatus) {
 	return h, n, headPlain
 }
 
-// hasBareLF reports a line ending without CR, which net/http accepts and
-// the fast path leaves to it.
-func hasBareLF(b []byte) bool {
-	for i := bytes.IndexByte(b, '\n'); i >= 0; {
-		if i == 0 || b[i-1] != '\r' {
-			return true
+// headEnd finds the empty line that ends the head at the start of buf, in
+// one pass over its line ends: end is the index of its "\r\n\r\n",
+// lines the header lines before it (the request line excluded). A line
+// ending without CR, which net/http accepts, is left to net/http
+// (headNotPlain); no end yet is headIncomplete.
+func headEnd(buf []byte) (end, lines int, st headStatus) {
+	prev := -1 // the last '\n'
+	for i := bytes.IndexByte(buf, '\n'); i >= 0; {
+		if i == 0 || buf[i-1] != '\r' {
+			return 0, 0, headNotPlain
 		}
-		j := bytes.IndexByte(b[i+1:], '\n')
+		if prev >= 0 && i-prev == 2 {
+			return prev - 1, lines - 1, headPlain
+		}
+		lines++
+		prev = i
+		j := bytes.IndexByte(buf[i+1:], '\n')
 		if j < 0 {
-			return false
+			break
 		}
 		i += j + 1
 	}
-	return false
+	return 0, 0, headIncomplete
 }
 
 // plainTarget accepts an origin-form target of visible ASCII without a

@@ -92,3 +92,35 @@ func BenchmarkParseHead(b *testing.B) {
 		}
 	}
 }
+
+// FuzzHeadEnd holds headEnd's one pass to the plain reading: the first
+// "\r\n\r\n", the CRLFs before it, and no LF without its CR up to it.
+func FuzzHeadEnd(f *testing.F) {
+	for _, s := range []string{"", "\r\n\r\n", "GET / HTTP/1.1\r\n\r\n", "GET / HTTP/1.1\r\nHost: a\r\nX: y\r\n\r\nbody\n", "GET / HTTP/1.1\nHost: a\r\n\r\n", "POST / HTTP/1.1\r\nHost: a\r\n", "\r\n\r\r\n\r\n", "\n"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		bareLF := func(b []byte) bool {
+			for i, c := range b {
+				if c == '\n' && (i == 0 || b[i-1] != '\r') {
+					return true
+				}
+			}
+			return false
+		}
+		wantEnd, wantLines, want := 0, 0, headIncomplete
+		if e := bytes.Index(b, []byte("\r\n\r\n")); e < 0 {
+			if bareLF(b) {
+				want = headNotPlain
+			}
+		} else if bareLF(b[:e+4]) {
+			want = headNotPlain
+		} else {
+			wantEnd, wantLines, want = e, bytes.Count(b[:e], []byte("\r\n")), headPlain
+		}
+		end, lines, st := headEnd(b)
+		if end != wantEnd || lines != wantLines || st != want {
+			t.Fatalf("%q: %d %d %v, want %d %d %v", b, end, lines, st, wantEnd, wantLines, want)
+		}
+	})
+}
