@@ -1,7 +1,7 @@
 package openai
 
 import (
-	"bytes"
+	"encoding/binary"
 )
 
 // Usage is a response's token counts, as its "usage" object gives them.
@@ -28,10 +28,10 @@ const maxUsageObject = 2 << 10
 // quotes) is not a key. The bytes are the upstream's: anything malformed
 // is not found, never a panic.
 func ScanUsage(tail []byte) (Usage, bool) {
-	key := []byte(`"usage"`)
+	const key = `"usage"`
 	end := len(tail)
 	for {
-		i := bytes.LastIndex(tail[:end], key)
+		i := lastUsageKey(tail[:end])
 		if i < 0 {
 			return Usage{}, false
 		}
@@ -47,12 +47,9 @@ func ScanUsage(tail []byte) (Usage, bool) {
 		if j >= len(tail) || tail[j] != '{' {
 			continue // null, or not the usage object
 		}
-		rest := tail[j:]
-		obj, ok := object(rest)
-		if !ok {
-			continue
-		}
-		u, ok := usageFields(obj)
+		// usageFields stops at the object's closing brace, so bounding
+		// what it reads bounds the object.
+		u, ok := usageFields(tail[j:min(len(tail), j+maxUsageObject)])
 		if !ok {
 			continue
 		}
@@ -61,6 +58,31 @@ func ScanUsage(tail []byte) (Usage, bool) {
 		}
 		return u, true
 	}
+}
+
+// lastUsageKey is bytes.LastIndex(b, []byte(`"usage"`)), found by the
+// key's 'g' eight bytes at a time from the end: Rabin-Karp's rolling hash
+// was a multiply a byte.
+func lastUsageKey(b []byte) int {
+	const key = `"usage"`
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	// p is where the key's 'g' (key[4]) would be: the key is b[p-4 : p+3].
+	p := len(b) - 3
+	for p >= 4 {
+		if p >= 11 { // b[p-7 : p+1] holds only places the 'g' may be
+			x := binary.LittleEndian.Uint64(b[p-7:]) ^ (lo * 'g')
+			if (x-lo)&^x&hi == 0 { // no 'g' among the eight
+				p -= 8
+				continue
+			}
+		}
+		for stop := max(p-8, 3); p > stop; p-- {
+			if b[p] == 'g' && string(b[p-4:p+3]) == key {
+				return p - 4
+			}
+		}
+	}
+	return -1
 }
 
 // escaped reports whether the quote at i is preceded by an odd number of
@@ -73,20 +95,11 @@ func escaped(b []byte, i int) bool {
 	return n%2 == 1
 }
 
-// object returns the JSON object b starts with (up to its closing brace,
-// strings and nesting respected), if it closes within maxUsageObject.
-func object(b []byte) ([]byte, bool) {
-	end := valueEnd(b[:min(len(b), maxUsageObject)], 0)
-	if len(b) == 0 || b[0] != '{' || end < 0 {
-		return nil, false
-	}
-	return b[:end], true
-}
-
 // usageFields reads prompt_tokens, completion_tokens and total_tokens from
-// a usage object (obj, braces included, closed and string-balanced by
-// object). They must be whole non-negative numbers when present; other
-// members are skipped. It allocates nothing.
+// the usage object obj starts with, up to its closing brace (a value
+// nested in it is skipped whole, strings respected); an object that does
+// not close within obj is refused. They must be whole non-negative numbers
+// when present; other members are skipped. It allocates nothing.
 func usageFields(obj []byte) (Usage, bool) {
 	var u Usage
 	i := 1
@@ -160,8 +173,8 @@ func stringEnd(b []byte, i int) int {
 }
 
 // valueEnd is the index after the JSON value starting at b[i] (a string,
-// an object or array with its nesting, or a scalar up to the next comma
-// or closing brace), or -1.
+// an object or array with its nesting, or a scalar: a run of the bytes a
+// number, true, false or null is made of), or -1.
 func valueEnd(b []byte, i int) int {
 	if i >= len(b) {
 		return -1
@@ -191,7 +204,7 @@ func valueEnd(b []byte, i int) int {
 		return -1
 	}
 	j := i
-	for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ' ' && b[j] != '\t' && b[j] != '\n' && b[j] != '\r' {
+	for j < len(b) && scalarByte[b[j]] {
 		j++
 	}
 	if j == i {
@@ -199,6 +212,17 @@ func valueEnd(b []byte, i int) int {
 	}
 	return j
 }
+
+// scalarByte marks the bytes of a JSON number, true, false and null (and
+// of malformed ones: letters, which encoding/json would refuse). A scalar
+// ends at any other byte, so it never swallows a quote or a bracket that
+// the object's own bounds were drawn by.
+var scalarByte = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '.' || c == '+' || c == '-'
+	}
+	return t
+}()
 
 // digits parses a whole non-negative number of at most 18 digits.
 func digits(b []byte) (int64, bool) {

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -56,6 +57,11 @@ func FuzzUsageFields(f *testing.F) {
 			return
 		}
 		got, ok := usageFields(obj)
+		// ScanUsage hands usageFields the bytes from the brace on: what
+		// follows the object must not change its reading.
+		if g2, ok2 := usageFields([]byte(s)); g2 != got || ok2 != ok {
+			t.Fatalf("%s: %+v %v alone, %+v %v followed by %q", obj, got, ok, g2, ok2, s[len(obj):])
+		}
 		var want Usage
 		var raw map[string]json.RawMessage
 		if json.Unmarshal(obj, &raw) != nil {
@@ -128,4 +134,26 @@ func TestExtractMaxTokens(t *testing.T) {
 			t.Errorf("%s: %d %v, want %d", body, r.MaxTokens, err, want)
 		}
 	}
+}
+
+// object returns the JSON object b starts with (up to its closing brace,
+// strings and nesting respected), if it closes within maxUsageObject.
+func object(b []byte) ([]byte, bool) {
+	end := valueEnd(b[:min(len(b), maxUsageObject)], 0)
+	if len(b) == 0 || b[0] != '{' || end < 0 {
+		return nil, false
+	}
+	return b[:end], true
+}
+
+// FuzzLastUsageKey holds lastUsageKey to bytes.LastIndex.
+func FuzzLastUsageKey(f *testing.F) {
+	for _, s := range []string{"", `"usage"`, `{"usage":{"prompt_tokens":1}}`, `gggg"usage"gggggggggg"usage"g`, `"usag"usage"`, `x"usage"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := lastUsageKey(b), bytes.LastIndex(b, []byte(`"usage"`)); got != want {
+			t.Fatalf("%q: %d, want %d", b, got, want)
+		}
+	})
 }
