@@ -27,8 +27,10 @@ import (
 )
 
 // DefaultTier2Model is the tier-2 model directory setup builds, under the
-// models directory: Universal Sentence Encoder lite, converted to ONNX.
-const DefaultTier2Model = "use"
+// models directory, that the default heads run: Universal Sentence Encoder
+// lite, converted to ONNX and quantized to int8. A head trained on another
+// encoder's embeddings would not fit the encoder the gateway runs.
+const DefaultTier2Model = "use-int8"
 
 // trainFlags are the flags of "triage train".
 type trainFlags struct {
@@ -58,7 +60,7 @@ func parseTrainFlags(args []string, stderr io.Writer) (*trainFlags, error) {
 	fs.StringVar(&f.data, "data", "", "labelled JSONL ({\"text\",\"label\"}) to train on (required)")
 	fs.StringVar(&f.out, "out", "", "heads artifact directory to write (required)")
 	fs.IntVar(&f.tier, "tier", 1, "tier to train: 1 (static table and head) or 2 (a head on the tier-2 encoder's embeddings, added to --out)")
-	fs.StringVar(&f.encoder, "encoder", "", "tier 2: the encoder's model directory (default MODELS/use)")
+	fs.StringVar(&f.encoder, "encoder", "", "tier 2: the encoder's model directory (default MODELS/use-int8, as the default heads run)")
 	fs.IntVar(&f.threads, "threads", 0, "tier 2 and --teacher: encoder runs in parallel (default: one per core)")
 	fs.StringVar(&f.head, "head", "mlp", "tier 2: the head on the embeddings: mlp (one hidden layer) or softmax (regression)")
 	fs.IntVar(&f.hidden, "hidden", 256, "tier 2, mlp: hidden units")
