@@ -537,7 +537,31 @@ const (
 // chunks again for the client as it sees fit.
 func (r *relayer) chunked() error {
 	var excess int64
+	br := r.u.c.br
 	for {
+		// A stream's chunks mostly arrive whole: relay one from the
+		// buffer as it stands, with one Peek and one Discard. Anything
+		// else (a chunk still arriving, the last chunk, a malformed line)
+		// takes the general path below, which reads it from the same
+		// place and reports what is wrong.
+		if buf, _ := br.Peek(br.Buffered()); len(buf) > 0 {
+			if i := bytes.IndexByte(buf, '\n'); i > 0 && i <= maxChunkLine && buf[i-1] == '\r' {
+				line := buf[:i-1]
+				if size, ok := parseChunkSize(line); ok && size > 0 && size <= int64(len(buf)) && bytes.IndexByte(line, '\r') < 0 {
+					if end := i + 1 + int(size); end+2 <= len(buf) && buf[end] == '\r' && buf[end+1] == '\n' {
+						excess = max(excess+int64(len(line))+2-16-2*size, 0)
+						if excess > maxChunkOverhead {
+							return errors.New("chunked encoding has too much framing for its data")
+						}
+						if err := r.write(buf[i+1 : end]); err != nil {
+							return err
+						}
+						_, _ = br.Discard(end + 2)
+						continue
+					}
+				}
+			}
+		}
 		line, err := r.line()
 		if err != nil {
 			return fmt.Errorf("read chunk size: %w", err)
