@@ -58,7 +58,16 @@ var pathCases = []pathCase{
 	{name: "tier1-stream", config: "gateway-semantic.yaml", stream: true, prompt: "hi", budget: 10},
 	{name: "tier1-2KB", config: "gateway-semantic.yaml", prompt: prompt2KB, budget: 11},
 	{name: "access", config: "gateway-access.yaml", prompt: "hi", header: "Authorization: Bearer sk-triage-680ada05-0oqbsct2Ixizw6Zfmnl7Ps3yBGTy6vDqdwK2qfvm\r\n", budget: 12},
+	{name: "plain-sdk-head", config: "gateway.yaml", prompt: "hi", header: sdkHead, budget: 11},
 }
+
+// sdkHead is the rest of the head OpenAI's Python SDK sends with a chat
+// completion (v1.82, on Linux): the bench's other cases send three header
+// lines, real clients fifteen.
+const sdkHead = "Accept: application/json\r\nAccept-Encoding: gzip, deflate\r\nAuthorization: Bearer sk-proj-4f9Qx2LbV7nR0tYz8KcW1mHdPsA6eUjG3oNiT5vXyB2qLrC9wZkM0aSfD7hJ4gE1pO8uI6tYxVbN3cR5\r\n" +
+	"Connection: keep-alive\r\nUser-Agent: OpenAI/Python 1.82.0\r\nX-Stainless-Lang: python\r\nX-Stainless-Package-Version: 1.82.0\r\n" +
+	"X-Stainless-Os: Linux\r\nX-Stainless-Arch: x64\r\nX-Stainless-Runtime: CPython\r\nX-Stainless-Runtime-Version: 3.12.3\r\n" +
+	"X-Stainless-Async: false\r\nX-Stainless-Retry-Count: 0\r\nX-Stainless-Read-Timeout: 600\r\n"
 
 // tracedCases are what tracing costs, in time and in allocations
 // (BenchmarkServePath only: the export goroutine allocates too, by batch,

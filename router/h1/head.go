@@ -41,7 +41,9 @@ func parseHead(buf []byte) (head, int, headStatus) {
 	n := end + 4
 	s := string(buf[:end+2])
 
-	i := strings.Index(s, "\r\n")
+	// headEnd checked that every LF ends a CRLF: a line ends one byte
+	// before its LF.
+	i := strings.IndexByte(s, '\n') - 1
 	reqLine := s[:i]
 	rest := s[i+2:]
 	sp1 := strings.IndexByte(reqLine, ' ')
@@ -77,7 +79,7 @@ func parseHead(buf []byte) (head, int, headStatus) {
 	h.header = make(http.Header, lines)
 	hosts, lengths, tes := 0, 0, 0
 	for k := 0; len(rest) > 0; k++ {
-		e := strings.Index(rest, "\r\n")
+		e := strings.IndexByte(rest, '\n') - 1
 		line := rest[:e]
 		rest = rest[e+2:]
 		colon := strings.IndexByte(line, ':')
@@ -123,11 +125,13 @@ func parseHead(buf []byte) (head, int, headStatus) {
 		case "Upgrade":
 			return h, 0, headNotPlain
 		case "Connection":
-			for _, t := range strings.Split(v, ",") {
-				switch strings.ToLower(wire.TrimOWS(t)) {
-				case "close":
+			for rest := v; rest != ""; {
+				var t string
+				t, rest, _ = strings.Cut(rest, ",")
+				switch t = wire.TrimOWS(t); {
+				case strings.EqualFold(t, "close"):
 					h.close = true
-				case "upgrade":
+				case strings.EqualFold(t, "upgrade"):
 					return h, 0, headNotPlain
 				}
 			}

@@ -229,7 +229,8 @@ func (r *relayer) head() (framing, error) {
 	kv := kvArr[:0]
 	var te, cl []byte
 	var tes, cls int
-	var connTokens []string
+	var connArr [4]string
+	connTokens := connArr[:0]
 	var trailer bool
 	var ctype []byte
 	for lines := 0; ; lines++ {
@@ -268,7 +269,7 @@ func (r *relayer) head() (framing, error) {
 			}
 			cl = val
 		case "Connection":
-			connTokens = append(connTokens, connectionTokens([]string{string(val)})...)
+			connTokens = appendConnTokens(connTokens, val)
 		case "Trailer":
 			trailer = trailer || badTrailer(val)
 		case "Content-Type":
@@ -354,7 +355,7 @@ func trimOWS(b []byte) []byte {
 	return b
 }
 
-func asciiEqualFold(b []byte, s string) bool {
+func asciiEqualFold[T string | []byte](b T, s string) bool {
 	if len(b) != len(s) {
 		return false
 	}
@@ -373,7 +374,8 @@ func asciiEqualFold(b []byte, s string) bool {
 // badTrailer reports a Trailer header naming a field a trailer may not
 // carry (net/http refuses those).
 func badTrailer(val []byte) bool {
-	for _, t := range connectionTokens([]string{string(val)}) {
+	var arr [4]string
+	for _, t := range appendConnTokens(arr[:0], val) {
 		switch t {
 		case "Transfer-Encoding", "Trailer", "Content-Length":
 			return true

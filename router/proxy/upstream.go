@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -286,9 +285,10 @@ func appendRequestHead(dst []byte, b *pool.Backend, req *Request, tc []byte) []b
 	dst = append(dst, " HTTP/1.1\r\nHost: "...)
 	dst = append(dst, b.Host...)
 	dst = append(dst, "\r\n"...)
-	var connTokens []string
-	if len(req.Header["Connection"]) > 0 {
-		connTokens = connectionTokens(req.Header["Connection"])
+	var connArr [4]string
+	connTokens := connArr[:0]
+	for _, v := range req.Header["Connection"] {
+		connTokens = appendConnTokens(connTokens, v)
 	}
 	for k, vs := range req.Header {
 		if dropRequestHeader(k) || listed(connTokens, k) || req.Trace != nil && (k == "Traceparent" || k == "Tracestate") {
@@ -355,22 +355,33 @@ func dropResponseHeader(k string) bool {
 	return false
 }
 
-func connectionTokens(vs []string) []string {
-	var out []string
-	for _, v := range vs {
-		for len(v) > 0 {
-			var tok string
-			if i := bytes.IndexByte([]byte(v), ','); i >= 0 {
-				tok, v = v[:i], v[i+1:]
+// appendConnTokens appends the canonical names a Connection (or Trailer)
+// header value lists. "close", "keep-alive" and the header names
+// wire.CanonicalKey knows cost no allocation: a replica that says
+// "Connection: keep-alive" on every answer is the common case.
+func appendConnTokens[T string | []byte](dst []string, v T) []string {
+	for start := 0; start < len(v); {
+		end := start
+		for end < len(v) && v[end] != ',' {
+			end++
+		}
+		i, j := start, end
+		for i < j && (v[i] == ' ' || v[i] == '\t') {
+			i++
+		}
+		for j > i && (v[j-1] == ' ' || v[j-1] == '\t') {
+			j--
+		}
+		if tok := v[i:j]; len(tok) > 0 {
+			if asciiEqualFold(tok, "close") {
+				dst = append(dst, "Close")
 			} else {
-				tok, v = v, ""
-			}
-			if tok = wire.TrimOWS(tok); tok != "" {
-				out = append(out, http.CanonicalHeaderKey(tok))
+				dst = append(dst, wire.CanonicalKey(tok))
 			}
 		}
+		start = end + 1
 	}
-	return out
+	return dst
 }
 
 func listed(toks []string, k string) bool {

@@ -45,6 +45,7 @@ var knownKeys = func() map[string]string {
 		"Openai-Organization", "Openai-Project",
 		"X-Stainless-Lang", "X-Stainless-Package-Version", "X-Stainless-Os", "X-Stainless-Arch",
 		"X-Stainless-Runtime", "X-Stainless-Runtime-Version", "X-Stainless-Retry-Count", "X-Stainless-Timeout",
+		"X-Stainless-Async", "X-Stainless-Read-Timeout",
 		// Responses.
 		"Date", "Server", "Vary", "Proxy-Authenticate", "X-Accel-Buffering",
 	} {

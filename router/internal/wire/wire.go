@@ -73,8 +73,21 @@ func FieldLine(line []byte) bool {
 
 // FieldValue reports whether s may be a header field value: no control
 // characters other than tab (RFC 9110 5.5; NUL, CR and LF included).
+// Eight bytes at a time while none is below ' ' or is DEL (the exact
+// word tests), then byte by byte through a word that has one, since a tab
+// is allowed.
 func FieldValue[T string | []byte](s T) bool {
-	for i := 0; i < len(s); i++ {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		x := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		del := x ^ (lo * 0x7f)
+		if ((x-lo*' ')|(del-lo))&^x&hi != 0 {
+			break
+		}
+	}
+	for ; i < len(s); i++ {
 		if c := s[i]; c < ' ' && c != '\t' || c == 0x7f {
 			return false
 		}

@@ -101,3 +101,25 @@ func TestFieldLine(t *testing.T) {
 		}
 	}
 }
+
+// FuzzFieldValue holds FieldValue's word-at-a-time scan to the rule byte
+// by byte, in both its string and []byte forms.
+func FuzzFieldValue(f *testing.F) {
+	for _, s := range []string{"", "application/json", "a\tb", "Bearer sk-0123456789abcdef\x7f", "0123456789\x00", "\xff\xfe obs-text", "12345678\r\n", "\x1f"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want := true
+		for i := 0; i < len(s); i++ {
+			if c := s[i]; c < ' ' && c != '\t' || c == 0x7f {
+				want = false
+			}
+		}
+		if got := FieldValue(s); got != want {
+			t.Fatalf("FieldValue(%q) = %v, want %v", s, got, want)
+		}
+		if got := FieldValue([]byte(s)); got != want {
+			t.Fatalf("FieldValue([]byte(%q)) = %v, want %v", s, got, want)
+		}
+	})
+}
