@@ -1,15 +1,19 @@
 package router
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/triagegw/triage/router/config"
 )
 
 // Headers past the configured bounds get an OpenAI-shaped 431 and never
@@ -163,6 +167,47 @@ func TestExpectContinueAndChunkedBodies(t *testing.T) {
 		last := rep.LastRequest()
 		if string(last.Body) != body || last.Header.Get("Expect") != "" {
 			t.Fatalf("%s: the replica got %d bytes (Expect %q)", tc.name, len(last.Body), last.Header.Get("Expect"))
+		}
+	}
+}
+
+// headSizeCtx is a request context that reports its head's size, as the
+// gateway's own server's does.
+type headSizeCtx struct {
+	context.Context
+	bytes, lines int
+}
+
+func (c headSizeCtx) HeadSize() (int, int) { return c.bytes, c.lines }
+
+// checkHeaders answers the same whether or not the request says how large
+// its head was on the wire: the size only lets it skip counting heads
+// well within the limits. Heads of random lines ("k:v", "k: v ", repeated
+// names), written as a client would, checked at limits around their size.
+func TestCheckHeadersHeadSizeAgrees(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for range 20_000 {
+		host := strings.Repeat("h", 1+r.IntN(20))
+		raw := "Host: " + host + "\r\n"
+		lines := 1
+		hdr := http.Header{}
+		for range r.IntN(12) {
+			k := http.CanonicalHeaderKey("x-" + strings.Repeat("k", 1+r.IntN(3)))
+			v := strings.Repeat("v", r.IntN(30))
+			sep := [...]string{":", ": ", ":\t", ":  "}[r.IntN(4)]
+			tail := [...]string{"", " ", "\t "}[r.IntN(3)]
+			raw += k + sep + v + tail + "\r\n"
+			lines++
+			hdr[k] = append(hdr[k], v)
+		}
+		exact := &http.Request{Host: host, Header: hdr}
+		req := exact.WithContext(headSizeCtx{context.Background(), len(raw), lines})
+		for range 4 {
+			l := config.Limits{MaxHeaders: lines - 1 + r.IntN(3), MaxHeaderBytes: config.ByteSize(len(raw) - 3 + r.IntN(lines+6))}
+			want, got := checkHeaders(exact, &l), checkHeaders(req, &l)
+			if (want == nil) != (got == nil) {
+				t.Fatalf("head %q, limits %+v: counted %v, with its size %v", raw, l, want, got)
+			}
 		}
 	}
 }

@@ -747,7 +747,17 @@ func putBuf(bp *[]byte) {
 // headers: their number and their size (names and values, with ": " and
 // CRLF). A replica's server refuses a head past its own limit (uvicorn's is
 // 16 KiB), so the gateway answers first, in OpenAI's shape.
+//
+// A request the gateway's own server parsed says how large its head was
+// (HeadSize): each line counts at most one byte more here than it took
+// on the wire ("k:v" is counted as "k: v"), so a head within the limits
+// by that bound is not counted again.
 func checkHeaders(r *http.Request, l *config.Limits) *openai.Error {
+	if hs, ok := r.Context().(interface{ HeadSize() (bytes, lines int) }); ok {
+		if b, n := hs.HeadSize(); n > 0 && n <= l.MaxHeaders && b+n <= int(l.MaxHeaderBytes) {
+			return nil
+		}
+	}
 	n, size := 1, len(r.Host)+8 // Host moves out of Header
 	for k, vs := range r.Header {
 		n += len(vs)

@@ -328,6 +328,7 @@ func isTimeout(err error) bool {
 func (c *conn) serveRequest(h head) bool {
 	x := &exchange{}
 	x.ctx.Context = c.ctx
+	x.ctx.fieldBytes, x.ctx.fields = h.fieldBytes, h.fields
 	defer x.ctx.cancel()
 	x.url = url.URL{Path: h.path, RawQuery: h.query}
 	r0 := http.Request{

@@ -26,6 +26,9 @@ type head struct {
 	close                             bool  // Connection: close
 	chunked                           bool  // Transfer-Encoding: chunked (no Content-Length)
 	expect                            bool  // Expect: 100-continue
+	// fieldBytes and fields are the header lines' bytes (CRLFs included)
+	// and number, as they came: HeadSize.
+	fieldBytes, fields int
 }
 
 // parseHead parses the request head at the start of buf. It reports
@@ -46,6 +49,7 @@ func parseHead(buf []byte) (head, int, headStatus) {
 	i := strings.IndexByte(s, '\n') - 1
 	reqLine := s[:i]
 	rest := s[i+2:]
+	h.fieldBytes, h.fields = len(rest), lines
 	sp1 := strings.IndexByte(reqLine, ' ')
 	if sp1 <= 0 {
 		return h, 0, headNotPlain

@@ -33,7 +33,15 @@ type reqCtx struct {
 	err     error
 	watched interface{ SetDeadline(time.Time) error }
 	afters  []*afterFunc
+
+	fieldBytes, fields int // HeadSize
 }
+
+// HeadSize is the size of the request's header section as it arrived: its
+// lines' bytes, CRLFs included, and their number (Host's among them). A
+// handler that bounds what it forwards can check these first and count
+// the header map only when they are near its limits.
+func (c *reqCtx) HeadSize() (bytes, lines int) { return c.fieldBytes, c.fields }
 
 type afterFunc struct{ f func() }
 
