@@ -129,6 +129,9 @@ func TestWholeWordsAllocs(t *testing.T) {
 	}); n != 0 {
 		t.Fatalf("Word allocates %v times", n)
 	}
+	if raceEnabled {
+		t.Skip("EncodeWords' scanner comes from a sync.Pool, which drops items at random under the race detector")
+	}
 	dst := make([]int32, 0, 256)
 	text := "The landlord's photosynthesis of kubernetes, naïvely: " + extraText
 	if n := testing.AllocsPerRun(100, func() { dst = wp.EncodeWords(dst[:0], text, 0, whole) }); n != 0 {
