@@ -648,7 +648,7 @@ func TestConfigMapUpdateReloads(t *testing.T) {
 			args[i] = addr
 		}
 	}
-	var logs syncBuffer
+	var logs testenv.Buffer
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "TRIAGE_MODELS="+models)
 	cmd.Stdout, cmd.Stderr = &logs, &logs
@@ -753,23 +753,6 @@ func (v *configVolume) files(t *testing.T) map[string]string {
 		out[e.Name()] = string(b)
 	}
 	return out
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // Every example values file renders objects that decode strictly, and

@@ -346,7 +346,7 @@ func TestAccessUsageLog(t *testing.T) {
 	secrets := writeKeys(t, keys, "alice:eng")
 	cfg := accessConfig(t, keys)
 	cfg.Access.UsageLog = filepath.Join(dir, "usage.jsonl")
-	out := &syncBuffer{}
+	out := &testenv.Buffer{}
 	var opened string
 	gw, err := New(cfg, nil, Options{UsageLog: func(path string, maxBytes int64, keep int) (io.Writer, error) {
 		opened = fmt.Sprintf("%s %d %d", path, maxBytes, keep)
@@ -357,7 +357,7 @@ func TestAccessUsageLog(t *testing.T) {
 	}
 	srv := httptest.NewServer(gw.Handler())
 	defer srv.Close()
-	h := &harness{gw: gw, URL: srv.URL, log: &syncBuffer{}}
+	h := &harness{gw: gw, URL: srv.URL, log: &testenv.Buffer{}}
 	if r := h.do(t, "POST", "/v1/chat/completions", chatFor("coder"), "Authorization", "Bearer "+secrets["alice"]); r.status != 200 {
 		t.Fatal(r.status, r.body)
 	}

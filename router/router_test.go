@@ -2,7 +2,6 @@ package router
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/triagegw/triage/internal/testenv"
 	"github.com/triagegw/triage/router/config"
 	"github.com/triagegw/triage/router/pool"
 	"github.com/triagegw/triage/sim"
@@ -39,24 +39,11 @@ func newReplica(t testing.TB, model, name string) *replica {
 	return &replica{Server: s, URL: srv.URL}
 }
 
-// syncBuffer is a log destination tests can read while the gateway writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
 // harness is a gateway serving on a real socket, with its health checks running.
 type harness struct {
 	gw  *Gateway
 	URL string
-	log *syncBuffer
+	log *testenv.Buffer
 }
 
 func poolCfg(name, model string, urls ...string) pool.Config {
@@ -76,7 +63,7 @@ func newConfig(def string, pools ...pool.Config) *config.Config {
 
 func newHarness(t testing.TB, cfg *config.Config, opts ...pool.Option) *harness {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &testenv.Buffer{}
 	gw, err := New(cfg, nil, Options{Logger: slog.New(slog.NewJSONHandler(logs, nil)), AccessLog: logs, PoolOptions: opts})
 	if err != nil {
 		t.Fatal(err)

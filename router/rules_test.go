@@ -9,6 +9,7 @@ import (
 
 	"github.com/triagegw/triage/classifier"
 	"github.com/triagegw/triage/classifier/classifiertest"
+	"github.com/triagegw/triage/internal/testenv"
 	"github.com/triagegw/triage/router/access"
 	"github.com/triagegw/triage/router/config"
 	"github.com/triagegw/triage/router/pool"
@@ -61,7 +62,7 @@ func TestSemanticRouting(t *testing.T) {
 		{Contains: "deposit", Class: "law", Score: 0.9},
 	}, Default: classifier.Scored{Class: "other", Score: 0.8}}
 	set := compileRules(t, cfg, tier1, gatewayRules)
-	logs := &syncBuffer{}
+	logs := &testenv.Buffer{}
 	h := newHarness(t, cfg)
 	if err := h.gw.Apply(cfg, set); err != nil {
 		t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/triagegw/triage/classifier"
 	"github.com/triagegw/triage/classifier/classifiertest"
+	"github.com/triagegw/triage/internal/testenv"
 	"github.com/triagegw/triage/router/config"
 	"github.com/triagegw/triage/router/tracing"
 	"github.com/triagegw/triage/router/tracing/tracingtest"
@@ -29,7 +30,7 @@ import (
 // exp (nil: to cfg.Tracing's endpoint).
 func newTracedHarness(t *testing.T, cfg *config.Config, routing *rules.Set, exp *tracingtest.Exporter) *harness {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &testenv.Buffer{}
 	o := Options{Logger: slog.New(slog.NewJSONHandler(logs, nil)), AccessLog: logs}
 	if exp != nil {
 		o.SpanExporter = exp

@@ -19,11 +19,12 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/triagegw/triage/internal/testenv"
 )
 
 const testModel = "test-model"
@@ -1608,7 +1609,7 @@ func TestFaultRate(t *testing.T) {
 }
 
 func TestRequestLog(t *testing.T) {
-	var buf syncBuffer
+	var buf testenv.Buffer
 	s, ts := newSim(t, Options{Chunks: 2, RequestLog: slog.New(slog.NewJSONHandler(&buf, nil))})
 	for _, tc := range []struct {
 		path, body string
@@ -1649,23 +1650,6 @@ func TestRequestLog(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("log\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestStreamUsageOnlyWhenAsked: as vLLM, a stream ends with its usage

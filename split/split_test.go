@@ -1,38 +1,25 @@
 package split
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/triagegw/triage/internal/testenv"
 )
 
-// lockedBuffer is a Log's destination read while Run writes to it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *lockedBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *lockedBuffer) lines() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return strings.Split(strings.TrimSuffix(w.b.String(), "\n"), "\n")
+// lines is what out holds, as lines.
+func lines(out *testenv.Buffer) []string {
+	return strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
 }
 
 func TestLogQueuesDropsAndWritesWholeLines(t *testing.T) {
 	var dropped atomic.Int64
 	l := NewLog(2, func() { dropped.Add(1) })
-	var out lockedBuffer
+	var out testenv.Buffer
 	for _, id := range []string{"r1", "r2", "r3"} {
 		l.Offer(&out, &Record{Arm: "a", RequestID: id, Status: 200})
 	}
@@ -50,7 +37,7 @@ func TestLogQueuesDropsAndWritesWholeLines(t *testing.T) {
 	cancel()
 	<-done
 	var got []string
-	for _, line := range out.lines() {
+	for _, line := range lines(&out) {
 		var r Record
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
 			t.Fatalf("%q: %v", line, err)
@@ -62,12 +49,12 @@ func TestLogQueuesDropsAndWritesWholeLines(t *testing.T) {
 	}
 }
 
-func waitLines(t *testing.T, out *lockedBuffer, n int) {
+func waitLines(t *testing.T, out *testenv.Buffer, n int) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		if len(out.lines()) >= n && out.lines()[0] != "" {
+		if l := lines(out); len(l) >= n && l[0] != "" {
 			return
 		}
 	}
-	t.Fatalf("want %d lines, have %q", n, out.lines())
+	t.Fatalf("want %d lines, have %q", n, lines(out))
 }

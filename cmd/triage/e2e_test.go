@@ -22,10 +22,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/triagegw/triage/internal/testenv"
 )
 
 // triageBin is the binary built by TestMain.
@@ -93,25 +94,6 @@ func raceEnabled() bool {
 
 // ---- child processes ----
 
-// syncBuffer is a bytes.Buffer safe for a child's output copier and the
-// test reading it at the same time.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // childEnv is the test's environment without TRIAGE_* variables, which
 // would override the configs the tests write. Race-enabled children sleep
 // 1s at exit by default; that would blur the exit timings measured here.
@@ -135,8 +117,8 @@ type proc struct {
 	name   string
 	addr   string // host:port it listens on
 	cmd    *exec.Cmd
-	stdout syncBuffer
-	stderr syncBuffer
+	stdout testenv.Buffer
+	stderr testenv.Buffer
 	done   chan struct{} // closed when the process has exited
 	err    error         // cmd.Wait's result, set before done is closed
 }

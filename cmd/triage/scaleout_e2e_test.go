@@ -103,7 +103,7 @@ func startNginx(t *testing.T, gateways []string) *lb {
 	n := &lb{url: "http://" + addr, dir: dir, conf: filepath.Join(dir, "nginx.conf")}
 	n.write(t, addr, gateways)
 	n.cmd = exec.Command(nginxBin(t), "-p", dir, "-c", n.conf)
-	var stderr syncBuffer
+	var stderr testenv.Buffer
 	n.cmd.Stderr = &stderr
 	if err := n.cmd.Start(); err != nil {
 		t.Fatalf("starting nginx: %v", err)

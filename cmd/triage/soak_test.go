@@ -40,6 +40,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/triagegw/triage/internal/testenv"
 )
 
 const (
@@ -196,7 +198,7 @@ func TestSoak(t *testing.T) {
 	// The Go client logs bytes a server sends on an idle connection
 	// ("Unsolicited response received on idle HTTP channel"): from the
 	// gateway, that is a response meant for nobody.
-	var clientLog syncBuffer
+	var clientLog testenv.Buffer
 	log.SetOutput(io.MultiWriter(os.Stderr, &clientLog))
 	t.Cleanup(func() { log.SetOutput(os.Stderr) })
 

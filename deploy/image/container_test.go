@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,11 +14,12 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/triagegw/triage/internal/testenv"
 )
 
 // A container, run as a runtime runs one, with what Linux gives a root
@@ -69,8 +69,8 @@ const nsFlags = syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWNE
 // container is a running image process.
 type container struct {
 	cmd    *exec.Cmd
-	out    *syncBuffer // stdout and stderr
-	stdout *syncBuffer
+	out    *testenv.Buffer // stdout and stderr
+	stdout *testenv.Buffer
 	done   chan struct{}
 	err    error // Wait's, once done is closed
 	client *http.Client
@@ -92,7 +92,7 @@ func startContainer(t *testing.T, spec containerSpec) *container {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &container{out: &syncBuffer{}, stdout: &syncBuffer{}, done: make(chan struct{})}
+	c := &container{out: &testenv.Buffer{}, stdout: &testenv.Buffer{}, done: make(chan struct{})}
 	c.cmd = exec.Command(self, "-test.run=^$")
 	c.cmd.Env = []string{initEnv + "=" + string(b)}
 	c.cmd.Stdout = multiWriter{c.out, c.stdout}
@@ -308,24 +308,7 @@ func mappedFiles(pid int) ([]string, error) {
 	return out, nil
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-type multiWriter []*syncBuffer
+type multiWriter []*testenv.Buffer
 
 func (m multiWriter) Write(p []byte) (int, error) {
 	for _, w := range m {

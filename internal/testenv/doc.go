@@ -14,6 +14,9 @@
 // ort/ (the ONNX Runtime library), and TRIAGE_REQUIRE_REDIS=1 for the
 // redis-server Redis starts for a test (scripts/install-redis.sh).
 //
+// Buffer is the output tests read while a server, a child process or a
+// worker writes it.
+//
 // Its functions are safe for concurrent use; but for Redis, which runs a
 // server for its test, they only read the environment and the file
 // system.

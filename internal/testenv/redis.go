@@ -2,7 +2,6 @@ package testenv
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"net"
 	"os"
@@ -84,7 +83,7 @@ func (s *redisServer) start() error {
 	if s.cmd != nil {
 		return nil
 	}
-	out := &lockedBuffer{}
+	out := &Buffer{}
 	cmd := exec.Command(s.bin,
 		"--save", "", "--appendonly", "no",
 		"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
@@ -160,23 +159,4 @@ func freePort(t testing.TB) int {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
-}
-
-// lockedBuffer is the server's output: written by exec's copying
-// goroutine, read for an error message.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -1,7 +1,6 @@
 package access
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -426,7 +425,7 @@ func untilRedisAnswers(t *testing.T, what string, f func() error) {
 // scripts) makes calls succeed again, with no help.
 func TestRedisDownAndBack(t *testing.T) {
 	addr, stop, start := testenv.Redis(t)
-	var logs redisLogBuffer
+	var logs testenv.Buffer
 	cfg := RedisConfig{Addr: addr, Timeout: redisTestTimeout}
 	s, err := NewRedisStore(cfg, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
@@ -592,7 +591,7 @@ func TestRedisAuth(t *testing.T) {
 	}
 
 	t.Setenv("TRIAGE_TEST_REDIS_PW", "wrong")
-	var logs redisLogBuffer
+	var logs testenv.Buffer
 	bad, err := NewRedisStore(RedisConfig{Addr: addr, Username: "gw", PasswordEnv: "TRIAGE_TEST_REDIS_PW", Timeout: redisTestTimeout}, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
 		t.Fatal(err)
@@ -607,23 +606,4 @@ func TestRedisAuth(t *testing.T) {
 	if strings.Contains(logs.String(), "wrong") {
 		t.Errorf("the log shows the password:\n%s", logs.String())
 	}
-}
-
-// redisLogBuffer is a log's output, written and read from several
-// goroutines.
-type redisLogBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *redisLogBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *redisLogBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
