@@ -252,7 +252,7 @@ func (r *relayer) head() (framing, error) {
 		if i <= 0 || !wire.Token(line[:i]) {
 			return fr, fmt.Errorf("malformed response header line %q", truncate(line))
 		}
-		name, val := line[:i], trimOWS(line[i+1:])
+		name, val := line[:i], wire.TrimOWS(line[i+1:])
 		if !wire.FieldValue(val) {
 			return fr, fmt.Errorf("response header %s has a control character in its value", truncate(name))
 		}
@@ -343,16 +343,6 @@ func (r *relayer) head() (framing, error) {
 		h[k], vals = vals[:1:1], vals[1:]
 	}
 	return fr, nil
-}
-
-func trimOWS(b []byte) []byte {
-	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
-		b = b[1:]
-	}
-	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
-		b = b[:len(b)-1]
-	}
-	return b
 }
 
 func asciiEqualFold[T string | []byte](b T, s string) bool {

@@ -365,14 +365,7 @@ func appendConnTokens[T string | []byte](dst []string, v T) []string {
 		for end < len(v) && v[end] != ',' {
 			end++
 		}
-		i, j := start, end
-		for i < j && (v[i] == ' ' || v[i] == '\t') {
-			i++
-		}
-		for j > i && (v[j-1] == ' ' || v[j-1] == '\t') {
-			j--
-		}
-		if tok := v[i:j]; len(tok) > 0 {
+		if tok := wire.TrimOWS(v[start:end]); len(tok) > 0 {
 			if asciiEqualFold(tok, "close") {
 				dst = append(dst, "Close")
 			} else {

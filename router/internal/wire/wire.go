@@ -30,7 +30,7 @@ func ParseLength[T string | []byte](b T) (int64, bool) {
 
 // TrimOWS trims the optional whitespace (spaces and tabs) around a header
 // value or list element.
-func TrimOWS(s string) string {
+func TrimOWS[T string | []byte](s T) T {
 	for len(s) > 0 && (s[0] == ' ' || s[0] == '\t') {
 		s = s[1:]
 	}
