@@ -529,43 +529,22 @@ const (
 // chunks again for the client as it sees fit.
 func (r *relayer) chunked() error {
 	var excess int64
-	br := r.u.c.br
 	for {
-		// A stream's chunks mostly arrive whole: relay one from the
-		// buffer as it stands, with one Peek and one Discard. Anything
-		// else (a chunk still arriving, the last chunk, a malformed line)
-		// takes the general path below, which reads it from the same
-		// place and reports what is wrong.
-		if buf, _ := br.Peek(br.Buffered()); len(buf) > 0 {
-			if i := bytes.IndexByte(buf, '\n'); i > 0 && i <= maxChunkLine && buf[i-1] == '\r' {
-				line := buf[:i-1]
-				if size, ok := parseChunkSize(line); ok && size > 0 && size <= int64(len(buf)) && bytes.IndexByte(line, '\r') < 0 {
-					if end := i + 1 + int(size); end+2 <= len(buf) && buf[end] == '\r' && buf[end+1] == '\n' {
-						excess = max(excess+int64(len(line))+2-16-2*size, 0)
-						if excess > maxChunkOverhead {
-							return errors.New("chunked encoding has too much framing for its data")
-						}
-						if err := r.write(buf[i+1 : end]); err != nil {
-							return err
-						}
-						_, _ = br.Discard(end + 2)
-						continue
-					}
-				}
-			}
+		if whole, err := r.wholeChunk(&excess); err != nil {
+			return err
+		} else if whole {
+			continue
 		}
 		line, err := r.line()
 		if err != nil {
 			return fmt.Errorf("read chunk size: %w", err)
 		}
-		excess += int64(len(line)) + 2
 		size, ok := parseChunkSize(line)
 		if !ok {
 			return fmt.Errorf("malformed chunk size line %q", truncate(line))
 		}
-		excess = max(excess-16-2*size, 0)
-		if excess > maxChunkOverhead {
-			return errors.New("chunked encoding has too much framing for its data")
+		if excess, err = chunkFraming(excess, len(line), size); err != nil {
+			return err
 		}
 		if size == 0 {
 			return r.trailers()
@@ -577,6 +556,50 @@ func (r *relayer) chunked() error {
 			return err
 		}
 	}
+}
+
+// wholeChunk relays the chunk at the start of the buffer when all of it
+// (size line, data, CRLF) has arrived, well formed and not the last, with
+// one Peek and one Discard: a stream's chunks mostly arrive whole. It
+// reports false and consumes nothing otherwise (a chunk still arriving,
+// the last chunk, a malformed line): chunked's general path reads it from
+// the same place and reports what is wrong.
+func (r *relayer) wholeChunk(excess *int64) (bool, error) {
+	br := r.u.c.br
+	buf, _ := br.Peek(br.Buffered())
+	i := bytes.IndexByte(buf, '\n')
+	if i <= 0 || i > maxChunkLine || buf[i-1] != '\r' {
+		return false, nil
+	}
+	line := buf[:i-1]
+	size, ok := parseChunkSize(line)
+	if !ok || size <= 0 || size > int64(len(buf)) || bytes.IndexByte(line, '\r') >= 0 {
+		return false, nil
+	}
+	end := i + 1 + int(size)
+	if end+2 > len(buf) || buf[end] != '\r' || buf[end+1] != '\n' {
+		return false, nil
+	}
+	var err error
+	if *excess, err = chunkFraming(*excess, len(line), size); err != nil {
+		return false, err
+	}
+	if err := r.write(buf[i+1 : end]); err != nil {
+		return false, err
+	}
+	_, _ = br.Discard(end + 2)
+	return true, nil
+}
+
+// chunkFraming adds a chunk's size line (CRLF included) to excess, the
+// framing bytes its data has not paid for, and refuses a sender whose
+// framing outgrows its data by maxChunkOverhead, as net/http does.
+func chunkFraming(excess int64, lineLen int, size int64) (int64, error) {
+	excess = max(excess+int64(lineLen)+2-16-2*size, 0)
+	if excess > maxChunkOverhead {
+		return excess, errors.New("chunked encoding has too much framing for its data")
+	}
+	return excess, nil
 }
 
 // crlf reads the CRLF that ends a chunk's data.
