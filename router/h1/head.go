@@ -129,16 +129,10 @@ func parseHead(buf []byte) (head, int, headStatus) {
 		case "Upgrade":
 			return h, 0, headNotPlain
 		case "Connection":
-			for rest := v; rest != ""; {
-				var t string
-				t, rest, _ = strings.Cut(rest, ",")
-				switch t = wire.TrimOWS(t); {
-				case strings.EqualFold(t, "close"):
-					h.close = true
-				case strings.EqualFold(t, "upgrade"):
-					return h, 0, headNotPlain
-				}
+			if wire.HasToken(v, "upgrade") {
+				return h, 0, headNotPlain
 			}
+			h.close = h.close || wire.HasToken(v, "close")
 		}
 		vals[k] = v
 		if old, ok := h.header[key]; ok {

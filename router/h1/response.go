@@ -262,10 +262,8 @@ func (w *response) finish() bool {
 
 func hasToken(vs []string, tok string) bool {
 	for _, v := range vs {
-		for _, t := range strings.Split(v, ",") {
-			if strings.EqualFold(wire.TrimOWS(t), tok) {
-				return true
-			}
+		if wire.HasToken(v, tok) {
+			return true
 		}
 	}
 	return false

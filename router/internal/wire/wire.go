@@ -4,6 +4,7 @@ package wire
 
 import (
 	"bytes"
+	"strings"
 	"time"
 )
 
@@ -38,6 +39,19 @@ func TrimOWS[T string | []byte](s T) T {
 		s = s[:len(s)-1]
 	}
 	return s
+}
+
+// HasToken reports whether the comma-separated list v (a Connection
+// value) holds tok, compared without regard to case.
+func HasToken(v, tok string) bool {
+	for v != "" {
+		var t string
+		t, v, _ = strings.Cut(v, ",")
+		if strings.EqualFold(TrimOWS(t), tok) {
+			return true
+		}
+	}
+	return false
 }
 
 // Token reports whether s is an RFC 9110 token, as a header name must be.

@@ -123,3 +123,22 @@ func FuzzFieldValue(f *testing.F) {
 		}
 	})
 }
+
+func TestHasToken(t *testing.T) {
+	for _, tc := range []struct {
+		v, tok string
+		want   bool
+	}{
+		{"close", "close", true},
+		{"Keep-Alive, Close", "close", true},
+		{" keep-alive ,\tUPGRADE ", "upgrade", true},
+		{"keep-alive", "close", false},
+		{"closed, x-close", "close", false},
+		{"", "close", false},
+		{",,", "close", false},
+	} {
+		if got := HasToken(tc.v, tc.tok); got != tc.want {
+			t.Errorf("HasToken(%q, %q) = %v, want %v", tc.v, tc.tok, got, tc.want)
+		}
+	}
+}
