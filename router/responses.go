@@ -22,13 +22,21 @@ import (
 // routed as any other request (its replica answers 404 if it forgot too).
 type responseIndex struct {
 	mu sync.Mutex
-	m  map[string]responseLoc
+	m  map[string]indexed
 	// ring holds the ids in the order they were added. It grows with use
 	// up to max, then wraps: a gateway nobody sends Responses through
 	// keeps no 2 MiB of slots for the collector to scan.
 	ring []string
 	max  int
 	next int
+}
+
+// indexed is an id's location and the ring slot that holds it: a slot
+// whose id was removed and then added again (a replica may repeat an id)
+// no longer owns the entry, and its eviction must not drop the newer one.
+type indexed struct {
+	loc  responseLoc
+	slot int
 }
 
 type responseLoc struct {
@@ -40,33 +48,38 @@ type responseLoc struct {
 const responseIndexSize = 1 << 17
 
 func newResponseIndex(n int) *responseIndex {
-	return &responseIndex{m: make(map[string]responseLoc), max: n}
+	return &responseIndex{m: make(map[string]indexed), max: n}
 }
 
 func (x *responseIndex) add(id string, loc responseLoc) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if _, ok := x.m[id]; ok {
-		x.m[id] = loc
+	if e, ok := x.m[id]; ok {
+		e.loc = loc
+		x.m[id] = e
 		return
 	}
-	x.m[id] = loc
 	if len(x.ring) < x.max {
+		x.m[id] = indexed{loc: loc, slot: len(x.ring)}
 		x.ring = append(x.ring, id)
 		return
 	}
-	if old := x.ring[x.next]; old != "" {
-		delete(x.m, old)
+	slot := x.next
+	if old := x.ring[slot]; old != "" {
+		if e, ok := x.m[old]; ok && e.slot == slot {
+			delete(x.m, old)
+		}
 	}
-	x.ring[x.next] = id
-	x.next = (x.next + 1) % len(x.ring)
+	x.m[id] = indexed{loc: loc, slot: slot}
+	x.ring[slot] = id
+	x.next = (slot + 1) % len(x.ring)
 }
 
 func (x *responseIndex) get(id string) (responseLoc, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	loc, ok := x.m[id]
-	return loc, ok
+	e, ok := x.m[id]
+	return e.loc, ok
 }
 
 func (x *responseIndex) remove(id string) {

@@ -216,6 +216,38 @@ func TestResponseIndexIsBounded(t *testing.T) {
 	}
 }
 
+// An id removed and then added again lives in its new slot: the eviction
+// of the slot that still names it must leave the new entry alone.
+func TestResponseIndexReaddedIDKeepsItsNewSlot(t *testing.T) {
+	x := newResponseIndex(3)
+	for _, id := range []string{"a", "b", "c"} { // slots 0, 1, 2
+		x.add(id, responseLoc{pool: "old"})
+	}
+	x.remove("b")                        // slot 1 still names "b"
+	x.add("b", responseLoc{pool: "new"}) // "b" again: slot 0, evicting "a"
+	x.add("d", responseLoc{pool: "pd"})  // slot 1, which names the old "b"
+	if loc, ok := x.get("b"); !ok || loc.pool != "new" {
+		t.Fatalf("b, added again, was dropped with its old slot: %v %v", loc, ok)
+	}
+	x.add("e", responseLoc{pool: "pe"}) // slot 2: evicts "c"
+	if _, ok := x.get("b"); !ok {
+		t.Fatal("b was dropped before its own slot came round")
+	}
+	x.add("f", responseLoc{pool: "pf"}) // slot 0: b's own
+	if _, ok := x.get("b"); ok {
+		t.Fatal("b outlived its own slot")
+	}
+	if len(x.m) != 3 {
+		t.Fatalf("%d ids indexed, want 3", len(x.m))
+	}
+	// Removed, then added again while the ring's next slot still names it.
+	x.remove("d")                        // slot 1 names "d", and is next
+	x.add("d", responseLoc{pool: "new"}) // slot 1 again
+	if loc, ok := x.get("d"); !ok || loc.pool != "new" {
+		t.Fatalf("d, added again into the slot that named it, was dropped: %v %v", loc, ok)
+	}
+}
+
 // httpHeader receives the raw response of an SDK call.
 type httpHeader struct{ resp *http.Response }
 
