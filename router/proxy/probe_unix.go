@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"net"
 	"syscall"
+	"unsafe"
 )
 
 // prober asks the kernel, without blocking and without consuming
@@ -36,7 +37,15 @@ func (p *prober) init(nc net.Conn) {
 	}
 	p.raw = raw
 	p.fn = func(fd uintptr) {
-		p.n, _, p.err = syscall.Recvfrom(int(fd), p.b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		// MSG_DONTWAIT: the call never blocks, so it is made raw, without
+		// telling the scheduler this thread may stall (syscall.Recvfrom
+		// would, at the cost of handing its P off and taking it back).
+		r, _, e := syscall.RawSyscall6(syscall.SYS_RECVFROM, fd, uintptr(unsafe.Pointer(&p.b[0])), 1,
+			syscall.MSG_PEEK|syscall.MSG_DONTWAIT, 0, 0)
+		p.n, p.err = int(r), nil
+		if e != 0 {
+			p.n, p.err = 0, e
+		}
 	}
 }
 
