@@ -245,6 +245,17 @@ func TestHeadsSaveLoadValidate(t *testing.T) {
 	if *got.Floors["a"].Tier1 != 0.8 || got.Tier1.Head.W[3] != 1 || got.Dir != dir {
 		t.Fatalf("round trip = %+v", got)
 	}
+	// The path of heads.json itself names the artifact; another file does not.
+	if got, err := LoadHeads(filepath.Join(dir, HeadsFile)); err != nil || got.Dir != dir {
+		t.Fatalf("LoadHeads(dir/heads.json) = %+v, %v", got, err)
+	}
+	other := filepath.Join(dir, "t.tbl")
+	if err := os.WriteFile(other, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadHeads(other); err == nil || !strings.Contains(err.Error(), "give the directory") {
+		t.Fatalf("LoadHeads(a table file) = %v", err)
+	}
 	// Every problem is reported.
 	bad := `{"format":1,"classes":["a","a"],"tier1":{"encoder":{"kind":"static"},"head":{"classes":["a","b"],"dims":2,"w":[1],"b":[0,0]}},"floors":{"zzz":{"tier1":1.5}}}`
 	if err := os.WriteFile(filepath.Join(dir, HeadsFile), []byte(bad), 0o644); err != nil {

@@ -120,8 +120,15 @@ type Training struct {
 	Tool       string         `json:"tool"`
 }
 
-// LoadHeads reads and validates the artifact in dir.
+// LoadHeads reads and validates the artifact in dir. A path to the
+// artifact's heads.json itself stands for its directory.
 func LoadHeads(dir string) (*Heads, error) {
+	if fi, err := os.Stat(dir); err == nil && fi.Mode().IsRegular() {
+		if filepath.Base(dir) != HeadsFile {
+			return nil, fmt.Errorf("heads %s: a file: give the directory that holds %s", dir, HeadsFile)
+		}
+		dir = filepath.Dir(dir)
+	}
 	b, err := os.ReadFile(filepath.Join(dir, HeadsFile))
 	if err != nil {
 		return nil, fmt.Errorf("heads %s: %w", dir, err)
