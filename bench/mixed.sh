@@ -9,7 +9,12 @@
 #   plain         bench/gateway.yaml: no rules, nothing classified
 #   natural       bench/gateway-tier2.yaml: rules.yaml's decision, tier 2
 #                 when tier 1 is unsure (13% of dev offline)
+#   escalate-30   bench/gateway-tier2.yaml with rules-tier2-30.yaml: two
+#                 classes require tier 2 (30% of the body set escalated)
 #   all-escalate  bench/gateway-tier2-all.yaml: every class requires tier 2
+#
+# The default CONFIGS are plain, natural and all-escalate;
+# CONFIGS='plain escalate-30' runs the 30% load the mixed target names.
 #
 # Each config runs WARMUP + DUR seconds at each concurrency of CONCS, on a
 # gateway started for that run (the binaries in turn, A and B swapping
@@ -122,8 +127,9 @@ config() {
 	case $cfg in
 	plain) src=gateway.yaml ;;
 	natural) src=gateway-tier2.yaml rules=rules-tier2.yaml ;;
+	escalate-30) src=gateway-tier2.yaml rules=rules-tier2-30.yaml ;;
 	all-escalate) src=gateway-tier2-all.yaml rules=rules-tier2-all.yaml ;;
-	*) echo "mixed.sh: unknown config $cfg (plain, natural, all-escalate)" >&2; return 1 ;;
+	*) echo "mixed.sh: unknown config $cfg (plain, natural, escalate-30, all-escalate)" >&2; return 1 ;;
 	esac
 	mkdir -p "$dir"
 	sed -e "s#^listen: .*#listen: 127.0.0.1:$gw_port#" -e "s#127\.0\.0\.1:18000#127.0.0.1:$mock_port#" \

@@ -114,7 +114,7 @@ func cmdRun(args []string, stdout io.Writer) error {
 	fs.StringVar(&o.extra, "escalated-reasons", "client_gone", "comma-separated X-Triage-Reason values that also count as escalated (besides tier 2 and tier2_*)")
 	fs.StringVar(&o.out, "out", "", "append the JSON record to this file")
 	fs.StringVar(&o.arm, "arm", "", "label for the record: which gateway binary")
-	fs.StringVar(&o.config, "config", "", "label for the record: which gateway config (plain, natural, all-escalate)")
+	fs.StringVar(&o.config, "config", "", "label for the record: which gateway config (plain, natural, escalate-30, all-escalate)")
 	fs.IntVar(&o.round, "round", 0, "round number for the record")
 	fs.DurationVar(&o.budget, "budget", 0, "tier 2's budget in the config, recorded for the targets mixload table checks")
 	fs.BoolVar(&o.brief, "brief", false, "print a one-line summary instead of the report")

@@ -190,6 +190,7 @@ func TestTableTargets(t *testing.T) {
 			rec("before", cfgAll, round, 1000, 5, 100, 0),
 			rec("after", cfgPlain, round, 10000, 0, 0, 10),
 			rec("after", cfgNatural, round, 6000, 600, 55, 11),
+			rec("after", cfg30, round, 4000, 900, 56, 13),
 			rec("after", cfgAll, round, 2500, 1500, 58, 0),
 		)
 	}
@@ -202,6 +203,8 @@ func TestTableTargets(t *testing.T) {
 		"after, 100% escalation, c=64: escalated p99 **58.0 ms** against budget + 10 = 60.0 ms: met",
 		"before, natural escalation, c=64: not-escalated p99 / plain p99 in the same round **2.00×** (at most 1.20: not met",
 		"after, natural escalation, c=64: not-escalated p99 / plain p99 in the same round **1.10×** (at most 1.20: met",
+		"after, 30% escalation, c=64: not-escalated p99 / plain p99 in the same round **1.30×** (at most 1.20: not met",
+		"| after | escalate-30 | 64 | 3 | 4000 |",
 		"all-escalate, c=64, after against before: tier-2 throughput (answers decided by tier 2 per second) **300.00×** (at least 2: met; rounds: 300.00, 300.00, 300.00); requests/s 2.50×",
 		"natural, c=64, after against before: throughput **2.00×** (rounds: 2.00, 2.00, 2.00), decided by tier 2 per second 2.00×",
 	} {

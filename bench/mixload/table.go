@@ -14,8 +14,16 @@ import (
 const (
 	cfgPlain   = "plain"
 	cfgNatural = "natural"
+	cfg30      = "escalate-30"
 	cfgAll     = "all-escalate"
 )
+
+// mixedConfigs are the configs whose not-escalated p99 is held against
+// the plain gateway's, with the words the targets name them by.
+var mixedConfigs = []struct{ cfg, words string }{
+	{cfgNatural, "natural escalation"},
+	{cfg30, "30% escalation"},
+}
 
 func cmdTable(args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("table", flag.ExitOnError)
@@ -59,10 +67,12 @@ func configRank(c string) int {
 		return 0
 	case cfgNatural:
 		return 1
-	case cfgAll:
+	case cfg30:
 		return 2
+	case cfgAll:
+		return 3
 	}
-	return 3
+	return 4
 }
 
 // writeTable prints medians over rounds per arm, config and concurrency,
@@ -164,23 +174,26 @@ func writeTable(w io.Writer, recs []*Record) {
 						orDash(arm), c, fmtMS(m), fmtMS(budget+10), verdict(m <= budget+10), list(p99s, fmtMS)))
 				}
 			}
-			plain, nat := byRound(groups[groupKey{arm, cfgPlain, c}]), byRound(groups[groupKey{arm, cfgNatural, c}])
-			var ratios []float64
-			for _, round := range rounds(nat) {
-				n := nat[round]
-				if p, ok := plain[round]; ok && p.All != nil && n.NotEscalated != nil && p.All.P99 > 0 {
-					ratios = append(ratios, n.NotEscalated.P99/p.All.P99)
+			plain := byRound(groups[groupKey{arm, cfgPlain, c}])
+			for _, mc := range mixedConfigs {
+				mixed := byRound(groups[groupKey{arm, mc.cfg, c}])
+				var ratios []float64
+				for _, round := range rounds(mixed) {
+					n := mixed[round]
+					if p, ok := plain[round]; ok && p.All != nil && n.NotEscalated != nil && p.All.P99 > 0 {
+						ratios = append(ratios, n.NotEscalated.P99/p.All.P99)
+					}
 				}
-			}
-			if len(ratios) > 0 {
-				m := median(ratios)
-				lines = append(lines, fmt.Sprintf("- %s, natural escalation, c=%d: not-escalated p99 / plain p99 in the same round **%.2f×** (at most 1.20: %s; rounds: %s)",
-					orDash(arm), c, m, verdict(m <= 1.2), list(ratios, ratio)))
+				if len(ratios) > 0 {
+					m := median(ratios)
+					lines = append(lines, fmt.Sprintf("- %s, %s, c=%d: not-escalated p99 / plain p99 in the same round **%.2f×** (at most 1.20: %s; rounds: %s)",
+						orDash(arm), mc.words, c, m, verdict(m <= 1.2), list(ratios, ratio)))
+				}
 			}
 		}
 		if len(arms) >= 2 {
 			a, b := arms[0], arms[len(arms)-1]
-			for _, cfg := range []string{cfgAll, cfgNatural, cfgPlain} {
+			for _, cfg := range []string{cfgAll, cfg30, cfgNatural, cfgPlain} {
 				ga, gb := byRound(groups[groupKey{a, cfg, c}]), byRound(groups[groupKey{b, cfg, c}])
 				var rps, t2, cpu []float64
 				for _, round := range rounds(ga) {
