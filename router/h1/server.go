@@ -34,6 +34,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/triagegw/triage/router/internal/rawio"
 )
 
 // Server serves HTTP/1.1 with Handler. Set the fields before Serve.
@@ -153,6 +155,9 @@ func (s *Server) Serve(l net.Listener) error {
 			return err
 		}
 		delay = 0
+		if tc, ok := nc.(*net.TCPConn); ok {
+			nc = rawio.Wrap(tc)
+		}
 		c := s.newConn(nc, base)
 		if c == nil {
 			continue

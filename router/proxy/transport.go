@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/triagegw/triage/router/internal/rawio"
 	"github.com/triagegw/triage/router/internal/wire"
 	"github.com/triagegw/triage/router/pool"
 )
@@ -137,6 +138,7 @@ func (t *Transport) dial(ctx context.Context, b *pool.Backend, h *hostConns, tim
 	}
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
+		nc = rawio.Wrap(tc)
 	}
 	if b.Scheme == "https" {
 		cfg := b.TLS // the pool's, ready to use
