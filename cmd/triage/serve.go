@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -28,6 +27,7 @@ import (
 	"github.com/triagegw/triage/router"
 	"github.com/triagegw/triage/router/access"
 	"github.com/triagegw/triage/router/config"
+	"github.com/triagegw/triage/router/h1"
 	"github.com/triagegw/triage/router/tlsconf"
 	"github.com/triagegw/triage/router/tracing"
 )
@@ -277,7 +277,7 @@ func (l *gatewayLoader) openListener(cfg *config.Config, log *slog.Logger) (net.
 		return nil, err
 	}
 	if l.edgeTLS != nil {
-		ln = tls.NewListener(ln, l.edgeTLS.Config())
+		ln = h1.NewTLSListener(ln, l.edgeTLS.Config())
 	}
 	return ln, nil
 }

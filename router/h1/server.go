@@ -26,6 +26,7 @@ package h1
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log"
 	"net"
@@ -289,4 +290,27 @@ func (l *chanListener) deliver(c net.Conn) {
 	case <-l.done:
 		c.Close()
 	}
+}
+
+// NewTLSListener is tls.NewListener for Serve: each accepted TCP
+// connection gets the raw reads and writes Serve gives plain ones
+// (router/internal/rawio) under its TLS.
+func NewTLSListener(inner net.Listener, cfg *tls.Config) net.Listener {
+	return &tlsListener{Listener: inner, cfg: cfg}
+}
+
+type tlsListener struct {
+	net.Listener
+	cfg *tls.Config
+}
+
+func (l *tlsListener) Accept() (net.Conn, error) {
+	nc, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	if tc, ok := nc.(*net.TCPConn); ok {
+		nc = rawio.Wrap(tc)
+	}
+	return tls.Server(nc, l.cfg), nil
 }
