@@ -10,4 +10,8 @@
 // Made raw (syscall.RawSyscall inside syscall.RawConn.Read/Write), a read
 // or write is a plain call: the poller still waits for readiness and
 // keeps deadlines and Close, and the monitor backs off to its idle pace.
+//
+// A build with the race detector keeps Go's own calls (Wrap returns the
+// TCPConn): the detector learns from them that what is written to a
+// socket happens before it is read.
 package rawio

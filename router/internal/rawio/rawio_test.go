@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"syscall"
 	"testing"
@@ -34,15 +35,29 @@ func pair(t *testing.T) (net.Conn, *net.TCPConn) {
 	if s == nil {
 		t.Fatal("accept failed")
 	}
-	w := Wrap(c.(*net.TCPConn))
+	w := wrap(c.(*net.TCPConn)) // raw even under the race detector, which Wrap is not
 	t.Cleanup(func() { w.Close(); s.Close() })
 	return w, s.(*net.TCPConn)
 }
 
 func TestWrapIsRawOnLinux(t *testing.T) {
-	w, _ := pair(t)
-	if _, ok := w.(*Conn); !ok {
-		t.Skipf("Wrap gave %T: raw I/O is made on Linux only", w)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, plain := Wrap(c.(*net.TCPConn)).(*net.TCPConn)
+	raw := !plain
+	switch {
+	case raceEnabled && raw:
+		t.Fatal("Wrap made a raw connection under the race detector")
+	case !raceEnabled && !raw && runtime.GOOS == "linux":
+		t.Fatal("Wrap did not make a raw connection on Linux")
 	}
 }
 
