@@ -131,7 +131,10 @@ func TestRunGroups(t *testing.T) {
 	write(t, bodies, buf.String())
 	out := filepath.Join(dir, "runs.jsonl")
 	var stdout bytes.Buffer
-	err := cmdRun([]string{"-url", srv.URL, "-bodies", bodies, "-c", "5", "-d", "300ms", "-warmup", "0",
+	// The run ends at 500 answers (-max-samples), not on the clock: -d
+	// only bounds it, so a loaded machine (CI runs packages side by side,
+	// under -race) answers as many as an idle one.
+	err := cmdRun([]string{"-url", srv.URL, "-bodies", bodies, "-c", "5", "-d", "60s", "-warmup", "0",
 		"-H", "Authorization: Bearer k", "-max-samples", "500", "-out", out, "-gw-pid", strconv.Itoa(os.Getpid()), "-config", "natural"}, &stdout)
 	if err != nil {
 		t.Fatal(err)
