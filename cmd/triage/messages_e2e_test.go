@@ -139,7 +139,8 @@ func TestServeListenMessages(t *testing.T) {
 	_, port, _ := net.SplitHostPort(taken)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "triage.yaml")
-	writeFile(t, cfg, "pools: [{name: a, model: m, replicas: [{url: 'http://"+freeAddr(t)+"'}]}]\n")
+	replica := freeAddr(t)
+	writeFile(t, cfg, "pools: [{name: a, model: m, replicas: [{url: 'http://"+replica+"'}]}]\n")
 	code, _, stderr := runIn(t, dir, nil, "serve", "--config", cfg, "--listen", taken)
 	next := "127.0.0.1:" + portPlus(t, port)
 	for _, want := range []string{
@@ -164,6 +165,9 @@ func TestServeListenMessages(t *testing.T) {
 	}
 
 	addr := freeAddr(t)
+	for addr == replica { // a port just released can be handed out again
+		addr = freeAddr(t)
+	}
 	_, gwPort, _ := net.SplitHostPort(addr)
 	gw := start(t, "gateway", "serve", "--config", cfg, "--sim", "--listen", addr)
 	gw.addr = addr
