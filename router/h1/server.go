@@ -156,10 +156,7 @@ func (s *Server) Serve(l net.Listener) error {
 			return err
 		}
 		delay = 0
-		if tc, ok := nc.(*net.TCPConn); ok {
-			nc = rawio.Wrap(tc)
-		}
-		c := s.newConn(nc, base)
+		c := s.newConn(rawio.Wrap(nc), base)
 		if c == nil {
 			continue
 		}
@@ -309,8 +306,5 @@ func (l *tlsListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if tc, ok := nc.(*net.TCPConn); ok {
-		nc = rawio.Wrap(tc)
-	}
-	return tls.Server(nc, l.cfg), nil
+	return tls.Server(rawio.Wrap(nc), l.cfg), nil
 }

@@ -51,7 +51,7 @@ func TestTLSListener(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer probe.Close()
-	if got, want := fmt.Sprintf("%T", tc.NetConn()), fmt.Sprintf("%T", rawio.Wrap(probe.(*net.TCPConn))); got != want {
+	if got, want := fmt.Sprintf("%T", tc.NetConn()), fmt.Sprintf("%T", rawio.Wrap(probe)); got != want {
 		t.Fatalf("TLS runs on %s, not on what rawio.Wrap gives (%s)", got, want)
 	}
 }

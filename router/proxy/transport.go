@@ -138,8 +138,8 @@ func (t *Transport) dial(ctx context.Context, b *pool.Backend, h *hostConns, tim
 	}
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
-		nc = rawio.Wrap(tc)
 	}
+	nc = rawio.Wrap(nc)
 	if b.Scheme == "https" {
 		cfg := b.TLS // the pool's, ready to use
 		if cfg == nil {

@@ -15,27 +15,53 @@ import (
 // CloseWrite paths, is the TCPConn's own.
 type Conn struct {
 	*net.TCPConn
-	rc syscall.RawConn
-	// made once, so that a call allocates nothing
-	readFn, writeFn func(fd uintptr) bool
-	// The call in flight in each direction: its buffer, count and error.
-	// A net.Conn may be read (or written) from two goroutines at once,
-	// so each direction's fields have a lock.
-	rmu, wmu   sync.Mutex
-	rb, wb     []byte
-	rn, wn     int
-	rerr, werr syscall.Errno
+	rc   syscall.RawConn
+	r, w call
 }
 
-// Wrap returns tc with raw reads and writes, or tc itself when its file
-// descriptor cannot be reached, or in a build with the race detector:
-// syscall's Read and Write tell the detector that what one goroutine
-// wrote to a socket happens before another reads it, and raw calls would
-// not, so it would report races between goroutines that a connection
-// orders (a test's client and the server it calls).
-func Wrap(tc *net.TCPConn) net.Conn {
-	if raceEnabled {
-		return tc
+// call is one direction's system call in flight: the caller's buffer and
+// what the call did with it. A net.Conn may be read (or written) from two
+// goroutines at once, so each direction has a lock.
+type call struct {
+	mu  sync.Mutex
+	b   []byte
+	n   int
+	err syscall.Errno
+	fn  func(fd uintptr) bool // made once, so that a call allocates nothing
+}
+
+// run hands b to the poller's Read or Write, which calls c.fn with the
+// descriptor until it reports done, and returns the count and the error:
+// the poller's (a deadline, Close) or the system call's.
+func (c *call) run(rc syscall.RawConn, write bool, b []byte) (int, error) {
+	c.mu.Lock()
+	c.b, c.n, c.err = b, 0, 0
+	var err error
+	if write {
+		err = rc.Write(c.fn)
+	} else {
+		err = rc.Read(c.fn)
+	}
+	n, errno := c.n, c.err
+	c.b = nil
+	c.mu.Unlock()
+	if err == nil && errno != 0 {
+		err = errno
+	}
+	return n, err
+}
+
+// Wrap returns nc with raw reads and writes when it is a *net.TCPConn,
+// and nc itself otherwise, when its file descriptor cannot be reached, or
+// in a build with the race detector: syscall's Read and Write tell the
+// detector that what one goroutine wrote to a socket happens before
+// another reads it, and raw calls would not, so it would report races
+// between goroutines that a connection orders (a test's client and the
+// server it calls).
+func Wrap(nc net.Conn) net.Conn {
+	tc, ok := nc.(*net.TCPConn)
+	if !ok || raceEnabled {
+		return nc
 	}
 	return wrap(tc)
 }
@@ -46,8 +72,8 @@ func wrap(tc *net.TCPConn) net.Conn {
 		return tc
 	}
 	c := &Conn{TCPConn: tc, rc: rc}
-	c.readFn = c.read
-	c.writeFn = c.write
+	c.r.fn = c.read
+	c.w.fn = c.write
 	return c
 }
 
@@ -55,33 +81,33 @@ func wrap(tc *net.TCPConn) net.Conn {
 // it to wait for readiness (or the deadline) and call again.
 func (c *Conn) read(fd uintptr) bool {
 	for {
-		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(c.rb))), uintptr(len(c.rb)))
+		n, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(unsafe.SliceData(c.r.b))), uintptr(len(c.r.b)))
 		switch e {
 		case 0:
-			c.rn = int(n)
+			c.r.n = int(n)
 			return true
 		case syscall.EINTR:
 			continue
 		case syscall.EAGAIN:
 			return false
 		}
-		c.rerr = e
+		c.r.err = e
 		return true
 	}
 }
 
 func (c *Conn) write(fd uintptr) bool {
-	for len(c.wb) > 0 {
-		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(c.wb))), uintptr(len(c.wb)))
+	for len(c.w.b) > 0 {
+		n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(unsafe.SliceData(c.w.b))), uintptr(len(c.w.b)))
 		switch e {
 		case 0:
-			c.wn += int(n)
-			c.wb = c.wb[n:]
+			c.w.n += int(n)
+			c.w.b = c.w.b[n:]
 		case syscall.EINTR:
 		case syscall.EAGAIN:
 			return false
 		default:
-			c.werr = e
+			c.w.err = e
 			return true
 		}
 	}
@@ -94,15 +120,7 @@ func (c *Conn) Read(b []byte) (int, error) {
 	if len(b) == 0 {
 		return 0, nil
 	}
-	c.rmu.Lock()
-	c.rb, c.rn, c.rerr = b, 0, 0
-	err := c.rc.Read(c.readFn)
-	n, errno := c.rn, c.rerr
-	c.rb = nil
-	c.rmu.Unlock()
-	if err == nil && errno != 0 {
-		err = errno
-	}
+	n, err := c.r.run(c.rc, false, b)
 	if err != nil {
 		return 0, c.opError("read", err)
 	}
@@ -114,15 +132,7 @@ func (c *Conn) Read(b []byte) (int, error) {
 
 // Write writes all of b unless an error (or the deadline) stops it.
 func (c *Conn) Write(b []byte) (int, error) {
-	c.wmu.Lock()
-	c.wb, c.wn, c.werr = b, 0, 0
-	err := c.rc.Write(c.writeFn)
-	n, errno := c.wn, c.werr
-	c.wb = nil
-	c.wmu.Unlock()
-	if err == nil && errno != 0 {
-		err = errno
-	}
+	n, err := c.w.run(c.rc, true, b)
 	if err != nil {
 		return n, c.opError("write", err)
 	}

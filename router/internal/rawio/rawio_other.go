@@ -4,7 +4,7 @@ package rawio
 
 import "net"
 
-// Wrap returns tc: raw reads and writes are made on Linux only.
-func Wrap(tc *net.TCPConn) net.Conn { return tc }
+// Wrap returns nc: raw reads and writes are made on Linux only.
+func Wrap(nc net.Conn) net.Conn { return nc }
 
 func wrap(tc *net.TCPConn) net.Conn { return tc }

@@ -51,7 +51,7 @@ func TestWrapIsRawOnLinux(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	_, plain := Wrap(c.(*net.TCPConn)).(*net.TCPConn)
+	_, plain := Wrap(c).(*net.TCPConn)
 	raw := !plain
 	switch {
 	case raceEnabled && raw:
