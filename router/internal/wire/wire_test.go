@@ -33,10 +33,7 @@ func TestTrimOWS(t *testing.T) {
 // TestCanonicalKeyAllocs: a known name in any case gives its canonical form
 // without allocating; any other name gives what textproto gives.
 func TestCanonicalKeyAllocs(t *testing.T) {
-	for key, want := range knownKeys {
-		if key != want {
-			continue // the lower-case entry of a name: each name once
-		}
+	for _, want := range knownNames {
 		lower := strings.ToLower(want)
 		for _, name := range []string{want, lower, strings.ToUpper(want), swapCase(want)} {
 			if got := CanonicalKey(name); got != want {
@@ -75,9 +72,11 @@ func swapCase(s string) string {
 }
 
 // FuzzCanonicalKey: CanonicalKey gives what textproto gives, for strings
-// and bytes.
+// and bytes, and FieldName gives the same for a token and refuses
+// anything else.
 func FuzzCanonicalKey(f *testing.F) {
-	for _, s := range []string{"content-type", "CONTENT-LENGTH", "x-Request-ID", "X-Custom", "te", "TE", "a b", "x-stainless-runtime-version"} {
+	for _, s := range []string{"content-type", "CONTENT-LENGTH", "x-Request-ID", "X-Custom", "te", "TE", "a b", "x-stainless-runtime-version",
+		"x\rstainless-os", "X-STAINLESS-ARCH", "x-stainless-arch\x00", "Content-Typ\xc5", "hOST", "Hos\x14"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {
@@ -87,6 +86,58 @@ func FuzzCanonicalKey(f *testing.F) {
 		}
 		if got := CanonicalKey([]byte(name)); got != want {
 			t.Fatalf("CanonicalKey([]byte %q) = %q, want %q", name, got, want)
+		}
+		tok := Token(name)
+		for _, got := range []func() (string, bool){
+			func() (string, bool) { return FieldName(name) },
+			func() (string, bool) { return FieldName([]byte(name)) },
+		} {
+			if k, ok := got(); ok != tok || ok && k != want {
+				t.Fatalf("FieldName(%q) = %q, %v; want %q, %v", name, k, ok, want, tok)
+			}
+		}
+	})
+}
+
+// TestFieldNameKnown: every known name, in any case, is a field name
+// without allocating; a byte off anywhere in it is not that name.
+func TestFieldNameKnown(t *testing.T) {
+	for _, want := range knownNames {
+		for _, name := range []string{want, strings.ToLower(want), strings.ToUpper(want), swapCase(want)} {
+			if k, ok := FieldName(name); !ok || k != want {
+				t.Errorf("FieldName(%q) = %q, %v", name, k, ok)
+			}
+			if n := testing.AllocsPerRun(100, func() { FieldName(name) }); n != 0 {
+				t.Errorf("FieldName(%q) allocates %v times", name, n)
+			}
+			for i := range len(name) {
+				for _, c := range []byte{name[i] ^ 0x20, name[i] ^ 0x80, name[i] + 1, '\r', 0} {
+					b := []byte(name)
+					b[i] = c
+					if k, ok := known(b); ok && !strings.EqualFold(string(b), want) {
+						t.Errorf("known(%q) = %q", b, k)
+					}
+				}
+			}
+		}
+	}
+}
+
+// FuzzLower8 holds lower8 to ASCII lower-casing byte by byte.
+func FuzzLower8(f *testing.F) {
+	f.Add(uint64(0x4142435a5b40607a))
+	f.Add(uint64(0xc1dac0db41ff7f00))
+	f.Fuzz(func(t *testing.T, x uint64) {
+		var want uint64
+		for i := 0; i < 64; i += 8 {
+			c := byte(x >> i)
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			want |= uint64(c) << i
+		}
+		if got := lower8(x); got != want {
+			t.Fatalf("lower8(%#x) = %#x, want %#x", x, got, want)
 		}
 	})
 }
