@@ -1,6 +1,7 @@
 package router
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,6 +10,9 @@ import (
 	"net"
 	"net/http"
 	"runtime"
+	"slices"
+	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -209,5 +213,110 @@ func TestCheckHeadersHeadSizeAgrees(t *testing.T) {
 				t.Fatalf("head %q, limits %+v: counted %v, with its size %v", raw, l, want, got)
 			}
 		}
+	}
+}
+
+// A client's header lines reach the replica in the order the client sent
+// them, a repeated name's lines included, less the ones the gateway never
+// forwards (hop-by-hop, those Connection lists, credentials). A head the
+// fast path leaves to net/http (here, one with a folded line) is
+// forwarded from net/http's map: the same lines, in the map's order.
+func TestHeaderLinesReachTheReplicaInOrder(t *testing.T) {
+	heads := make(chan []string, 4)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					// The head as it came: http.ReadRequest's map would
+					// lose its order.
+					var lines []string
+					n := 0
+					for {
+						line, err := br.ReadString('\n')
+						if err != nil {
+							return
+						}
+						line = strings.TrimSuffix(line, "\r\n")
+						if line == "" {
+							break
+						}
+						if k, v, ok := strings.Cut(line, ": "); ok && k == "Content-Length" {
+							n, _ = strconv.Atoi(v)
+						}
+						lines = append(lines, line)
+					}
+					if _, err := io.CopyN(io.Discard, br, int64(n)); err != nil {
+						return
+					}
+					heads <- lines[1:] // less the request line
+					body := `{"id":"c","object":"chat.completion","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`
+					fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+				}
+			}()
+		}
+	}()
+	h := newHarness(t, newConfig("p", poolCfg("p", "m", "http://"+ln.Addr().String())))
+	body := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+	head := "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\n" +
+		"X-Zeta: 1\r\nAccept: a\r\nConnection: keep-alive, X-Hop\r\nX-Hop: no\r\nauthorization: Bearer client\r\n" +
+		"x-alpha: 2\r\nACCEPT: b\r\nKeep-Alive: timeout=5\r\nX-Zeta: 3\r\nContent-Type: application/json\r\n" +
+		"Content-Length: " + strconv.Itoa(len(body)) + "\r\n"
+	for _, tc := range []struct {
+		name, extra string
+		want        []string
+	}{
+		{"fast path", "", []string{"X-Zeta: 1", "Accept: a", "X-Alpha: 2", "Accept: b", "X-Zeta: 3", "Content-Type: application/json"}},
+		{"net/http", "X-Folded: a\r\n b\r\n", []string{"Accept: a", "Accept: b", "Content-Type: application/json", "X-Alpha: 2", "X-Folded: a b", "X-Zeta: 1", "X-Zeta: 3"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", strings.TrimPrefix(h.URL, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if _, err := io.WriteString(c, head+tc.extra+"\r\n"+body); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d: %s", resp.StatusCode, b)
+			}
+			var got []string
+			for _, l := range <-heads {
+				switch k, _, _ := strings.Cut(l, ":"); k {
+				case "Host", "X-Request-Id", "Content-Length":
+					// the gateway's own
+				default:
+					got = append(got, l)
+				}
+			}
+			if tc.extra != "" {
+				// The map's order is random: the same lines, each
+				// name's values in order (sort.SliceStable by name).
+				sort.SliceStable(got, func(i, j int) bool {
+					a, _, _ := strings.Cut(got[i], ":")
+					b, _, _ := strings.Cut(got[j], ":")
+					return a < b
+				})
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("the replica got\n %q\nwant\n %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -353,6 +353,7 @@ func (g *Gateway) serve(c *gin.Context, sh shape) {
 		Body: body, Stream: req.Stream, RequestID: id, Start: start,
 		Usage: true, // chat, completions and embeddings all end with their usage
 	}
+	fr.HeaderNames, fr.HeaderValues = headerLines(r)
 	if req.ModelEscaped || string(req.Model) != e.model {
 		fr.ModelSpan, fr.ModelTok = req.ModelSpan, e.tok
 	}
@@ -773,6 +774,18 @@ func checkHeaders(r *http.Request, l *config.Limits) *openai.Error {
 		return openai.HeadersTooLarge(strconv.Itoa(size) + " bytes of headers, more than the " + strconv.FormatInt(int64(l.MaxHeaderBytes), 10) + " allowed")
 	}
 	return nil
+}
+
+// headerLines gives r's header lines in the order they came, when the h1
+// server parsed them (nil from net/http), for the proxy to forward in
+// that order. Nothing here changes r.Header, which they mirror.
+func headerLines(r *http.Request) (names, values []string) {
+	if hl, ok := r.Context().(interface {
+		HeaderLines() (names, values []string)
+	}); ok {
+		return hl.HeaderLines()
+	}
+	return nil, nil
 }
 
 // readBody reads the whole body, capped at max bytes. The server's

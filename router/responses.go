@@ -193,6 +193,7 @@ func (g *Gateway) storedResponse(c *gin.Context) {
 	al.pool = e
 	fr := proxy.Request{Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: r.Header,
 		RequestID: ids[0], Start: start, Prefer: loc.replica}
+	fr.HeaderNames, fr.HeaderValues = headerLines(r)
 	res := g.tr.Forward(r.Context(), w, e.pool, &e.policy, &fr)
 	al.res, al.status = res, res.Status
 	if r.Method == http.MethodDelete && res.Status/100 == 2 && rest == id {

@@ -329,6 +329,7 @@ func (c *conn) serveRequest(h head) bool {
 	x := &exchange{}
 	x.ctx.Context = c.ctx
 	x.ctx.fieldBytes, x.ctx.fields = h.fieldBytes, h.fields
+	x.ctx.keys, x.ctx.vals = h.keys, h.vals
 	defer x.ctx.cancel()
 	x.url = url.URL{Path: h.path, RawQuery: h.query}
 	r0 := http.Request{

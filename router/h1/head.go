@@ -29,6 +29,9 @@ type head struct {
 	// fieldBytes and fields are the header lines' bytes (CRLFs included)
 	// and number, as they came: HeadSize.
 	fieldBytes, fields int
+	// keys and vals are the header's lines in the order they came, with
+	// a blank key for Host and Transfer-Encoding (not in header): Fields.
+	keys, vals []string
 }
 
 // parseHead parses the request head at the start of buf. It reports
@@ -79,22 +82,29 @@ func parseHead(buf []byte) (head, int, headStatus) {
 		h.path, h.query = h.target[:q], h.target[q+1:]
 	}
 
-	vals := make([]string, lines)
+	// One slab holds the lines' values, which the map's entries are
+	// slices of, and their keys in order ("" for a line that is not in
+	// the map): fields reads them in the order they came.
+	slab := make([]string, 2*lines)
+	vals, keys := slab[:lines:lines], slab[lines:]
 	h.header = make(http.Header, lines)
-	hosts, lengths, tes := 0, 0, 0
+	hosts, lengths, tes, entries := 0, 0, 0, 0
 	for k := 0; len(rest) > 0; k++ {
 		e := strings.IndexByte(rest, '\n') - 1
 		line := rest[:e]
 		rest = rest[e+2:]
 		colon := strings.IndexByte(line, ':')
-		if colon <= 0 || !wire.Token(line[:colon]) {
+		if colon <= 0 {
+			return h, 0, headNotPlain
+		}
+		key, ok := wire.FieldName(line[:colon])
+		if !ok {
 			return h, 0, headNotPlain
 		}
 		v := wire.TrimOWS(line[colon+1:])
 		if !wire.FieldValue(v) {
 			return h, 0, headNotPlain
 		}
-		key := wire.CanonicalKey(line[:colon])
 		switch key {
 		case "Host":
 			hosts++
@@ -134,13 +144,28 @@ func parseHead(buf []byte) (head, int, headStatus) {
 			}
 			h.close = h.close || wire.HasToken(v, "close")
 		}
-		vals[k] = v
-		if old, ok := h.header[key]; ok {
-			h.header[key] = append(old, v)
-		} else {
-			h.header[key] = vals[k : k+1 : k+1]
+		// Each line its own entry, without looking first: a name that
+		// repeats shows as fewer entries than lines, below.
+		vals[k], keys[k] = v, key
+		h.header[key] = vals[k : k+1 : k+1]
+		entries++
+	}
+	if len(h.header) != entries {
+		// A name came more than once: its entry holds all its values,
+		// in order, as net/http's does.
+		clear(h.header)
+		for k, key := range keys {
+			if key == "" {
+				continue
+			}
+			if old, ok := h.header[key]; ok {
+				h.header[key] = append(old, vals[k])
+			} else {
+				h.header[key] = vals[k : k+1 : k+1]
+			}
 		}
 	}
+	h.keys, h.vals = keys, vals
 	if hosts == 0 {
 		return h, 0, headNotPlain // net/http answers 400
 	}

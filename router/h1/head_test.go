@@ -67,6 +67,16 @@ func FuzzParseHead(f *testing.F) {
 		if !reflect.DeepEqual(got, exp) {
 			t.Fatalf("%q:\n fast     %v\n net/http %v", b[:n], got, exp)
 		}
+		// HeaderLines: the map's lines, in the head's order.
+		lines := http.Header{}
+		for i, k := range h.keys {
+			if k != "" {
+				lines[k] = append(lines[k], h.vals[i])
+			}
+		}
+		if len(h.keys) != h.fields || len(h.vals) != h.fields || !reflect.DeepEqual(lines, h.header) && len(h.header) > 0 {
+			t.Fatalf("%q: lines %q %q, header %v", b[:n], h.keys, h.vals, h.header)
+		}
 	})
 }
 

@@ -34,7 +34,8 @@ type reqCtx struct {
 	watched interface{ SetDeadline(time.Time) error }
 	afters  []*afterFunc
 
-	fieldBytes, fields int // HeadSize
+	fieldBytes, fields int      // HeadSize
+	keys, vals         []string // HeaderLines
 }
 
 // HeadSize is the size of the request's header section as it arrived: its
@@ -42,6 +43,14 @@ type reqCtx struct {
 // handler that bounds what it forwards can check these first and count
 // the header map only when they are near its limits.
 func (c *reqCtx) HeadSize() (bytes, lines int) { return c.fieldBytes, c.fields }
+
+// HeaderLines is the request's header as it arrived: each line's
+// canonical name and its value, in the order the client sent them. Host
+// and Transfer-Encoding, which are not in Request.Header, have a blank
+// name; Request.Header holds the other lines, grouped by name. A proxy
+// can write the header on from these, in the client's order, without
+// iterating the map (which a handler must then not have changed).
+func (c *reqCtx) HeaderLines() (names, values []string) { return c.keys, c.vals }
 
 type afterFunc struct{ f func() }
 

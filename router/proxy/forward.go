@@ -18,7 +18,13 @@ type Request struct {
 	Path     string      // the client's path, such as /v1/chat/completions
 	RawQuery string      // the client's query, without '?'
 	Header   http.Header // the client's headers; hop-by-hop ones and Authorization are not forwarded
-	Body     []byte
+	// HeaderNames and HeaderValues, when set, are Header's lines in the
+	// order the client sent them, with a blank name for a line Header
+	// does not hold (the h1 server's HeaderLines): the head goes upstream
+	// in the client's order, without iterating Header. They must hold
+	// what Header holds.
+	HeaderNames, HeaderValues []string
+	Body                      []byte
 	// ModelTok, when not nil, replaces the bytes at ModelSpan in Body: the
 	// model name the pool serves, as a JSON string token.
 	ModelSpan openai.Span

@@ -249,14 +249,18 @@ func (r *relayer) head() (framing, error) {
 			return fr, fmt.Errorf("response has more than %d header lines", maxHeaderLines)
 		}
 		i := bytes.IndexByte(line, ':')
-		if i <= 0 || !wire.Token(line[:i]) {
+		var key string
+		ok := i > 0
+		if ok {
+			key, ok = wire.FieldName(line[:i])
+		}
+		if !ok {
 			return fr, fmt.Errorf("malformed response header line %q", truncate(line))
 		}
 		name, val := line[:i], wire.TrimOWS(line[i+1:])
 		if !wire.FieldValue(val) {
 			return fr, fmt.Errorf("response header %s has a control character in its value", truncate(name))
 		}
-		key := wire.CanonicalKey(name)
 		switch key {
 		case "Transfer-Encoding":
 			te, tes = val, tes+1

@@ -290,15 +290,22 @@ func appendRequestHead(dst []byte, b *pool.Backend, req *Request, tc []byte) []b
 	for _, v := range req.Header["Connection"] {
 		connTokens = appendConnTokens(connTokens, v)
 	}
-	for k, vs := range req.Header {
-		if dropRequestHeader(k) || listed(connTokens, k) || req.Trace != nil && (k == "Traceparent" || k == "Tracestate") {
-			continue
+	forward := func(k string) bool {
+		return !dropRequestHeader(k) && !listed(connTokens, k) && (req.Trace == nil || k != "Traceparent" && k != "Tracestate")
+	}
+	if req.HeaderNames != nil {
+		for i, k := range req.HeaderNames {
+			if k != "" && forward(k) {
+				dst = appendField(dst, k, req.HeaderValues[i])
+			}
 		}
-		for _, v := range vs {
-			dst = append(dst, k...)
-			dst = append(dst, ": "...)
-			dst = append(dst, v...)
-			dst = append(dst, "\r\n"...)
+	} else {
+		for k, vs := range req.Header {
+			if forward(k) {
+				for _, v := range vs {
+					dst = appendField(dst, k, v)
+				}
+			}
 		}
 	}
 	switch {
@@ -322,6 +329,13 @@ func appendRequestHead(dst []byte, b *pool.Backend, req *Request, tc []byte) []b
 		dst = append(dst, "\r\n"...)
 	}
 	return append(dst, tc...)
+}
+
+func appendField(dst []byte, k, v string) []byte {
+	dst = append(dst, k...)
+	dst = append(dst, ": "...)
+	dst = append(dst, v...)
+	return append(dst, "\r\n"...)
 }
 
 func appendContentLength(dst []byte, n int) []byte {
