@@ -187,6 +187,10 @@ func appendJSON[T string | []byte](dst []byte, s T) []byte {
 	dst = append(dst, '"')
 	for i := 0; i < len(s); {
 		j := i
+		for j+8 <= len(s) && !jsonSpecial8(uint64(s[j])|uint64(s[j+1])<<8|uint64(s[j+2])<<16|uint64(s[j+3])<<24|
+			uint64(s[j+4])<<32|uint64(s[j+5])<<40|uint64(s[j+6])<<48|uint64(s[j+7])<<56) {
+			j += 8
+		}
 		for j < len(s) && jsonPlain[s[j]] {
 			j++
 		}
@@ -208,6 +212,17 @@ func appendJSON[T string | []byte](dst []byte, s T) []byte {
 		i = j + n
 	}
 	return append(dst, '"')
+}
+
+// jsonSpecial8 reports whether any of the eight bytes of x is one
+// jsonPlain does not mark: '"', '\\', a control character or a byte from
+// 0x80 up. The first three are the exact "some byte is less than n" word
+// test (x^'"' and x^'\\' have a zero byte where x has the quote or the
+// backslash), the last the top bits themselves.
+func jsonSpecial8(x uint64) bool {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	q, bs := x^(lo*'"'), x^(lo*'\\')
+	return (((x-lo*0x20)|(q-lo)|(bs-lo))&^x|x)&hi != 0
 }
 
 // jsonPlain is the bytes a JSON string holds as they are: printable ASCII

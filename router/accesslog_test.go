@@ -143,3 +143,18 @@ func TestAppendStampMatchesRFC3339Nano(t *testing.T) {
 		}
 	}
 }
+
+// FuzzJSONSpecial8 holds the word test to jsonPlain byte by byte.
+func FuzzJSONSpecial8(f *testing.F) {
+	f.Add(uint64(0x6f6c6c6568222020))
+	f.Add(uint64(0x7e5c1f80ff20217f))
+	f.Fuzz(func(t *testing.T, x uint64) {
+		want := false
+		for i := 0; i < 64; i += 8 {
+			want = want || !jsonPlain[byte(x>>i)]
+		}
+		if got := jsonSpecial8(x); got != want {
+			t.Fatalf("jsonSpecial8(%#016x) = %v, want %v", x, got, want)
+		}
+	})
+}
