@@ -10,7 +10,8 @@
 #
 # Each command must serve on 127.0.0.1:18010 (the bench configs do). The
 # harness's binaries come from its own build (run ../shared/bench/run.sh
-# once); HDR adds a request header, BODY the non-streaming body file.
+# once); HDR adds request headers (one a line), BODY the non-streaming body
+# file.
 set -euo pipefail
 rounds=$1
 shift
@@ -20,7 +21,9 @@ B=${BENCH_WORK:-/tmp/bench-work}/bin
 body=${BODY:-$(mktemp)}
 [[ -n ${BODY:-} ]] || echo '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"max_tokens":64}' > "$body"
 hdr=()
-[[ -n ${HDR:-} ]] && hdr=(-H "$HDR")
+while IFS= read -r h; do
+	[[ -n $h ]] && hdr+=(-H "$h")
+done <<<"${HDR:-}"
 "$B/mockupstream" -addr 127.0.0.1:18000 -chunks 20 -paced-delay 5ms >/dev/null 2>&1 &
 mock=$!
 trap 'kill $mock 2>/dev/null' EXIT
