@@ -150,13 +150,28 @@ func ping(addr string) error {
 	return nil
 }
 
-// freePort is a loopback TCP port no one listened on a moment ago.
+// freePort is a loopback TCP port no one listened on a moment ago, and
+// not one it gave before in this process: a server stopped to test an
+// outage keeps its port for its restart.
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	portsGiven.Lock()
+	defer portsGiven.Unlock()
+	for {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if !portsGiven.m[port] {
+			portsGiven.m[port] = true
+			return port
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
+
+var portsGiven = struct {
+	sync.Mutex
+	m map[int]bool
+}{m: map[int]bool{}}
