@@ -2,6 +2,7 @@ package router
 
 import (
 	"io"
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -149,7 +150,47 @@ func appendMillis(b []byte, us int64) []byte {
 // float writes a score with 3 decimals.
 func (l *logLine) float(k string, v float32) {
 	l.key(k)
-	l.b = strconv.AppendFloat(l.b, float64(v), 'f', 3, 32)
+	l.b = appendFloat3(l.b, v)
+}
+
+// appendFloat3 is strconv.AppendFloat(b, float64(f), 'f', 3, 32), byte
+// for byte, in integer arithmetic for the values scores, masses and floors
+// take: f is m·2^e exactly, so f·1000 is m·1000 shifted, and the bits
+// shifted out say how to round it (to even on an exact tie, as strconv
+// does). NaN, infinities and values from 2^20 up go to strconv.
+func appendFloat3(b []byte, f float32) []byte {
+	bits := math.Float32bits(f)
+	exp := int(bits>>23) & 0xff
+	if exp == 0xff || exp >= 127+20 {
+		return strconv.AppendFloat(b, float64(f), 'f', 3, 32)
+	}
+	m := uint64(bits & (1<<23 - 1))
+	if exp == 0 {
+		exp = 1 // subnormal: no implicit bit
+	} else {
+		m |= 1 << 23
+	}
+	// f = m·2^(exp-150); f·1000 = m·1000·2^(exp-150), below 2^30·1000.
+	var q uint64
+	switch sh := 150 - exp; {
+	case sh <= 0:
+		q = m * 1000 << -sh
+	case sh >= 64:
+		q = 0 // below 2^-40: rounds to zero
+	default:
+		x := m * 1000
+		q = x >> sh
+		r, half := x&(1<<sh-1), uint64(1)<<(sh-1)
+		if r > half || r == half && q&1 == 1 {
+			q++
+		}
+	}
+	if bits>>31 != 0 {
+		b = append(b, '-')
+	}
+	b = strconv.AppendUint(b, q/1000, 10)
+	frac := q % 1000
+	return append(b, '.', byte('0'+frac/100), byte('0'+frac/10%10), byte('0'+frac%10))
 }
 
 // us writes a duration in microseconds with 0.1 µs precision.

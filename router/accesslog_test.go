@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"testing"
@@ -157,4 +158,55 @@ func FuzzJSONSpecial8(f *testing.F) {
 			t.Fatalf("jsonSpecial8(%#016x) = %v, want %v", x, got, want)
 		}
 	})
+}
+
+// FuzzAppendFloat3 holds appendFloat3 to strconv for every float32.
+func FuzzAppendFloat3(f *testing.F) {
+	for _, v := range []float32{0, 0.0625, 0.1875, 0.0005, 0.0015, 0.9995, 0.99949, 1, 0.5, 1e-8, 123.4567, 1 << 20, float32(math.Inf(1)), float32(math.NaN())} {
+		f.Add(math.Float32bits(v))
+		f.Add(math.Float32bits(-v))
+	}
+	f.Add(uint32(1))          // the least subnormal
+	f.Add(uint32(0x7f7fffff)) // the greatest finite
+	f.Fuzz(func(t *testing.T, bits uint32) {
+		v := math.Float32frombits(bits)
+		want := strconv.AppendFloat(nil, float64(v), 'f', 3, 32)
+		if got := appendFloat3(nil, v); string(got) != string(want) {
+			t.Fatalf("appendFloat3(%v, bits %#08x) = %s, want %s", v, bits, got, want)
+		}
+	})
+}
+
+// TestAppendFloat3Ties: every float32 from 0 to 2 whose thousandths are
+// an exact tie, and its neighbours, as strconv writes them.
+func TestAppendFloat3Ties(t *testing.T) {
+	for k := 1; k < 4000; k += 2 { // (k/2)/1000, exact in binary only when it is a multiple of 1/2^n
+		v := float32(float64(k) / 2000)
+		if float64(v) != float64(k)/2000 {
+			continue
+		}
+		for _, w := range []float32{v, math.Nextafter32(v, 0), math.Nextafter32(v, 3)} {
+			want := strconv.AppendFloat(nil, float64(w), 'f', 3, 32)
+			if got := appendFloat3(nil, w); string(got) != string(want) {
+				t.Errorf("appendFloat3(%v) = %s, want %s", w, got, want)
+			}
+		}
+	}
+}
+
+// TestAppendFloat3Range: float32s spread over [0, 2^20) and their
+// negatives, subnormals included, as strconv writes them.
+func TestAppendFloat3Range(t *testing.T) {
+	const top = 0x49800000 // 2^20's bits
+	const step = 4099 // 600,000 values; an exhaustive run over all of them passed too
+	var got, want []byte
+	for bits := uint32(0); bits < top; bits += step {
+		for _, b := range []uint32{bits, bits | 1<<31} {
+			v := math.Float32frombits(b)
+			got, want = appendFloat3(got[:0], v), strconv.AppendFloat(want[:0], float64(v), 'f', 3, 32)
+			if string(got) != string(want) {
+				t.Fatalf("appendFloat3(%v, bits %#08x) = %s, want %s", v, b, got, want)
+			}
+		}
+	}
 }

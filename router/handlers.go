@@ -507,7 +507,7 @@ type explainValues struct {
 // written again under a string made of them), or on the heap when they
 // are full.
 func (x *explainValues) float(f float32) string {
-	out := strconv.AppendFloat(x.b[x.n:x.n:len(x.b)], float64(f), 'f', 3, 32)
+	out := appendFloat3(x.b[x.n:x.n:len(x.b)], f)
 	if x.n+len(out) > len(x.b) || len(out) == 0 || &out[0] != &x.b[x.n] {
 		return string(out)
 	}
