@@ -228,6 +228,17 @@ func (w *response) writeHeaderLines() {
 			if strings.IndexByte(v, '\r') >= 0 || strings.IndexByte(v, '\n') >= 0 {
 				v = strings.NewReplacer("\r", " ", "\n", " ").Replace(v)
 			}
+			// One copy into the buffer when the line fits in what is
+			// left of it (Write then only counts it), four otherwise.
+			if n := len(k) + len(v) + 4; n <= bw.Available() {
+				l := bw.AvailableBuffer()
+				l = append(l, k...)
+				l = append(l, ':', ' ')
+				l = append(l, v...)
+				l = append(l, '\r', '\n')
+				_, _ = bw.Write(l)
+				continue
+			}
 			_, _ = bw.WriteString(k)
 			_, _ = bw.WriteString(": ")
 			_, _ = bw.WriteString(v)
