@@ -198,7 +198,7 @@ func TestAppendFloat3Ties(t *testing.T) {
 // negatives, subnormals included, as strconv writes them.
 func TestAppendFloat3Range(t *testing.T) {
 	const top = 0x49800000 // 2^20's bits
-	const step = 4099 // 600,000 values; an exhaustive run over all of them passed too
+	const step = 4099      // 600,000 values; an exhaustive run over all of them passed too
 	var got, want []byte
 	for bits := uint32(0); bits < top; bits += step {
 		for _, b := range []uint32{bits, bits | 1<<31} {

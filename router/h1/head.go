@@ -30,7 +30,8 @@ type head struct {
 	// and number, as they came: HeadSize.
 	fieldBytes, fields int
 	// keys and vals are the header's lines in the order they came, with
-	// a blank key for Host and Transfer-Encoding (not in header): Fields.
+	// a blank key for Host and Transfer-Encoding (not in header):
+	// HeaderLines.
 	keys, vals []string
 }
 
@@ -84,7 +85,7 @@ func parseHead(buf []byte) (head, int, headStatus) {
 
 	// One slab holds the lines' values, which the map's entries are
 	// slices of, and their keys in order ("" for a line that is not in
-	// the map): fields reads them in the order they came.
+	// the map), for HeaderLines.
 	slab := make([]string, 2*lines)
 	vals, keys := slab[:lines:lines], slab[lines:]
 	h.header = make(http.Header, lines)
