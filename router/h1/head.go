@@ -41,7 +41,8 @@ type head struct {
 // or rejects it as it always has.
 func parseHead(buf []byte) (head, int, headStatus) {
 	var h head
-	end, lines, st := headEnd(buf)
+	var lf lineEnds
+	end, lines, st := headEnd(buf, &lf)
 	if st != headPlain {
 		return h, 0, st
 	}
@@ -50,7 +51,7 @@ func parseHead(buf []byte) (head, int, headStatus) {
 
 	// headEnd checked that every LF ends a CRLF: a line ends one byte
 	// before its LF.
-	i := strings.IndexByte(s, '\n') - 1
+	i := int(lf[0]) - 1
 	reqLine := s[:i]
 	rest := s[i+2:]
 	h.fieldBytes, h.fields = len(rest), lines
@@ -91,7 +92,14 @@ func parseHead(buf []byte) (head, int, headStatus) {
 	h.header = make(http.Header, lines)
 	hosts, lengths, tes, entries := 0, 0, 0, 0
 	for k := 0; len(rest) > 0; k++ {
-		e := strings.IndexByte(rest, '\n') - 1
+		// The line's LF, as headEnd found it (past the first lines it
+		// keeps, found again).
+		var e int
+		if k+1 < len(lf) {
+			e = int(lf[k+1]-lf[k]) - 2
+		} else {
+			e = strings.IndexByte(rest, '\n') - 1
+		}
 		line := rest[:e]
 		rest = rest[e+2:]
 		colon := strings.IndexByte(line, ':')
@@ -176,12 +184,16 @@ func parseHead(buf []byte) (head, int, headStatus) {
 	return h, n, headPlain
 }
 
+// lineEnds holds where a head's first lines end: the index of each LF,
+// the request line's first.
+type lineEnds [64]int32
+
 // headEnd finds the empty line that ends the head at the start of buf, in
 // one pass over its line ends: end is the index of its "\r\n\r\n",
-// lines the header lines before it (the request line excluded). A line
-// ending without CR, which net/http accepts, is left to net/http
-// (headNotPlain); no end yet is headIncomplete.
-func headEnd(buf []byte) (end, lines int, st headStatus) {
+// lines the header lines before it (the request line excluded), and lf
+// the first line ends. A line ending without CR, which net/http accepts,
+// is left to net/http (headNotPlain); no end yet is headIncomplete.
+func headEnd(buf []byte, lf *lineEnds) (end, lines int, st headStatus) {
 	prev := -1 // the last '\n'
 	for i := bytes.IndexByte(buf, '\n'); i >= 0; {
 		if i == 0 || buf[i-1] != '\r' {
@@ -189,6 +201,9 @@ func headEnd(buf []byte) (end, lines int, st headStatus) {
 		}
 		if prev >= 0 && i-prev == 2 {
 			return prev - 1, lines - 1, headPlain
+		}
+		if lines < len(lf) {
+			lf[lines] = int32(i)
 		}
 		lines++
 		prev = i

@@ -3,8 +3,10 @@ package h1
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"net/http"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -128,9 +130,43 @@ func FuzzHeadEnd(f *testing.F) {
 		} else {
 			wantEnd, wantLines, want = e, bytes.Count(b[:e], []byte("\r\n")), headPlain
 		}
-		end, lines, st := headEnd(b)
+		var lf lineEnds
+		end, lines, st := headEnd(b, &lf)
 		if end != wantEnd || lines != wantLines || st != want {
 			t.Fatalf("%q: %d %d %v, want %d %d %v", b, end, lines, st, wantEnd, wantLines, want)
 		}
+		if st == headPlain { // the request line's end, then each header line's
+			for k, from := 0, 0; k <= lines && k < len(lf); k++ {
+				i := from + bytes.IndexByte(b[from:], '\n')
+				if int(lf[k]) != i {
+					t.Fatalf("%q: line %d ends at %d, headEnd says %d", b, k, i, lf[k])
+				}
+				from = i + 1
+			}
+		}
 	})
+}
+
+// TestParseHeadManyLines: past the line ends headEnd keeps, parseHead
+// finds them itself; the boundary and beyond parse as net/http parses.
+func TestParseHeadManyLines(t *testing.T) {
+	for _, n := range []int{1, 62, 63, 64, 65, 100} {
+		var b strings.Builder
+		b.WriteString("GET /a HTTP/1.1\r\nHost: h\r\n")
+		for i := range n {
+			fmt.Fprintf(&b, "X-H%d: v%d\r\n", i%40, i) // names repeat past 40
+		}
+		b.WriteString("\r\n")
+		h, _, st := parseHead([]byte(b.String()))
+		if st != headPlain {
+			t.Fatalf("%d lines: status %v", n, st)
+		}
+		want, err := http.ReadRequest(bufio.NewReader(strings.NewReader(b.String())))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(h.header, want.Header) || len(h.keys) != n+1 || h.keys[n] != fmt.Sprintf("X-H%d", (n-1)%40) || h.vals[n] != fmt.Sprintf("v%d", n-1) {
+			t.Fatalf("%d lines: header %v, last line %q: %q", n, h.header, h.keys[n], h.vals[n])
+		}
+	}
 }
