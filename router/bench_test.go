@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/triagegw/triage/internal/testenv"
 	"github.com/triagegw/triage/router/access"
 )
 
@@ -20,10 +21,6 @@ import (
 // ../shared/bench's mock: the benchmark then measures the gateway's path.
 func instantUpstream(b *testing.B, stream bool) string {
 	b.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
 	var resp string
 	if stream {
 		var sb strings.Builder
@@ -38,30 +35,19 @@ func instantUpstream(b *testing.B, stream bool) string {
 		body := `{"id":"chatcmpl-1","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hello"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`
 		resp = fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 	}
-	go func() {
+	return "http://" + testenv.ServeConns(b, func(c net.Conn) {
+		br := bufio.NewReader(c)
 		for {
-			c, err := ln.Accept()
+			req, err := http.ReadRequest(br)
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for {
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					io.Copy(io.Discard, req.Body)
-					if _, err := io.WriteString(c, resp); err != nil {
-						return
-					}
-				}
-			}()
+			io.Copy(io.Discard, req.Body)
+			if _, err := io.WriteString(c, resp); err != nil {
+				return
+			}
 		}
-	}()
-	b.Cleanup(func() { ln.Close() })
-	return "http://" + ln.Addr().String()
+	})
 }
 
 // BenchmarkRequestPath runs the whole handler in process (body read,

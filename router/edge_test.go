@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/triagegw/triage/internal/testenv"
 	"github.com/triagegw/triage/router/config"
 )
 
@@ -223,50 +224,36 @@ func TestCheckHeadersHeadSizeAgrees(t *testing.T) {
 // forwarded from net/http's map: the same lines, in the map's order.
 func TestHeaderLinesReachTheReplicaInOrder(t *testing.T) {
 	heads := make(chan []string, 4)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
+	replica := testenv.ServeConns(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
 		for {
-			c, err := ln.Accept()
-			if err != nil {
+			// The head as it came: http.ReadRequest's map would lose
+			// its order.
+			var lines []string
+			n := 0
+			for {
+				line, err := br.ReadString('\n')
+				if err != nil {
+					return
+				}
+				line = strings.TrimSuffix(line, "\r\n")
+				if line == "" {
+					break
+				}
+				if k, v, ok := strings.Cut(line, ": "); ok && k == "Content-Length" {
+					n, _ = strconv.Atoi(v)
+				}
+				lines = append(lines, line)
+			}
+			if _, err := io.CopyN(io.Discard, br, int64(n)); err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for {
-					// The head as it came: http.ReadRequest's map would
-					// lose its order.
-					var lines []string
-					n := 0
-					for {
-						line, err := br.ReadString('\n')
-						if err != nil {
-							return
-						}
-						line = strings.TrimSuffix(line, "\r\n")
-						if line == "" {
-							break
-						}
-						if k, v, ok := strings.Cut(line, ": "); ok && k == "Content-Length" {
-							n, _ = strconv.Atoi(v)
-						}
-						lines = append(lines, line)
-					}
-					if _, err := io.CopyN(io.Discard, br, int64(n)); err != nil {
-						return
-					}
-					heads <- lines[1:] // less the request line
-					body := `{"id":"c","object":"chat.completion","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`
-					fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-				}
-			}()
+			heads <- lines[1:] // less the request line
+			body := `{"id":"c","object":"chat.completion","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`
+			fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 		}
-	}()
-	h := newHarness(t, newConfig("p", poolCfg("p", "m", "http://"+ln.Addr().String())))
+	})
+	h := newHarness(t, newConfig("p", poolCfg("p", "m", "http://"+replica)))
 	body := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
 	head := "POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\n" +
 		"X-Zeta: 1\r\nAccept: a\r\nConnection: keep-alive, X-Hop\r\nX-Hop: no\r\nauthorization: Bearer client\r\n" +

@@ -106,36 +106,21 @@ func upstreamReply(stream bool) []byte {
 // rawUpstream answers every request on every connection with reply,
 // reading heads line by line from a buffer and allocating nothing.
 func rawUpstream(tb testing.TB, reply []byte) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { ln.Close() })
-	go func() {
+	return "http://" + testenv.ServeConns(tb, func(c net.Conn) {
+		br := bufio.NewReaderSize(c, 64<<10)
 		for {
-			c, err := ln.Accept()
+			n, _, err := readHeadFraming(br)
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReaderSize(c, 64<<10)
-				for {
-					n, _, err := readHeadFraming(br)
-					if err != nil {
-						return
-					}
-					if _, err := br.Discard(n); err != nil {
-						return
-					}
-					if _, err := c.Write(reply); err != nil {
-						return
-					}
-				}
-			}()
+			if _, err := br.Discard(n); err != nil {
+				return
+			}
+			if _, err := c.Write(reply); err != nil {
+				return
+			}
 		}
-	}()
-	return "http://" + ln.Addr().String()
+	})
 }
 
 // readHeadFraming reads a message head and returns its Content-Length (0

@@ -14,13 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/triagegw/triage/internal/testenv"
 	"github.com/triagegw/triage/router/pool"
 )
 
 // fuzzUpstream is one loopback listener whose connections answer a
 // request with the bytes the current fuzz input gives.
 type fuzzUpstream struct {
-	ln  net.Listener
 	url string
 	mu  sync.Mutex
 	// respond writes the answer to c after the request was read.
@@ -28,31 +28,16 @@ type fuzzUpstream struct {
 }
 
 func newFuzzUpstream(f *testing.F) *fuzzUpstream {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		f.Fatal(err)
-	}
-	u := &fuzzUpstream{ln: ln, url: "http://" + ln.Addr().String()}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				if _, _, err := readRequest(br); err != nil {
-					return
-				}
-				u.mu.Lock()
-				respond := u.respond
-				u.mu.Unlock()
-				respond(c)
-			}()
+	u := &fuzzUpstream{}
+	u.url = "http://" + testenv.ServeConns(f, func(c net.Conn) {
+		if _, _, err := readRequest(bufio.NewReader(c)); err != nil {
+			return
 		}
-	}()
-	f.Cleanup(func() { ln.Close() })
+		u.mu.Lock()
+		respond := u.respond
+		u.mu.Unlock()
+		respond(c)
+	})
 	return u
 }
 
