@@ -22,7 +22,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -195,33 +194,11 @@ func (p *proc) signal(t *testing.T, sig os.Signal) {
 
 func (p *proc) url(path string) string { return "http://" + p.addr + path }
 
-// freeAddr returns a loopback address with a port free at the time of the
-// call, and never one it returned before in this test binary: a port
-// just released can be handed out again at once, and two children of
-// one test (a gateway and its replica) given the same port would
-// collide.
+// freeAddr returns a loopback address with testenv.FreePort's port.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	handedOut.Lock()
-	defer handedOut.Unlock()
-	for {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("finding a free port: %v", err)
-		}
-		addr := l.Addr().String()
-		l.Close()
-		if !handedOut.addrs[addr] {
-			handedOut.addrs[addr] = true
-			return addr
-		}
-	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(testenv.FreePort(t)))
 }
-
-var handedOut = struct {
-	sync.Mutex
-	addrs map[string]bool
-}{addrs: map[string]bool{}}
 
 // errPortTaken reports that a child lost the race for its free port.
 var errPortTaken = errors.New("port taken")

@@ -44,7 +44,7 @@ func Redis(t testing.TB) (addr string, stop func(), start func()) {
 	s := &redisServer{bin: bin, dir: t.TempDir()}
 	// A free port is only free until someone takes it: try a few.
 	for try := 0; ; try++ {
-		s.port = freePort(t)
+		s.port = FreePort(t)
 		err := s.start()
 		if err == nil {
 			break
@@ -150,10 +150,12 @@ func ping(addr string) error {
 	return nil
 }
 
-// freePort is a loopback TCP port no one listened on a moment ago, and
-// not one it gave before in this process: a server stopped to test an
-// outage keeps its port for its restart.
-func freePort(t testing.TB) int {
+// FreePort is a loopback TCP port no one listened on a moment ago, and
+// not one it gave before in this process: a port just released can be
+// handed out again at once, and two servers of one test (a gateway and
+// its replica, or a Redis stopped to test an outage and kept for its
+// restart) given the same port would collide.
+func FreePort(t testing.TB) int {
 	t.Helper()
 	portsGiven.Lock()
 	defer portsGiven.Unlock()
