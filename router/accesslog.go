@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
+
+	"github.com/triagegw/triage/router/internal/wire"
 )
 
 // The access log is one JSON line per request, in the same shape as the
@@ -228,8 +230,7 @@ func appendJSON[T string | []byte](dst []byte, s T) []byte {
 	dst = append(dst, '"')
 	for i := 0; i < len(s); {
 		j := i
-		for j+8 <= len(s) && !jsonSpecial8(uint64(s[j])|uint64(s[j+1])<<8|uint64(s[j+2])<<16|uint64(s[j+3])<<24|
-			uint64(s[j+4])<<32|uint64(s[j+5])<<40|uint64(s[j+6])<<48|uint64(s[j+7])<<56) {
+		for j+8 <= len(s) && !jsonSpecial8(wire.Word(s, j)) {
 			j += 8
 		}
 		for j < len(s) && jsonPlain[s[j]] {

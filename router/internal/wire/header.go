@@ -105,10 +105,10 @@ search:
 		if len(k) >= 8 {
 			w := 0
 			for off := 0; off+8 < len(k); off += 8 {
-				e.words[w] = word(k, off)
+				e.words[w] = Word(k, off)
 				w++
 			}
-			e.words[w] = word(k, len(k)-8)
+			e.words[w] = Word(k, len(k)-8)
 		}
 	}
 }
@@ -146,22 +146,15 @@ func known[T string | []byte](name T) (string, bool) {
 	}
 	w := 0
 	for off := 0; off+8 < n; off += 8 {
-		if lower8(word(name, off)) != e.words[w] {
+		if lower8(Word(name, off)) != e.words[w] {
 			return "", false
 		}
 		w++
 	}
-	if lower8(word(name, n-8)) != e.words[w] {
+	if lower8(Word(name, n-8)) != e.words[w] {
 		return "", false
 	}
 	return e.canon, true
-}
-
-// word is the eight bytes of s at off, little-endian.
-func word[T string | []byte](s T, off int) uint64 {
-	s = s[off : off+8]
-	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
-		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 }
 
 // lower8 maps the bytes 'A' to 'Z' of x to lower case and leaves the
