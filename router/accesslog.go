@@ -172,14 +172,10 @@ func appendFloat3(b []byte, f float32) []byte {
 	} else {
 		m |= 1 << 23
 	}
-	// f = m·2^(exp-150); f·1000 = m·1000·2^(exp-150), below 2^30·1000.
+	// f = m·2^(exp-150) and exp < 147, so f·1000 is m·1000 (below 2^34)
+	// shifted right by at least 4 bits.
 	var q uint64
-	switch sh := 150 - exp; {
-	case sh <= 0:
-		q = m * 1000 << -sh
-	case sh >= 64:
-		q = 0 // below 2^-40: rounds to zero
-	default:
+	if sh := 150 - exp; sh < 64 { // from 64 bits, f is below 2^-40: q stays 0
 		x := m * 1000
 		q = x >> sh
 		r, half := x&(1<<sh-1), uint64(1)<<(sh-1)

@@ -228,8 +228,8 @@ func (w *response) writeHeaderLines() {
 			if strings.IndexByte(v, '\r') >= 0 || strings.IndexByte(v, '\n') >= 0 {
 				v = strings.NewReplacer("\r", " ", "\n", " ").Replace(v)
 			}
-			// One copy into the buffer when the line fits in what is
-			// left of it (Write then only counts it), four otherwise.
+			// Appended to the buffer's free space and handed to Write
+			// once when the line fits there; four writes otherwise.
 			if n := len(k) + len(v) + 4; n <= bw.Available() {
 				l := bw.AvailableBuffer()
 				l = append(l, k...)
