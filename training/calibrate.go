@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 
 	"github.com/triagegw/triage/classifier"
 	"github.com/triagegw/triage/datasets"
@@ -44,6 +46,46 @@ type Calibration struct {
 	OldECE, ECE                 float64
 	// Floors are the fitted floors, per class, at Temperature.
 	Floors evaluation.FloorReport
+	// Eval reports the tier at Temperature on the rows fitted on, keyed
+	// as training keys its held-out reports after the set's name: "" for
+	// all rows, "/realism=X" per realism.
+	Eval map[string]classifier.Report
+}
+
+// RefreshEval replaces tier n's reports on the calibration set in h (those
+// keyed by name, the set's file name, as training keys them) with c.Eval,
+// so that an artifact's figures on that set are its calibrated
+// temperature's, with the encoder it names, and not those of the
+// temperature (or encoder) it was trained with. A tier without reports on
+// that set gets none: a calibration set is not a held-out set unless it
+// was one already. h's tier must be its own (as Heads.Calibrated's copy's
+// is): its Eval map is replaced, not written to. It returns the reports on
+// other sets that stay as they were.
+func (c *Calibration) RefreshEval(h *classifier.Heads, n int, name string) (kept []string) {
+	t := h.Tier(n)
+	if t == nil {
+		return nil
+	}
+	if _, ok := t.Eval[name]; !ok {
+		for k := range t.Eval {
+			kept = append(kept, k)
+		}
+		sort.Strings(kept)
+		return kept
+	}
+	eval := make(map[string]classifier.Report, len(t.Eval))
+	for k, r := range t.Eval {
+		if k != name && !strings.HasPrefix(k, name+"/") {
+			eval[k] = r
+			kept = append(kept, k)
+		}
+	}
+	for k, r := range c.Eval {
+		eval[name+k] = r
+	}
+	t.Eval = eval
+	sort.Strings(kept)
+	return kept
 }
 
 // FloorsByClass returns the fitted floors by class, as
@@ -110,6 +152,10 @@ func Calibrate(ctx context.Context, rows []datasets.Row, o CalibrateOptions) (*C
 	}
 	fo.Robust = o.GroupBy != ""
 	c.Floors = evaluation.FitFloors(scored, fo)
+	c.Eval = evaluateRows(known, func(i int, _ datasets.Row, out []float32) {
+		copy(out, logits[i])
+		classifier.Softmax(out, c.Temperature)
+	}, o.Classes)
 	return c, nil
 }
 

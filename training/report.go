@@ -33,6 +33,11 @@ func (r *Result) report(path string, reports map[string]classifier.Report) map[s
 // (key "/realism=X"). Rows whose label the head does not know are left
 // out.
 func evaluate(probs func(text string, out []float32), set *datasets.Set, classes []string) map[string]classifier.Report {
+	return evaluateRows(set.Rows, func(_ int, r datasets.Row, out []float32) { probs(r.Text, out) }, classes)
+}
+
+// evaluateRows is evaluate on rows, probs given each row and its index.
+func evaluateRows(rows []datasets.Row, probs func(i int, r datasets.Row, out []float32), classes []string) map[string]classifier.Report {
 	index := classifier.ClassIndex(classes)
 	type slice struct {
 		probs [][]float32
@@ -47,13 +52,13 @@ func evaluate(probs func(text string, out []float32), set *datasets.Set, classes
 		}
 		s.probs, s.y = append(s.probs, p), append(s.y, y)
 	}
-	for _, r := range set.Rows {
+	for i, r := range rows {
 		y, ok := index[r.Label]
 		if !ok {
 			continue
 		}
 		p := make([]float32, len(classes))
-		probs(r.Text, p)
+		probs(i, r, p)
 		add("", p, y)
 		if r.Realism != "" {
 			add("/realism="+r.Realism, p, y)

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -283,7 +285,7 @@ func TestCalibrate(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	var rows []datasets.Row
 	for i := range 600 {
-		rows = append(rows, datasets.Row{Text: fmt.Sprint("t", i), Label: classes[i%3], Cols: map[string]string{"source": fmt.Sprint("s", i%2)}})
+		rows = append(rows, datasets.Row{Text: fmt.Sprint("t", i), Label: classes[i%3], Realism: []string{"exam", "post", ""}[i%4%3], Cols: map[string]string{"source": fmt.Sprint("s", i%2)}})
 	}
 	rows = append(rows, datasets.Row{Text: "unknown", Label: "astrology"})
 	logits := func(_ context.Context, texts []string) ([][]float32, error) {
@@ -312,8 +314,46 @@ func TestCalibrate(t *testing.T) {
 	if c, err = Calibrate(context.Background(), rows, o); err != nil || c.Temperature == 1.5 {
 		t.Fatalf("refit: temperature %v, %v", c.Temperature, err)
 	}
+	// The reports on the rows fitted on are at the refitted temperature:
+	// the same calibration error, keyed as training keys its held-out
+	// reports, the unknown label left out.
+	if all := c.Eval[""]; all.N != 600 || all.ECE != c.ECE || all.ECE == c.OldECE || all.Accuracy < 0.5 {
+		t.Fatalf("Eval[\"\"] %+v; ECE %v, %v before", all, c.ECE, c.OldECE)
+	}
+	if n := c.Eval["/realism=exam"].N + c.Eval["/realism=post"].N; len(c.Eval) != 3 || n != 450 {
+		t.Fatalf("Eval slices %v, %d rows in them", slices.Sorted(maps.Keys(c.Eval)), n)
+	}
 	if _, err := Calibrate(context.Background(), rows[:40], o); !errors.Is(err, ErrTooFewRows) || !strings.Contains(err.Error(), "40 rows") {
 		t.Fatalf("40 rows: %v", err)
+	}
+}
+
+// TestRefreshEval replaces a tier's reports on the calibration set, and
+// only those: its slices go with it, a name it prefixes stays, and a tier
+// without reports on the set gets none. The heads copied from keep theirs.
+func TestRefreshEval(t *testing.T) {
+	old := classifier.Report{N: 7}
+	eval := map[string]classifier.Report{"dev.jsonl": old, "dev.jsonl/realism=exam": old, "dev.jsonl/realism=gone": old, "dev.jsonl2": old, "held.jsonl": old}
+	h := &classifier.Heads{Tier1: &classifier.Tier{Eval: eval}}
+	c := &Calibration{Eval: map[string]classifier.Report{"": {N: 600}, "/realism=exam": {N: 300}}}
+	cal, err := h.Calibrated(1, 2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := c.RefreshEval(cal, 1, "dev.jsonl")
+	got := cal.Tier1.Eval
+	if !slices.Equal(kept, []string{"dev.jsonl2", "held.jsonl"}) || len(got) != 4 || got["dev.jsonl"].N != 600 || got["dev.jsonl/realism=exam"].N != 300 || got["dev.jsonl2"].N != 7 || got["held.jsonl"].N != 7 {
+		t.Fatalf("kept %v, eval %v", kept, got)
+	}
+	if len(eval) != 5 || eval["dev.jsonl"].N != 7 || h.Tier1.Eval["dev.jsonl"].N != 7 {
+		t.Fatalf("the heads copied from changed: %v", eval)
+	}
+	kept = c.RefreshEval(cal, 1, "calib.jsonl")
+	if len(kept) != 4 || len(cal.Tier1.Eval) != 4 || cal.Tier1.Eval["calib.jsonl"].N != 0 {
+		t.Fatalf("a set the tier has no report on: kept %v, eval %v", kept, cal.Tier1.Eval)
+	}
+	if kept := c.RefreshEval(cal, 2, "dev.jsonl"); kept != nil {
+		t.Fatalf("no tier 2: kept %v", kept)
 	}
 }
 

@@ -113,10 +113,24 @@ func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
+	name := filepath.Base(f.data)
+	kept := cal.RefreshEval(c, f.tier, name)
 	if err := c.CopyTo(f.out); err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "calibrate: wrote %s; temperature %.3f, %d floors\n", describeFiles(f.out), cal.Temperature, len(cal.Floors.Classes))
+	refreshed := ""
+	if _, ok := c.Tier(f.tier).Eval[name]; ok {
+		refreshed = fmt.Sprintf("; tier %d's report on %s now at that temperature", f.tier, name)
+	}
+	fmt.Fprintf(stderr, "calibrate: wrote %s; temperature %.3f, %d floors%s\n", describeFiles(f.out), cal.Temperature, len(cal.Floors.Classes), refreshed)
+	if cal.Temperature != cal.OldTemperature {
+		for _, k := range kept {
+			if !strings.Contains(k, "/") { // a set, not one of its slices
+				fmt.Fprintf(stderr, "calibrate: tier %d's report on %s was measured at temperature %.3f: its ECE and NLL do not hold at %.3f (`triage eval --heads %s --tier %d --data %s` measures them again)\n",
+					f.tier, k, cal.OldTemperature, cal.Temperature, f.out, f.tier, k)
+			}
+		}
+	}
 	return nil
 }
 
