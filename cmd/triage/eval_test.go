@@ -207,11 +207,19 @@ func TestEvalCLITier2(t *testing.T) {
 
 // recordedAsMeasured fails unless the report the heads record for tier n
 // on dev is what eval measured (its --json output r): the artifact's
-// figures are those of its temperature and encoder.
+// figures are those of its temperature and encoder. Tier 1 is pure Go and
+// gives the same on every machine; tier 2 runs ONNX Runtime, whose kernels
+// differ by CPU, so one text may go the other way there (the float
+// encoder's figures, which the int8 heads recorded before, were two texts
+// and 0.0004 of ECE away).
 func recordedAsMeasured(t *testing.T, rec classifier.Report, r map[string]any, n int) {
 	t.Helper()
 	acc, ece := r["accuracy"].(float64), r["ece"].(float64)
-	if rec.N != int(r["n"].(float64)) || math.Abs(rec.Accuracy-acc) > 1e-9 || math.Abs(rec.ECE-ece) > 1e-4 {
+	texts, eceTol := 0.0, 1e-4
+	if n == 2 {
+		texts, eceTol = 1, 3e-4
+	}
+	if rec.N != int(r["n"].(float64)) || math.Abs(rec.Accuracy-acc) > (texts+1e-6)/float64(rec.N) || math.Abs(rec.ECE-ece) > eceTol {
 		t.Fatalf("tier %d on dev: the heads record n %d, accuracy %.4f, ECE %.4f; eval measures n %v, accuracy %.4f, ECE %.4f (after a calibration or an encoder change, `triage calibrate --out` on dev records them again)",
 			n, rec.N, rec.Accuracy, rec.ECE, r["n"], acc, ece)
 	}
