@@ -72,12 +72,30 @@ func (l *Linear) Logits(x, out []float32) {
 		hiddenPool.Put(hp)
 		return
 	}
-	d := l.Dims
-	for c := range l.Classes {
-		row := l.W[c*d : c*d+d]
+	// Four classes at a time: four independent sums per pass over x, each
+	// in the order of the one-class loop (so the logits are the same
+	// bits), with the slices cut to x's length so that no index is
+	// checked. The sums' additions, not the loads, bound this loop.
+	d, k := l.Dims, len(l.Classes)
+	x = x[:d]
+	c := 0
+	for ; c+3 < k; c += 4 {
+		w := l.W[c*d : c*d+4*d]
+		r0, r1, r2, r3 := w[:len(x)], w[d:][:len(x)], w[2*d:][:len(x)], w[3*d:][:len(x)]
+		s0, s1, s2, s3 := l.B[c], l.B[c+1], l.B[c+2], l.B[c+3]
+		for i, v := range x {
+			s0 += r0[i] * v
+			s1 += r1[i] * v
+			s2 += r2[i] * v
+			s3 += r3[i] * v
+		}
+		out[c], out[c+1], out[c+2], out[c+3] = s0, s1, s2, s3
+	}
+	for ; c < k; c++ {
+		r := l.W[c*d : c*d+d][:len(x)]
 		s := l.B[c]
-		for i, w := range row {
-			s += w * x[i]
+		for i, v := range x {
+			s += r[i] * v
 		}
 		out[c] = s
 	}
