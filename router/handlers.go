@@ -570,7 +570,7 @@ func (g *Gateway) account(s *snapshot, al *accessLine) {
 		if al.semantic {
 			route = orDefault(al.dec.Route)
 		}
-		g.metrics.Tokens(poolName, route, res.Usage.PromptTokens, res.Usage.CompletionTokens)
+		pm.Tokens(route, res.Usage.PromptTokens, res.Usage.CompletionTokens)
 	}
 	if s.usageOut != nil && al.principal != "" && al.pool != nil {
 		g.recordUsage(s, al, poolName)

@@ -208,6 +208,26 @@ type Pool struct {
 	Retries  prometheus.Counter
 	Aborted  prometheus.Counter
 	codes    [600]atomic.Pointer[prometheus.Counter]
+	unrouted atomic.Pointer[[2]prometheus.Counter] // tokens of requests naming the pool's model
+}
+
+// Tokens counts a response's reported usage in this pool, for route
+// (NoRoute: the request named the pool's model). NoRoute's counters are
+// cached in the pool, found without a lookup; routes' go through Metrics.
+func (p *Pool) Tokens(route string, prompt, completion int64) {
+	if route != NoRoute {
+		p.m.Tokens(p.name, route, prompt, completion)
+		return
+	}
+	c := p.unrouted.Load()
+	if c == nil {
+		// Two first requests may both get here: the vector hands both the
+		// same children.
+		c = &[2]prometheus.Counter{p.m.tokens.WithLabelValues(p.name, NoRoute, "prompt"), p.m.tokens.WithLabelValues(p.name, NoRoute, "completion")}
+		p.unrouted.Store(c)
+	}
+	c[0].Add(float64(prompt))
+	c[1].Add(float64(completion))
 }
 
 // Code returns the request counter for an HTTP status, cached after first use.

@@ -65,3 +65,27 @@ func BenchmarkCode(b *testing.B) {
 		p.Code(200).Inc()
 	}
 }
+
+// TestPoolTokens counts usage into the pool's series, by route: the
+// unrouted counters the pool caches and a route's, which go through
+// Metrics, land where Metrics.Tokens puts them.
+func TestPoolTokens(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := New(reg)
+	p := m.Pool("code")
+	p.Tokens(NoRoute, 10, 3)
+	p.Tokens(NoRoute, 5, 0)
+	p.Tokens("coding", 7, 2)
+	m.Tokens("code", NoRoute, 1, 1)
+	want := `
+# HELP triage_tokens_total Tokens the replicas reported in their responses' usage, by pool, route ("none": the request named a pool's model) and kind (prompt, completion).
+# TYPE triage_tokens_total counter
+triage_tokens_total{kind="completion",pool="code",route="coding"} 2
+triage_tokens_total{kind="completion",pool="code",route="none"} 4
+triage_tokens_total{kind="prompt",pool="code",route="coding"} 7
+triage_tokens_total{kind="prompt",pool="code",route="none"} 16
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "triage_tokens_total"); err != nil {
+		t.Fatal(err)
+	}
+}
