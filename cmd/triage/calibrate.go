@@ -120,7 +120,7 @@ func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	refreshed := ""
 	if _, ok := c.Tier(f.tier).Eval[name]; ok {
-		refreshed = fmt.Sprintf("; tier %d's report on %s now at that temperature", f.tier, name)
+		refreshed = fmt.Sprintf("; tier %d's report on %s measured again with it", f.tier, name)
 	}
 	fmt.Fprintf(stderr, "calibrate: wrote %s; temperature %.3f, %d floors%s\n", describeFiles(f.out), cal.Temperature, len(cal.Floors.Classes), refreshed)
 	if cal.Temperature != cal.OldTemperature {

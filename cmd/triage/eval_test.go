@@ -122,7 +122,7 @@ func TestCalibrateCLI(t *testing.T) {
 	}
 	// The copy's report on dev, the set it was calibrated on, is at the
 	// calibrated temperature.
-	if !strings.Contains(se.String(), "tier 1's report on dev.jsonl now at that temperature") {
+	if !strings.Contains(se.String(), "tier 1's report on dev.jsonl measured again with it") {
 		t.Fatalf("calibrate's messages:\n%s", se.String())
 	}
 	var r map[string]any
