@@ -13,6 +13,10 @@
 # commit before a change against the one after it. Needs valgrind
 # (apt-get install valgrind). --fair-sched=yes: without it, a run of the
 # serve path now and then stalls under valgrind's thread lock.
+# cpu.rdtscp=off: the runtime reads the clock with RDTSCP when a lock is
+# contended, which this valgrind (3.19) answers with SIGILL; without it most
+# runs of ServePath/tier1 died that way. (golang.org/x/sys/cpu prints that
+# it does not know the option; the runtime does.)
 set -euo pipefail
 pkg=$1 re=$2 n1=$3 n2=$4 bin=${5:-}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,7 +29,7 @@ fi
 count() {
 	local out v try
 	for try in 1 2 3 4 5; do
-		out=$(cd "$root/$pkg" && GOGC=off GOMAXPROCS=1 GODEBUG=asyncpreemptoff=1 timeout 300 \
+		out=$(cd "$root/$pkg" && GOGC=off GOMAXPROCS=1 GODEBUG=asyncpreemptoff=1,cpu.rdtscp=off timeout 300 \
 			valgrind --fair-sched=yes --tool=callgrind --callgrind-out-file=/dev/null \
 			"$bin" -test.run '^$' -test.bench "$re" -test.benchtime="${1}x" 2>&1) || true
 		v=$(awk '/Collected/ {print $4}' <<<"$out")
