@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/triagegw/triage/internal/testenv"
 	"github.com/triagegw/triage/router/tlsconf"
 	"github.com/triagegw/triage/router/tlsconf/tlsconftest"
 )
@@ -27,34 +28,20 @@ type echoServer struct {
 
 func serve(t *testing.T, cfg *tls.Config) *echoServer {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	s := &echoServer{addr: ln.Addr().String()}
-	tln := tls.NewListener(ln, cfg)
-	go func() {
-		for {
-			c, err := tln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				tc := c.(*tls.Conn)
-				if err := tc.Handshake(); err != nil {
-					return
-				}
-				if pc := tc.ConnectionState().PeerCertificates; len(pc) > 0 {
-					s.mu.Lock()
-					s.peers = append(s.peers, pc[0])
-					s.mu.Unlock()
-				}
-				_, _ = io.Copy(c, c)
-			}()
+	s := &echoServer{}
+	s.addr = testenv.ServeConns(t, func(c net.Conn) {
+		tc := tls.Server(c, cfg) // as tls.NewListener's Accept wraps it
+		defer tc.Close()
+		if err := tc.Handshake(); err != nil {
+			return
 		}
-	}()
+		if pc := tc.ConnectionState().PeerCertificates; len(pc) > 0 {
+			s.mu.Lock()
+			s.peers = append(s.peers, pc[0])
+			s.mu.Unlock()
+		}
+		_, _ = io.Copy(tc, tc)
+	})
 	return s
 }
 
