@@ -129,11 +129,17 @@ func (m *Metrics) Tokens(pool, route string, prompt, completion int64) {
 	k := tokenKey{pool, route}
 	v, ok := m.counted.Load(k)
 	if !ok {
-		v, _ = m.counted.LoadOrStore(k, [2]prometheus.Counter{m.tokens.WithLabelValues(pool, route, "prompt"), m.tokens.WithLabelValues(pool, route, "completion")})
+		v, _ = m.counted.LoadOrStore(k, m.tokenCounters(pool, route))
 	}
 	c := v.([2]prometheus.Counter)
 	c[0].Add(float64(prompt))
 	c[1].Add(float64(completion))
+}
+
+// tokenCounters are the prompt and completion token counters of a pool
+// and route.
+func (m *Metrics) tokenCounters(pool, route string) [2]prometheus.Counter {
+	return [2]prometheus.Counter{m.tokens.WithLabelValues(pool, route, "prompt"), m.tokens.WithLabelValues(pool, route, "completion")}
 }
 
 // Limited counts a request access control refused, by its error code.
@@ -223,7 +229,8 @@ func (p *Pool) Tokens(route string, prompt, completion int64) {
 	if c == nil {
 		// Two first requests may both get here: the vector hands both the
 		// same children.
-		c = &[2]prometheus.Counter{p.m.tokens.WithLabelValues(p.name, NoRoute, "prompt"), p.m.tokens.WithLabelValues(p.name, NoRoute, "completion")}
+		cs := p.m.tokenCounters(p.name, NoRoute)
+		c = &cs
 		p.unrouted.Store(c)
 	}
 	c[0].Add(float64(prompt))
