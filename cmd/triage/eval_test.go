@@ -33,15 +33,7 @@ func devSet(t *testing.T) string {
 func TestEvalCLI(t *testing.T) {
 	heads, models := defaultHeadsOrSkip(t)
 	dev := devSet(t)
-	var out, errb bytes.Buffer
-	args := []string{"--heads", heads, "--models", models, "--data", dev, "--by", "realism", "--json"}
-	if err := runEval(context.Background(), args, &out, &errb); err != nil {
-		t.Fatalf("eval: %v\n%s", err, errb.String())
-	}
-	var r map[string]any
-	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
-		t.Fatal(err)
-	}
+	r := evalJSON(t, "--heads", heads, "--models", models, "--data", dev, "--by", "realism")
 	for _, k := range []string{"accuracy", "macro_precision", "macro_recall", "macro_f1", "coverage", "escalation_rate", "per_class", "latency"} {
 		if _, ok := r[k]; !ok {
 			t.Errorf("--json lacks %q", k)
@@ -69,8 +61,7 @@ func TestEvalCLI(t *testing.T) {
 		t.Fatalf("%d realism slices, want 4", len(s))
 	}
 	// Gates: a bar it clears passes, one it cannot fails with the figures.
-	out.Reset()
-	errb.Reset()
+	var out, errb bytes.Buffer
 	if err := runEval(context.Background(), []string{"--heads", heads, "--models", models, "--data", dev, "--min-accuracy", "0.8"}, &out, &errb); err != nil {
 		t.Fatalf("gate 0.8: %v", err)
 	}
@@ -84,7 +75,7 @@ func TestEvalCLI(t *testing.T) {
 	errb.Reset()
 	t.Setenv("TRIAGE_MODELS", models)
 	train := filepath.Join(filepath.Dir(dev), "train.jsonl")
-	args = []string{"--rules", filepath.Join(repoRoot(), "rules.yaml"), "--config", filepath.Join(repoRoot(), "triage.yaml"), "--data", dev, "--html", html, "--train", train}
+	args := []string{"--rules", filepath.Join(repoRoot(), "rules.yaml"), "--config", filepath.Join(repoRoot(), "triage.yaml"), "--data", dev, "--html", html, "--train", train}
 	if err := runEval(context.Background(), args, &out, &errb); err != nil {
 		t.Fatalf("eval --rules: %v\n%s", err, errb.String())
 	}
@@ -125,15 +116,7 @@ func TestCalibrateCLI(t *testing.T) {
 	if !strings.Contains(se.String(), "tier 1's report on dev.jsonl measured again with it") {
 		t.Fatalf("calibrate's messages:\n%s", se.String())
 	}
-	var r map[string]any
-	so.Reset()
-	if err := runEval(context.Background(), []string{"--heads", out, "--models", models, "--data", dev, "--json"}, &so, &se); err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(so.Bytes(), &r); err != nil {
-		t.Fatal(err)
-	}
-	recordedAsMeasured(t, h.Tier1.Eval["dev.jsonl"], r, 1)
+	recordedAsMeasured(t, h.Tier1.Eval["dev.jsonl"], evalJSON(t, "--heads", out, "--models", models, "--data", dev), 1)
 	// --diff: a rules snippet, every floored class once.
 	so.Reset()
 	if err := runCalibrate(context.Background(), []string{"--heads", heads, "--models", models, "--data", dev, "--diff"}, &so, &se); err != nil {
@@ -194,15 +177,22 @@ func TestEvalCLITier2(t *testing.T) {
 	if err := needFiles(h, 2, modelsPlace{dir: models}); err != nil {
 		t.Skipf("tier 2's files: %v", err)
 	}
+	r := evalJSON(t, "--heads", heads, "--models", models, "--tier", "2", "--data", devSet(t))
+	recordedAsMeasured(t, h.Tier2.Eval["dev.jsonl"], r, 2)
+}
+
+// evalJSON runs triage eval with args and --json, and decodes its report.
+func evalJSON(t *testing.T, args ...string) map[string]any {
+	t.Helper()
 	var out, errb bytes.Buffer
-	if err := runEval(context.Background(), []string{"--heads", heads, "--models", models, "--tier", "2", "--data", devSet(t), "--json"}, &out, &errb); err != nil {
+	if err := runEval(context.Background(), append(args, "--json"), &out, &errb); err != nil {
 		t.Fatalf("eval: %v\n%s", err, errb.String())
 	}
 	var r map[string]any
 	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
 		t.Fatal(err)
 	}
-	recordedAsMeasured(t, h.Tier2.Eval["dev.jsonl"], r, 2)
+	return r
 }
 
 // recordedAsMeasured fails unless the report the heads record for tier n
