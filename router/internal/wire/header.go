@@ -1,6 +1,9 @@
 package wire
 
-import "net/textproto"
+import (
+	"net/textproto"
+	"strings"
+)
 
 // CanonicalKey is textproto.CanonicalMIMEHeaderKey(string(name)), without
 // allocating for the header names requests and responses commonly carry,
@@ -75,13 +78,7 @@ func init() {
 		if len(k) > maxKnownKey || !Token(k) || textproto.CanonicalMIMEHeaderKey(k) != k {
 			panic("wire: known header " + k + " is not a canonical token of at most maxKnownKey bytes")
 		}
-		b := []byte(k)
-		for j, c := range b {
-			if 'A' <= c && c <= 'Z' {
-				b[j] = c + 'a' - 'A'
-			}
-		}
-		lower[i] = string(b)
+		lower[i] = strings.ToLower(k) // a token: ASCII, so only 'A' to 'Z' change
 	}
 search:
 	for m := uint32(0x9E3779B1); ; m += 2 {
