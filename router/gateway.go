@@ -113,9 +113,10 @@ type snapshot struct {
 	// sessions keeps conversations on their route; it is handed from
 	// snapshot to snapshot while the rules' session settings stay.
 	sessions      *rules.Sessions
-	sessionHeader string    // canonical
-	shadowOut     io.Writer // the shadow decision log; nil: none
-	modelList     []byte    // the /v1/models body
+	sessionHeader string        // canonical
+	shadowOut     io.Writer     // the shadow decision log; nil: none
+	modelList     []byte        // the /v1/models body without access control
+	listed        []listedModel // what /v1/models lists, for access control to filter
 	// split is the rules' live split; nil: none.
 	split *splitState
 	// access is who may call and how much; nil: everyone, without limit.
@@ -352,7 +353,8 @@ func (g *Gateway) Apply(cfg *config.Config, routing *rules.Set) error {
 			s.usageOut = w
 		}
 	}
-	s.modelList = modelList(s)
+	s.listed = listModels(s)
+	s.modelList = renderModels(s.listed)
 	g.snap.Store(s)
 	g.runJWT(jwt)
 	if s.access != nil {
@@ -455,26 +457,26 @@ func apisOf(kind string) []string {
 	return []string{"chat.completions", "completions", "embeddings", "messages", "responses"}
 }
 
-// modelList renders /v1/models: every name a client may send.
-func modelList(s *snapshot) []byte {
-	type model struct {
-		ID      string `json:"id"`
-		Object  string `json:"object"`
-		Created int64  `json:"created"`
-		OwnedBy string `json:"owned_by"`
-		Root    string `json:"root"`
-		// APIs are the endpoints that may name the model: what its pool
-		// serves, directly or translated.
-		APIs []string `json:"triage_apis"`
-	}
-	var list struct {
-		Object string  `json:"object"`
-		Data   []model `json:"data"`
-	}
-	list.Object = "list"
-	list.Data = []model{}
+// listedModel is one entry of /v1/models.
+type listedModel struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+	Root    string `json:"root"`
+	// APIs are the endpoints that may name the model: what its pool
+	// serves, directly or translated.
+	APIs []string `json:"triage_apis"`
+	// pool serves the model ("" for a rules alias, which may land on any).
+	pool string
+}
+
+// listModels is every name a client may send, sorted: each pool's models
+// and aliases, and the rules' aliases.
+func listModels(s *snapshot) []listedModel {
+	out := []listedModel{}
 	for name, e := range s.models {
-		list.Data = append(list.Data, model{ID: name, Object: "model", Created: s.loadedAt.Unix(), OwnedBy: "triage", Root: e.model, APIs: apisOf(e.kind)})
+		out = append(out, listedModel{ID: name, Object: "model", Created: s.loadedAt.Unix(), OwnedBy: "triage", Root: e.model, APIs: apisOf(e.kind), pool: e.pool.Name()})
 	}
 	if s.rules != nil {
 		// A rules alias may land on any pool: what every pool serves, the
@@ -486,11 +488,29 @@ func modelList(s *snapshot) []byte {
 					apis = apisOf(pool.KindAnthropic)
 				}
 			}
-			list.Data = append(list.Data, model{ID: a, Object: "model", Created: s.loadedAt.Unix(), OwnedBy: "triage", Root: a, APIs: apis})
+			out = append(out, listedModel{ID: a, Object: "model", Created: s.loadedAt.Unix(), OwnedBy: "triage", Root: a, APIs: apis})
 		}
 	}
-	sort.Slice(list.Data, func(i, j int) bool { return list.Data[i].ID < list.Data[j].ID })
-	b, _ := json.Marshal(list)
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// mayName reports whether the caller may send m's name: what the request
+// path checks of a model name, and for a pool's model the pool too (as a
+// request naming it would be routed, to the default route).
+func mayName(c access.Caller, m *listedModel) bool {
+	if m.pool == "" {
+		return c.AllowModel(m.ID, true) == nil
+	}
+	return c.AllowModel(m.ID, false) == nil && c.AllowRoute(m.pool, "", "") == nil
+}
+
+// renderModels is the /v1/models body of the models list.
+func renderModels(models []listedModel) []byte {
+	b, _ := json.Marshal(struct {
+		Object string        `json:"object"`
+		Data   []listedModel `json:"data"`
+	}{"list", models})
 	return b
 }
 

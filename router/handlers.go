@@ -9,7 +9,9 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -83,23 +85,62 @@ func (g *Gateway) recovery(c *gin.Context) {
 	c.Next()
 }
 
+// models lists the model names a client may send. With access control on
+// it needs a credential, as every OpenAI endpoint does, and lists only
+// what the caller may name: another tenant's private pool is not shown.
 func (g *Gateway) models(c *gin.Context) {
-	c.Data(http.StatusOK, "application/json", g.snap.Load().modelList)
+	s := g.snap.Load()
+	if s.access == nil {
+		c.Data(http.StatusOK, "application/json", s.modelList)
+		return
+	}
+	caller, ok := g.authenticate(c, s)
+	if !ok {
+		return
+	}
+	mine := make([]listedModel, 0, len(s.listed))
+	for i := range s.listed {
+		if mayName(caller, &s.listed[i]) {
+			mine = append(mine, s.listed[i])
+		}
+	}
+	c.Data(http.StatusOK, "application/json", renderModels(mine))
 }
 
+// model describes one model name; with access control, only one the caller
+// may name (any other is not found, as one that does not exist).
 func (g *Gateway) model(c *gin.Context) {
 	s := g.snap.Load()
 	name := c.Param("model")[1:] // "/name" → "name"; names may hold slashes
-	root := ""
-	if e, ok := s.models[name]; ok {
-		root = e.model
-	} else if s.rules != nil && s.rules.IsAlias([]byte(name)) {
-		root = name
-	} else {
+	var caller access.Caller
+	if s.access != nil {
+		var ok bool
+		if caller, ok = g.authenticate(c, s); !ok {
+			return
+		}
+	}
+	i, found := slices.BinarySearchFunc(s.listed, name, func(m listedModel, name string) int { return strings.Compare(m.ID, name) })
+	if !found || s.access != nil && !mayName(caller, &s.listed[i]) {
 		openai.WriteError(c.Writer, openai.ModelNotFound(name))
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"id": name, "object": "model", "created": s.loadedAt.Unix(), "owned_by": "triage", "root": root})
+	m := s.listed[i]
+	c.JSON(http.StatusOK, gin.H{"id": name, "object": "model", "created": s.loadedAt.Unix(), "owned_by": "triage", "root": m.Root})
+}
+
+// authenticate checks the credential of a request that reads the gateway's
+// own state (no body, no limits): on a refusal it writes the answer, in
+// OpenAI's shape, and logs the request.
+func (g *Gateway) authenticate(c *gin.Context, s *snapshot) (access.Caller, bool) {
+	start := time.Now()
+	caller, d := s.access.Authenticate(c.Request.Header, start)
+	if d == nil {
+		return caller, true
+	}
+	al := accessLine{id: requestID(c.Request.Header)[0], path: c.Request.URL.Path, start: start}
+	g.deny(c.Writer, shapeOpenAI, &al, d)
+	g.account(s, &al)
+	return caller, false
 }
 
 func (g *Gateway) readyz(c *gin.Context) {
@@ -222,6 +263,31 @@ func (g *Gateway) serve(c *gin.Context, sh shape) {
 		return
 	}
 	al.model, al.stream = req.Model, req.Stream
+	// A Responses chain continues a response this caller made, on the
+	// replica that holds it. With access control, any other chain (another
+	// principal's response, or one this gateway does not know) is refused
+	// here, before anything is counted or forwarded: the owner check must
+	// not only steer the replica, or a replica holding the response would
+	// continue it for anyone.
+	var chain responseLoc
+	chained := false
+	if sh == shapeResponses {
+		prev, named, oe := chainOf(body, &req)
+		if oe == nil && named {
+			loc, ok := g.responses.get(prev)
+			switch {
+			case ok && loc.owner == al.principal:
+				chain, chained = loc, s.byName[loc.pool] != nil
+			case s.access != nil:
+				oe = previousNotFound(prev)
+			}
+		}
+		if oe != nil {
+			al.status, al.err = oe.Status, oe
+			openai.WriteError(w, oe)
+			return
+		}
+	}
 	var dec rules.Decision
 	alias, semantic := "", false
 	if s.rules != nil {
@@ -260,6 +326,7 @@ func (g *Gateway) serve(c *gin.Context, sh shape) {
 		t0 := time.Now()
 		var sig rules.Signals
 		release := s.signals(alias, body, &req, r.Header, &sig)
+		sig.Principal = al.principal
 		al.arm = s.assignArm(w.Header(), &sig, &al)
 		if al.trace != nil {
 			dec = s.rules.DecideTimed(r.Context(), sig, &al.trace.timing)
@@ -268,9 +335,9 @@ func (g *Gateway) serve(c *gin.Context, sh shape) {
 		}
 		if s.sessions != nil {
 			var recorded bool
-			dec, recorded = s.sessions.ApplyRecorded(sig.Session, dec)
+			dec, recorded = s.sessions.ApplyRecorded(sig.Principal, sig.Session, dec)
 			if recorded && g.share != nil {
-				g.share.offer(sig.Session, dec)
+				g.share.offer(sig.Principal, sig.Session, dec)
 			}
 		}
 		al.decideTime = time.Since(t0)
@@ -294,8 +361,15 @@ func (g *Gateway) serve(c *gin.Context, sh shape) {
 		sh.writeError(w, oe)
 		return
 	}
-	if s.access != nil && semantic && dec.Tier > 0 && !dec.Block {
-		if pool := caller.Pinned(dec.Class); pool != "" {
+	if s.access != nil && semantic && !dec.Block && (dec.Tier > 0 || dec.SessionClass != "") {
+		// A tenant's pin follows the class the route was decided for:
+		// this turn's, or, for a turn its session kept, the class the
+		// session's route was decided for.
+		class := dec.Class
+		if dec.SessionClass != "" {
+			class = dec.SessionClass
+		}
+		if pool := caller.Pinned(class); pool != "" {
 			dec.Pool, dec.Fallback = pool, "" // the tenant's own pool for this class
 			al.dec = dec
 		}
@@ -316,15 +390,13 @@ func (g *Gateway) serve(c *gin.Context, sh shape) {
 	if sh == shapeResponses {
 		// A chain continues where its previous response lives, whatever
 		// the subject of its new turn.
-		if prev := previousResponse(body, &req); prev != "" {
-			if loc, ok := g.responses.get(prev); ok && loc.owner == owner && s.byName[loc.pool] != nil {
-				e, prefer = s.byName[loc.pool], loc.replica
-				dec.Pool, dec.Fallback = loc.pool, ""
-				if semantic {
-					dec.Reason = "previous_response"
-				}
-				al.dec = dec
+		if chained {
+			e, prefer = s.byName[chain.pool], chain.replica
+			dec.Pool, dec.Fallback = chain.pool, ""
+			if semantic {
+				dec.Reason = "previous_response"
 			}
+			al.dec = dec
 		}
 		if e.kind == pool.KindAnthropic {
 			oe := openai.BadRequest("pool " + strconv.Quote(e.pool.Name()) + " (kind anthropic) does not serve the Responses API; send chat completions or messages, or route Responses to a vllm or openai pool")
@@ -401,6 +473,8 @@ func (g *Gateway) serve(c *gin.Context, sh shape) {
 func (g *Gateway) deny(w http.ResponseWriter, sh shape, al *accessLine, d *access.Denial) {
 	typ := openai.TypePermission
 	switch d.Status {
+	case http.StatusBadRequest:
+		typ = openai.TypeInvalidRequest
 	case http.StatusUnauthorized:
 		typ = openai.TypeAuthentication
 	case http.StatusTooManyRequests:

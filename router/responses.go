@@ -2,6 +2,7 @@ package router
 
 import (
 	"bytes"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"sync"
@@ -137,18 +138,73 @@ func responseID(b []byte) string {
 	}
 }
 
-// previousResponse is a Responses request's previous_response_id, "" when
-// it has none (or it is not a plain string).
-func previousResponse(body []byte, req *openai.Request) string {
+// chainOf reads a Responses request's previous_response_id: named is
+// false when the request continues nothing (the field absent or null);
+// id is the response it names, "" when that is not a plain response id
+// (a JSON string, escapes decoded, of the characters ids are made of),
+// which no index entry can match. A value that is not a string at all is
+// a 400, as the upstream would answer.
+func chainOf(body []byte, req *openai.Request) (id string, named bool, oe *openai.Error) {
 	s := req.PreviousResponseID
-	if s.Len() < 3 || body[s.Start] != '"' {
-		return ""
+	if s.Len() == 0 {
+		return "", false, nil
 	}
-	id := string(body[s.Start+1 : s.End-1])
-	if !validID(id) {
-		return ""
+	raw := body[s.Start:s.End]
+	switch raw[0] {
+	case 'n': // null
+		return "", false, nil
+	case '"':
+	default:
+		oe := openai.BadRequest("previous_response_id must be a string")
+		oe.Param = "previous_response_id"
+		return "", true, oe
 	}
-	return id
+	if bytes.IndexByte(raw, '\\') < 0 {
+		id = string(raw[1 : len(raw)-1])
+	} else if json.Unmarshal(raw, &id) != nil {
+		id = ""
+	}
+	if !validID(id) || !strings.HasPrefix(id, "resp") {
+		return "", true, nil
+	}
+	return id, true, nil
+}
+
+// previousNotFound is the 404 for a chain the caller may not continue: a
+// response another principal made answers exactly as one that does not
+// exist, and neither is forwarded.
+func previousNotFound(id string) *openai.Error {
+	what := "the previous_response_id"
+	if id != "" {
+		what = "id '" + id + "'"
+	}
+	return &openai.Error{Status: http.StatusNotFound, Message: "Previous response with " + what + " not found.",
+		Type: openai.TypeInvalidRequest, Param: "previous_response_id", Code: "previous_response_not_found"}
+}
+
+// responsePath checks the part of a stored response's path below
+// /v1/responses/ (rest, decoded, without its leading slash): one clean id
+// segment, then nothing or a sub-resource the method has (input_items to
+// read, cancel to POST). Anything else, dot segments, escaped slashes and
+// extra segments included, is refused: the owner check reads the first
+// segment, so the path a replica is sent must name no other response.
+func responsePath(method, rest string, escaped bool) (id, sub string, oe *openai.Error) {
+	id, sub, _ = strings.Cut(rest, "/")
+	bad := escaped || !validID(id) || !strings.HasPrefix(id, "resp") || strings.Contains(id, "..")
+	switch {
+	case bad:
+	case sub == "" && (method == http.MethodGet || method == http.MethodHead || method == http.MethodDelete):
+		return id, "", nil
+	case sub == "input_items" && (method == http.MethodGet || method == http.MethodHead):
+		return id, sub, nil
+	case sub == "cancel" && method == http.MethodPost:
+		return id, sub, nil
+	default:
+		return "", "", openai.NotFound(method, "/v1/responses/"+rest)
+	}
+	oe = openai.BadRequest("the response id in the path must be a single segment of letters, digits and - _ . : starting with resp, with no dot segments or escapes")
+	oe.Param = "response_id"
+	return "", "", oe
 }
 
 // storedResponse serves GET and DELETE /v1/responses/{id} (and what lies
@@ -163,7 +219,16 @@ func (g *Gateway) storedResponse(c *gin.Context) {
 	al := accessLine{id: ids[0], path: r.URL.Path, start: start}
 	defer g.account(s, &al)
 	rest := strings.TrimPrefix(c.Param("rest"), "/")
-	id, _, _ := strings.Cut(rest, "/")
+	id, sub, oe := responsePath(r.Method, rest, r.URL.RawPath != "" && r.URL.RawPath != r.URL.Path)
+	if oe != nil {
+		al.status, al.err = oe.Status, oe
+		openai.WriteError(w, oe)
+		return
+	}
+	path := "/v1/responses/" + id
+	if sub != "" {
+		path += "/" + sub
+	}
 	notFound := func() {
 		oe := &openai.Error{Status: http.StatusNotFound, Message: "No response with id '" + id + "' is known to this gateway.", Type: openai.TypeInvalidRequest, Param: "response_id", Code: "response_not_found"}
 		al.status, al.err = oe.Status, oe
@@ -191,12 +256,12 @@ func (g *Gateway) storedResponse(c *gin.Context) {
 		return
 	}
 	al.pool = e
-	fr := proxy.Request{Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: r.Header,
+	fr := proxy.Request{Method: r.Method, Path: path, RawQuery: r.URL.RawQuery, Header: r.Header,
 		RequestID: ids[0], Start: start, Prefer: loc.replica}
 	fr.HeaderNames, fr.HeaderValues = headerLines(r)
 	res := g.tr.Forward(r.Context(), w, e.pool, &e.policy, &fr)
 	al.res, al.status = res, res.Status
-	if r.Method == http.MethodDelete && res.Status/100 == 2 && rest == id {
+	if r.Method == http.MethodDelete && res.Status/100 == 2 && sub == "" {
 		g.responses.remove(id)
 	}
 	if res.Aborted {

@@ -104,7 +104,7 @@ func (h *harness) do(t testing.TB, method, path, body string, hdr ...string) rep
 	}
 	req.Header.Set("Content-Type", "application/json")
 	for i := 0; i+1 < len(hdr); i += 2 {
-		req.Header.Set(hdr[i], hdr[i+1])
+		req.Header.Add(hdr[i], hdr[i+1]) // a name given twice is sent twice
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -36,7 +36,9 @@ type sessionShare struct {
 // sessionMsg is a recorded session, or (Resp set) where a Responses
 // answer was made, so any replica can send its chain and reads there.
 type sessionMsg struct {
-	From string          `json:"from"`
+	From string `json:"from"`
+	// P is the principal whose session it is ("" without access control).
+	P    string          `json:"p,omitempty"`
 	ID   string          `json:"id"`
 	D    rules.Decision  `json:"d,omitzero"`
 	Resp *sharedResponse `json:"resp,omitempty"`
@@ -55,8 +57,8 @@ func newSessionShare(store *access.RedisStore) *sessionShare {
 }
 
 // offer queues a recorded session for the other replicas.
-func (x *sessionShare) offer(id string, d rules.Decision) {
-	x.send(sessionMsg{From: x.self, ID: id, D: d})
+func (x *sessionShare) offer(principal, id string, d rules.Decision) {
+	x.send(sessionMsg{From: x.self, P: principal, ID: id, D: d})
 }
 
 // offerResponse queues where a Responses answer was made.
@@ -112,7 +114,7 @@ func (x *sessionShare) learn(g *Gateway) func([]byte) {
 		if s.sessions == nil || (m.D.Pool != "" && s.byName[m.D.Pool] == nil) {
 			return // no sessions here, or a pool this replica's config does not have
 		}
-		s.sessions.Learn(m.ID, m.D)
+		s.sessions.Learn(m.P, m.ID, m.D)
 		x.learned.Add(1)
 	}
 }

@@ -5,8 +5,11 @@ import (
 	"sync"
 )
 
-// Sessions remembers, per session id, the route a conversation was sent
-// to with confidence, for a number of later turns: a bounded LRU. It is
+// Sessions remembers, per principal and session id, the route a
+// conversation was sent to with confidence, for a number of later turns: a
+// bounded LRU. A session belongs to the principal whose request recorded
+// it: another principal sending the same id (or the same conversation,
+// whose fingerprint stands for an id) neither keeps nor moves its route. It is
 // safe for concurrent use. It outlives a Set: the gateway keeps one across
 // reloads while the settings it was made with stay the same, so an edit to
 // the rules or the config does not drop every conversation.
@@ -49,15 +52,31 @@ func confident(d Decision) bool {
 // decision that is not confident with the session's route while it has
 // turns left (reason ReasonSession).
 func (s *Sessions) Apply(id string, d Decision) Decision {
-	d, _ = s.ApplyRecorded(id, d)
+	d, _ = s.ApplyRecorded("", id, d)
 	return d
 }
 
-// ApplyRecorded is Apply, and reports whether d was recorded as the
-// session's route: what other replicas must learn (Learn) for the
-// conversation to keep its route whichever replica takes its next turn.
-func (s *Sessions) ApplyRecorded(id string, d Decision) (Decision, bool) {
-	if id == "" || len(id) > maxSessionID {
+// key is the store's key for principal's session id ("" without access
+// control); ok is false when either is too long to remember.
+func sessionKey(principal, id string) (string, bool) {
+	if id == "" || len(id) > maxSessionID || len(principal) > maxSessionID {
+		return "", false
+	}
+	if principal == "" {
+		return id, true
+	}
+	return principal + "\x00" + id, true // NUL: in neither a header value nor a principal's name
+}
+
+// ApplyRecorded is Apply for principal's session id, and reports whether
+// d was recorded as the session's route: what other replicas must learn
+// (Learn) for the conversation to keep its route whichever replica takes
+// its next turn. A kept decision carries the class the session's route
+// was decided for in SessionClass, so that what follows a class (a
+// tenant's pin) follows the conversation.
+func (s *Sessions) ApplyRecorded(principal, id string, d Decision) (Decision, bool) {
+	id, ok := sessionKey(principal, id)
+	if !ok {
 		return d, false
 	}
 	s.mu.Lock()
@@ -78,6 +97,7 @@ func (s *Sessions) ApplyRecorded(id string, d Decision) (Decision, bool) {
 	s.ll.MoveToFront(e)
 	kept := st.d
 	kept.Reason = ReasonSession
+	kept.SessionClass = st.d.Class
 	kept.Class, kept.Score, kept.Tier = d.Class, d.Score, d.Tier
 	return kept, false
 }
@@ -85,11 +105,12 @@ func (s *Sessions) ApplyRecorded(id string, d Decision) (Decision, bool) {
 // maxSessionID bounds the session ids remembered.
 const maxSessionID = 256
 
-// Learn records a confident decision another replica made for the session
-// id, as if this one had made it. Anything else is ignored: a replica only
-// shares what ApplyRecorded recorded.
-func (s *Sessions) Learn(id string, d Decision) {
-	if id == "" || len(id) > maxSessionID || !confident(d) {
+// Learn records a confident decision another replica made for
+// principal's session id, as if this one had made it. Anything else is
+// ignored: a replica only shares what ApplyRecorded recorded.
+func (s *Sessions) Learn(principal, id string, d Decision) {
+	id, ok := sessionKey(principal, id)
+	if !ok || !confident(d) {
 		return
 	}
 	s.mu.Lock()

@@ -57,6 +57,9 @@ type Decision struct {
 	// both 0 when no class route decided.
 	Mass  float32 `json:"mass,omitempty"`
 	Floor float32 `json:"floor,omitempty"`
+	// SessionClass, with ReasonSession, is the class the session's route
+	// was decided for (Class is this turn's verdict).
+	SessionClass string `json:"session_class,omitempty"`
 	// Block: the route blocks the request (an error answer, nothing sent
 	// upstream); Pool is empty then.
 	Block bool `json:"block,omitempty"`
@@ -77,6 +80,9 @@ type Signals struct {
 	// Session identifies the conversation for session stickiness (the
 	// session header's value); empty: none.
 	Session string
+	// Principal is who the request acts for ("" without access control):
+	// a session belongs to its principal.
+	Principal string
 	// Arm is the split arm the request is on: ArmB is decided by the
 	// split's rule set (Set.Split), anything else by these rules.
 	Arm Arm

@@ -40,6 +40,14 @@ type JWTConfig struct {
 	// PrincipalClaim names the claim that gives Principal.Name, a non-empty
 	// string. Default "sub".
 	PrincipalClaim string `koanf:"principal_claim"`
+	// PrincipalPrefix is put before every token principal's name (for
+	// example "idp:"), so that tokens and API keys never name the same
+	// principal: a policy for a token principal names it with the prefix.
+	// With none (the default), a token whose principal is also an API key
+	// principal's is refused, since it would share that principal's
+	// stored responses, sessions and limits; and with one, a key whose
+	// principal starts with it is refused at load.
+	PrincipalPrefix string `koanf:"principal_prefix"`
 	// GroupsClaim names the claim that gives Principal.Groups: an array of
 	// strings, or one string of space-separated names. Default "groups".
 	GroupsClaim string `koanf:"groups_claim"`
@@ -472,7 +480,7 @@ func (j *JWT) principalName(c jwt.MapClaims) (string, error) {
 	if !ok || name == "" {
 		return "", jwtInvalid("claim %.64q (the principal) is missing, empty or not a string", j.cfg.PrincipalClaim)
 	}
-	return name, nil
+	return j.cfg.PrincipalPrefix + name, nil
 }
 
 // jwtGroups reads the groups claim: absent, an array of strings, or one

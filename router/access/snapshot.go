@@ -16,8 +16,8 @@ import (
 
 // Denial is why a request is refused, in the terms of OpenAI's errors.
 type Denial struct {
-	Status  int    // 401, 403 or 429
-	Code    string // invalid_api_key, model_not_allowed, permission_denied, rate_limit_exceeded
+	Status  int    // 400, 401, 403, 429 or 503
+	Code    string // invalid_request_error, invalid_api_key, model_not_allowed, permission_denied, rate_limit_exceeded, limits_unavailable
 	Message string // safe to show the client: never a credential
 	// RetryAfter is when a refused request may be admitted (429).
 	RetryAfter time.Duration
@@ -47,6 +47,9 @@ type Snapshot struct {
 	// tokens holds the entries of principals seen in tokens, by name.
 	tokens     sync.Map // string -> *keyEntry
 	tokenCount atomic.Int64
+	// keyPrincipals are the principals the API keys name: a token may not
+	// name one (JWTConfig.PrincipalPrefix).
+	keyPrincipals map[string]bool
 }
 
 // maxTokenPrincipals bounds the token principals whose entries are kept;
@@ -101,6 +104,13 @@ func Compile(cfg *Config, keys []Key, jwt *JWT, limiter *Limiter) (*Snapshot, er
 		s.byWho[p.who()] = p
 		direct := p.Direct == nil || *p.Direct
 		s.compiled[p.who()] = &policy{models: set(p.Models), pools: set(p.Pools), routes: set(p.Routes), classes: set(p.Classes), direct: direct, pins: p.Pins}
+	}
+	s.keyPrincipals = make(map[string]bool, len(keys))
+	for _, k := range keys {
+		s.keyPrincipals[k.Principal] = true
+		if jwt != nil && jwt.cfg.PrincipalPrefix != "" && strings.HasPrefix(k.Principal, jwt.cfg.PrincipalPrefix) {
+			return nil, fmt.Errorf("access: key %s: its principal %q starts with access.jwt.principal_prefix %q, which names token principals: keys and tokens must not name the same principal", k.ID, k.Principal, jwt.cfg.PrincipalPrefix)
+		}
 	}
 	for _, k := range keys {
 		s.keys[k.ID] = s.entry(Principal{Name: k.Principal, Groups: k.Groups, Key: k.ID, Expires: k.Expires}, k, s.scopes)
@@ -206,7 +216,10 @@ func (c Caller) Principal() *Principal { return &c.e.principal }
 // Authenticate finds the caller from the request's Authorization header
 // (Bearer) or, as some clients send it, x-api-key.
 func (s *Snapshot) Authenticate(h http.Header, now time.Time) (Caller, *Denial) {
-	secret := credential(h)
+	secret, d := credential(h)
+	if d != nil {
+		return Caller{}, d
+	}
 	if secret == "" {
 		return Caller{}, &Denial{Status: http.StatusUnauthorized, Code: "invalid_api_key",
 			Message: "No API key provided: send it as Authorization: Bearer sk-triage-…"}
@@ -240,6 +253,14 @@ func (s *Snapshot) token(tok string, now time.Time) (Caller, *Denial) {
 	if err != nil {
 		return Caller{}, &Denial{Status: http.StatusUnauthorized, Code: "invalid_api_key", Message: "Invalid token: " + strings.TrimPrefix(err.Error(), ErrInvalidToken.Error()+": ")}
 	}
+	if s.keyPrincipals[p.Name] {
+		// Keys and tokens name principals in one namespace unless
+		// access.jwt.principal_prefix separates them: a token must not
+		// become a key's principal (its stored responses, sessions,
+		// limits and budgets).
+		return Caller{}, &Denial{Status: http.StatusUnauthorized, Code: "invalid_api_key",
+			Message: "Invalid token: its principal is an API key's; set access.jwt.principal_prefix to keep token principals apart."}
+	}
 	if v, ok := s.tokens.Load(p.Name); ok {
 		if e := v.(*keyEntry); slices.Equal(e.principal.Groups, p.Groups) {
 			return Caller{e: e}, nil
@@ -257,18 +278,37 @@ func (s *Snapshot) token(tok string, now time.Time) (Caller, *Denial) {
 
 var badKey = &Denial{Status: http.StatusUnauthorized, Code: "invalid_api_key", Message: "Incorrect API key provided."}
 
-func credential(h http.Header) string {
-	if v := h["Authorization"]; len(v) > 0 {
-		a := v[0]
-		if len(a) > 7 && (a[:7] == "Bearer " || a[:7] == "bearer ") {
-			return trimSpace(a[7:])
+// credential is the request's secret: Authorization's bearer token, else
+// x-api-key's value. A credential header given twice, or both headers
+// naming different secrets, is refused (400): which one counts would
+// depend on who reads the request, and a proxy in front of the gateway, or
+// a replica behind it, may read the other.
+func credential(h http.Header) (string, *Denial) {
+	auth, key := h["Authorization"], h["X-Api-Key"]
+	if len(auth) > 1 || len(key) > 1 {
+		name := "Authorization"
+		if len(auth) <= 1 {
+			name = "x-api-key"
 		}
-		return ""
+		return "", &Denial{Status: http.StatusBadRequest, Code: "invalid_request_error",
+			Message: "The " + name + " header was sent more than once: send one credential."}
 	}
-	if v := h["X-Api-Key"]; len(v) > 0 {
-		return trimSpace(v[0])
+	if len(auth) == 0 {
+		if len(key) > 0 {
+			return trimSpace(key[0]), nil
+		}
+		return "", nil
 	}
-	return ""
+	a := auth[0]
+	if len(a) <= 7 || a[:7] != "Bearer " && a[:7] != "bearer " {
+		return "", nil // not a bearer token: no credential of ours
+	}
+	secret := trimSpace(a[7:])
+	if len(key) > 0 && trimSpace(key[0]) != secret {
+		return "", &Denial{Status: http.StatusBadRequest, Code: "invalid_request_error",
+			Message: "Authorization and x-api-key name different credentials: send one."}
+	}
+	return secret, nil
 }
 
 func trimSpace(s string) string {
