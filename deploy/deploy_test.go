@@ -37,8 +37,8 @@ import (
 var update = flag.Bool("update", false, "write deploy/manifests/triage.yaml from the chart's default rendering")
 
 const (
-	// helmVersion is the helm scripts/install-helm.sh builds.
-	helmVersion = "v3.22.0"
+	// helmVersion is the helm scripts/install-helm.sh installs.
+	helmVersion = "v4.1.4"
 	// release is the release name of the checked-in rendering.
 	release = "triage"
 	// regenerate is the command that writes the manifests again.
