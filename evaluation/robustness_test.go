@@ -330,3 +330,126 @@ func TestRobustTier(t *testing.T) {
 	}
 }
 
+// htmlTestRobustness is a robustness run over classes, with the listed
+// perturbations, rates rising with a class's index, and a slice per
+// realism value.
+func htmlTestRobustness(classes []string) *Robustness {
+	perts := Perturbations()
+	rb := &Robustness{JudgedOn: "route", Seed: 1, Rows: 4000, Of: 4472, PerClass: map[string]GroupFlips{},
+		By: "realism", Slices: map[string]GroupFlips{}}
+	group := func(k int) GroupFlips {
+		g := GroupFlips{ByPerturbation: map[string]Flips{}}
+		for j, p := range perts {
+			f := Flips{N: 300, Flips: (k*7 + j*5) % 40}
+			if p.Name == "lowercase" && k%4 == 0 {
+				f = Flips{} // no text of the class had capitals
+			}
+			f.finish()
+			g.ByPerturbation[p.Name] = f
+			g.N += f.N
+			g.Flips.Flips += f.Flips
+		}
+		g.finish()
+		return g
+	}
+	for k, c := range classes {
+		rb.PerClass[c] = group(k)
+	}
+	for k, s := range []string{"synthetic", "paraphrased", "real-world"} {
+		rb.Slices[s] = group(k + 3)
+	}
+	for j, p := range perts {
+		pf := PerturbationFlips{Name: p.Name, Does: p.Does, Flips: Flips{N: 4000 - 300*(j%2), Flips: 40 + 37*j}, Broke: 20 + 9*j, Mended: 10 + 3*j}
+		if p.Name == "lowercase" {
+			pf.Unchanged = 300
+		}
+		pf.finish()
+		rb.Perturbations = append(rb.Perturbations, pf)
+		rb.N += pf.N
+		rb.Flips.Flips += pf.Flips.Flips
+		rb.Broke += pf.Broke
+		rb.Mended += pf.Mended
+	}
+	rb.Flips.finish()
+	rb.Moves = []Move{{"stem", DefaultLabel, 310}, {DefaultLabel, "humanities", 120}, {"medical", "stem", 41}}
+	return rb
+}
+
+// TestWriteHTMLRobustness: the flip rate beside accuracy, and a section
+// with each perturbation (what it does, its rate), the classes and slices
+// by perturbation, and the most frequent changes; none of it without a
+// robustness run.
+func TestWriteHTMLRobustness(t *testing.T) {
+	r := htmlTestReport(htmlTestClasses, 4000, 1)
+	plain := checkPage(t, htmlRender(t, r))
+	if byID(plain, "robustness") != nil {
+		t.Error("a robustness section without a robustness run")
+	}
+	if _, ok := figureTexts(t, plain)["Flip rate"]; ok {
+		t.Error("a flip rate figure without a robustness run")
+	}
+
+	r.Robustness = htmlTestRobustness(htmlTestClasses)
+	rb := r.Robustness
+	page := htmlRender(t, r)
+	doc := checkPage(t, page)
+	if got, want := figureTexts(t, doc)["Flip rate"], [2]string{htmlRate(rb.Rate), "routes, under noise"}; got != want {
+		t.Errorf("flip rate figure %q, want %q", got, want)
+	}
+	var labels []string
+	for _, f := range byClass(doc, "fig") {
+		labels = append(labels, textOf(byClass(f, "l")[0]))
+	}
+	if len(labels) != 9 || labels[0] != "Accuracy" || labels[1] != "Flip rate" {
+		t.Errorf("figures %q: the flip rate belongs beside accuracy", labels)
+	}
+	rows := rowsOf(t, doc, "robustness")
+	perts := Perturbations()
+	// The perturbations, the total, a row per class, a row per slice.
+	if len(rows) != len(perts)+1+len(htmlTestClasses)+3 {
+		t.Fatalf("%d rows in the robustness section", len(rows))
+	}
+	for i, p := range perts {
+		pf := rb.Perturbations[i]
+		want := []string{p.Name, p.Does, htmlRate(pf.Rate), "", htmlCount(pf.Flips.Flips), htmlCount(pf.N), htmlCount(pf.Broke), htmlCount(pf.Mended)}
+		if !slices.Equal(rows[i], want) {
+			t.Errorf("row %q, want %q", rows[i], want)
+		}
+	}
+	if total := rows[len(perts)]; total[0] != "all" || total[2] != htmlRate(rb.Rate) || total[5] != htmlCount(rb.N) {
+		t.Errorf("total row %q", total)
+	}
+	classRows := rowsOf(t, doc, "robust-classes")
+	if len(classRows) != len(htmlTestClasses) || classRows[0][0] != "biology" || len(classRows[0]) != 3+len(perts) {
+		t.Fatalf("class rows %q", classRows)
+	}
+	bio := rb.PerClass["biology"]
+	if classRows[0][2] != htmlRate(bio.Rate) || classRows[0][3] != htmlRate(bio.ByPerturbation["typos"].Rate) || classRows[0][4] != "–" {
+		t.Errorf("biology's row %q (lowercase changed none of its texts: –)", classRows[0])
+	}
+	if s := rowsOf(t, doc, "robust-slices"); len(s) != 3 || s[0][0] != "paraphrased" {
+		t.Errorf("slice rows %q", s)
+	}
+	for _, want := range []string{"seed 1 · 4,000 of 4,472 rows", "Most frequent changes", "humanities"} {
+		if !strings.Contains(textOf(byID(doc, "robustness")), want) {
+			t.Errorf("the robustness section lacks %q", want)
+		}
+	}
+
+	// Names from the data are escaped wherever they go.
+	evil := htmlTestRobustness(append([]string{pageEvil}, htmlTestClasses[:3]...))
+	evil.By = hostile
+	evil.Slices[hostile] = evil.Slices["synthetic"]
+	evil.Moves = append(evil.Moves, Move{From: hostile, To: pageEvil, Count: 3})
+	r.Robustness = evil
+	page = htmlRender(t, r)
+	checkPage(t, page)
+	for _, raw := range []string{"<script>", "<img"} {
+		if strings.Contains(page, raw) {
+			t.Errorf("page contains raw %q", raw)
+		}
+	}
+	if again := htmlRender(t, r); again != page {
+		t.Error("two renders of the same report differ")
+	}
+}
