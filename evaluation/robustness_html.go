@@ -39,8 +39,11 @@ const htmlFlipScale = 0.25
 // htmlRobustFigure is the headline figure of a robustness run, shown
 // beside accuracy.
 func htmlRobustFigure(rb *Robustness) htmlFigure {
-	return htmlFigure{Label: "Flip rate", Value: htmlRate(rb.Rate), Bar: htmlBarWidth(rb.Rate),
-		Hint: rb.JudgedOn + "s, under noise"}
+	what := "routes"
+	if rb.JudgedOn == "class" {
+		what = "classes"
+	}
+	return htmlFigure{Label: "Flip rate", Value: htmlRate(rb.Rate), Bar: htmlBarWidth(rb.Rate), Hint: what + ", under noise"}
 }
 
 func htmlRobustness(rb *Robustness) *htmlRobustView {

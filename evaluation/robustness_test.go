@@ -452,4 +452,9 @@ func TestWriteHTMLRobustness(t *testing.T) {
 	if again := htmlRender(t, r); again != page {
 		t.Error("two renders of the same report differ")
 	}
+	// A tier's run is judged on classes.
+	evil.JudgedOn = "class"
+	if got := figureTexts(t, checkPage(t, htmlRender(t, r)))["Flip rate"][1]; got != "classes, under noise" {
+		t.Errorf("a tier's flip rate figure says %q", got)
+	}
 }
