@@ -37,13 +37,9 @@ type htmlFlipCell struct {
 const htmlFlipScale = 0.25
 
 // htmlRobustFigure is the headline figure of a robustness run, shown
-// beside accuracy.
+// beside accuracy; the section says whether routes or classes flipped.
 func htmlRobustFigure(rb *Robustness) htmlFigure {
-	what := "routes"
-	if rb.JudgedOn == "class" {
-		what = "classes"
-	}
-	return htmlFigure{Label: "Flip rate", Value: htmlRate(rb.Rate), Bar: htmlBarWidth(rb.Rate), Hint: what + ", under noise"}
+	return htmlFigure{Label: "Flip rate", Value: htmlRate(rb.Rate), Bar: htmlBarWidth(rb.Rate), Hint: "under noise"}
 }
 
 func htmlRobustness(rb *Robustness) *htmlRobustView {
