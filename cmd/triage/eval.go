@@ -248,7 +248,7 @@ func evalHeads(ctx context.Context, f *evalFlags, items []evaluation.Item, stder
 	r := evaluation.Summarize("tier", h.Classes, items, out, f.by)
 	r.Compare = compare
 	r.Spec = spec
-	r.Robustness, err = f.robust.measure(ctx, "tier", items, out, f.by, func(ctx context.Context, items []evaluation.Item) ([]evaluation.Outcome, error) {
+	r.Robustness, err = f.robust.measure(ctx, stderr, "tier", items, out, f.by, func(ctx context.Context, items []evaluation.Item) ([]evaluation.Outcome, error) {
 		out, _, err := decide(ctx, items)
 		return out, err
 	})
@@ -283,7 +283,7 @@ func evalRules(ctx context.Context, f *evalFlags, items []evaluation.Item, stder
 	}
 	r := evaluation.Summarize("rules", rt.set.RoutedClasses(), items, out, f.by)
 	r.Spec = "rules " + f.rules + " (version " + rt.set.Version() + ")"
-	r.Robustness, err = f.robust.measure(ctx, "rules", items, out, f.by, decide)
+	r.Robustness, err = f.robust.measure(ctx, stderr, "rules", items, out, f.by, decide)
 	return r, err
 }
 

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/triagegw/triage/evaluation"
 )
@@ -67,14 +68,21 @@ func (r *robustFlags) labels(labels []string) []string {
 	return out
 }
 
-// measure runs the robustness evaluation when it is asked for: decide is
-// the evaluated decision, the one out came from.
-func (r *robustFlags) measure(ctx context.Context, mode string, items []evaluation.Item, out []evaluation.Outcome, by string,
+// measure runs the robustness evaluation when it is asked for, saying on
+// stderr what it cost: decide is the evaluated decision, the one out came
+// from.
+func (r *robustFlags) measure(ctx context.Context, stderr io.Writer, mode string, items []evaluation.Item, out []evaluation.Outcome, by string,
 	decide func(context.Context, []evaluation.Item) ([]evaluation.Outcome, error)) (*evaluation.Robustness, error) {
 	if !r.enabled() {
 		return nil, nil
 	}
-	return evaluation.Robust(ctx, mode, items, out, decide, evaluation.RobustOptions{Seed: r.seed, Rows: r.rows, By: by})
+	start := time.Now()
+	rb, err := evaluation.Robust(ctx, mode, items, out, decide, evaluation.RobustOptions{Seed: r.seed, Rows: r.rows, By: by})
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(stderr, "eval: robustness: %d perturbed texts of %d rows decided in %s\n", rb.N, rb.Rows, time.Since(start).Round(time.Millisecond))
+	return rb, nil
 }
 
 // printRobustnessLine is the headline: the share of decisions noise
