@@ -4,8 +4,10 @@
 // a class route rather than the default), the confusion matrix, calibration
 // (expected calibration error and reliability bins), escalation rate and
 // reasons, precision–coverage curves per class, latency per tier, all
-// repeated per slice of any column. It renders text, JSON and a
-// self-contained HTML page, and fits floors (calibration).
+// repeated per slice of any column; and, when asked, robustness: how often
+// the decision changes under seeded noise a user adds (Robust). It renders
+// text, JSON and a self-contained HTML page, and fits floors
+// (calibration).
 //
 // The HTML pages (evaluation, A/B, shadow) are templ templates: the
 // *.templ files hold the markup, and the pinned templ generator (the

@@ -100,6 +100,8 @@ type htmlView struct {
 
 	Slices      []htmlSliceRow
 	SlicesChart *barChart
+
+	Robust *htmlRobustView // nil without a robustness run
 }
 
 // htmlFigure is a headline figure; Bar is the CSS width of its gauge.
@@ -160,6 +162,10 @@ func htmlBuildView(r *Report) *htmlView {
 		{Label: "Coverage", Value: htmlRate(r.Coverage), Bar: htmlBarWidth(r.Coverage), Hint: "sent to a class route"},
 		{Label: "Escalation", Value: htmlRate(r.EscalationRate), Bar: htmlBarWidth(r.EscalationRate), Hint: "sent toward tier 2"},
 		{Label: "ECE", Value: htmlRate(r.ECE), Bar: htmlBarWidth(r.ECE), Hint: "lower is better"},
+	}
+	if r.Robustness != nil { // beside accuracy
+		v.Figures = append(v.Figures[:1], append([]htmlFigure{htmlRobustFigure(r.Robustness)}, v.Figures[1:]...)...)
+		v.Robust = htmlRobustness(r.Robustness)
 	}
 	if r.N == 0 { // nothing was measured: no figure, rather than zeros
 		for i := range v.Figures {

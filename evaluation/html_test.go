@@ -300,6 +300,7 @@ func TestWriteHTMLChromium(t *testing.T) {
 		t.Skip("chromium is not installed (scripts/install-chromium.sh installs it): " + err.Error())
 	}
 	r := htmlTestReport(htmlTestClasses, 4000, 1)
+	r.Robustness = htmlTestRobustness(htmlTestClasses)
 	dir := t.TempDir()
 	pagePath := filepath.Join(dir, "report.html")
 	if err := os.WriteFile(pagePath, []byte(htmlRender(t, r)), 0o644); err != nil {
@@ -350,7 +351,7 @@ func TestWriteHTMLChromium(t *testing.T) {
 	}
 
 	dom := string(run("--dump-dom", "--virtual-time-budget=2000"))
-	for _, want := range []string{`class="heatmap"`, "<rect", `id="confusion"`, ">" + htmlRate(r.Accuracy) + "<", "computer science"} {
+	for _, want := range []string{`class="heatmap"`, "<rect", `id="confusion"`, `id="robustness"`, ">" + htmlRate(r.Accuracy) + "<", "computer science"} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("rendered DOM lacks %q", want)
 		}

@@ -49,6 +49,9 @@ type Report struct {
 	Slices map[string]*Report `json:"slices,omitempty"`
 	// Compare holds tier-1 and tier-2 side by side when both ran.
 	Compare *TierComparison `json:"compare,omitempty"`
+	// Robustness is how often the decision changes under noise a user
+	// adds (eval --robustness).
+	Robustness *Robustness `json:"robustness,omitempty"`
 }
 
 // ClassReport is one class's figures.

@@ -32,6 +32,7 @@ type evalFlags struct {
 	rules, data, tier, labelMap, textCol, labelCol, by, train, html string
 	asJSON                                                          bool
 	minAcc, minMacroP, minCov, maxEsc, defFloor                     float64
+	robust                                                          robustFlags
 }
 
 // headsCascade names the heads-only cascade of "eval --tier": tier 1, then
@@ -59,11 +60,15 @@ func parseEvalFlags(args []string, stderr io.Writer) (*evalFlags, error) {
 	fs.Float64Var(&f.minCov, "min-coverage", -1, "fail below this coverage")
 	fs.Float64Var(&f.maxEsc, "max-escalation", -1, "fail above this escalation rate")
 	fs.StringVar(&f.place.models, "models", "", modelsFlagHelp)
+	f.robust.register(fs)
 	fs.Float64Var(&f.defFloor, "default-floor", 0.5, "--tier "+headsCascade+": the tier-1 floor of classes the heads have none for (as a rules file's floors: default)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return nil, err
 	}
 	f.place.parsed(fs)
+	if err := f.robust.check(stderr); err != nil {
+		return nil, err
+	}
 	if f.data == "" || (f.place.heads == "") == (f.rules == "") {
 		fmt.Fprintln(stderr, "triage eval: --data and exactly one of --heads or --rules are required")
 		return nil, errUsage
@@ -194,46 +199,60 @@ func evalHeads(ctx context.Context, f *evalFlags, items []evaluation.Item, stder
 		return nil, err
 	}
 	place := f.place.place(cfg)
+	tiers := []int{int(f.tier[0] - '0')}
 	labels := []string{"eval: tier " + f.tier}
 	if f.tier == headsCascade {
-		labels = []string{"eval: tier 1", "eval: tier 2"}
+		tiers, labels = []int{1, 2}, []string{"eval: tier 1", "eval: tier 2"}
 	}
+	labels = f.robust.labels(labels)
 	report, finish := progress.Func(stderr, progress.Options{}, labels...)
 	defer finish()
-	run := func(tier int) ([]evaluation.Outcome, error) {
+	clfs := map[int]classifier.Classifier{}
+	for _, tier := range tiers {
 		clf, closeTier, err := loadTier(h, place, tier)
 		if err != nil {
 			return nil, err
 		}
 		defer closeTier()
-		o := evaluation.Options{Progress: report, Floors: h.TierFloors(tier)}
-		return evaluation.Tier(ctx, clf, tier, items, o)
+		clfs[tier] = clf
 	}
-	var out []evaluation.Outcome
-	var compare *evaluation.TierComparison
+	run := func(ctx context.Context, tier int, items []evaluation.Item) ([]evaluation.Outcome, error) {
+		o := evaluation.Options{Progress: report, Floors: h.TierFloors(tier)}
+		return evaluation.Tier(ctx, clfs[tier], tier, items, o)
+	}
+	// decide is the whole evaluated decision, for the items and for their
+	// perturbed copies alike.
+	decide := func(ctx context.Context, items []evaluation.Item) ([]evaluation.Outcome, *evaluation.TierComparison, error) {
+		if f.tier != headsCascade {
+			out, err := run(ctx, tiers[0], items)
+			return out, nil, err
+		}
+		t1, err := run(ctx, 1, items)
+		if err != nil {
+			return nil, nil, err
+		}
+		t2, err := run(ctx, 2, items)
+		if err != nil {
+			return nil, nil, err
+		}
+		return evaluation.Cascade(t1, t2, h.TierFloors(1), float32(f.defFloor)), evaluation.CompareTiers(t1, t2), nil
+	}
+	out, compare, err := decide(ctx, items)
+	if err != nil {
+		return nil, err
+	}
 	spec := "tier " + f.tier + " of " + f.place.heads
-	switch f.tier {
-	case "1", "2":
-		if out, err = run(int(f.tier[0] - '0')); err != nil {
-			return nil, err
-		}
-	case headsCascade:
-		t1, err := run(1)
-		if err != nil {
-			return nil, err
-		}
-		t2, err := run(2)
-		if err != nil {
-			return nil, err
-		}
-		out = evaluation.Cascade(t1, t2, h.TierFloors(1), float32(f.defFloor))
-		compare = evaluation.CompareTiers(t1, t2)
+	if f.tier == headsCascade {
 		spec = "heads-only cascade of " + f.place.heads + " (tier 1, then tier 2 below the heads' tier-1 floors; an estimate without the rules: eval --rules gives the gateway's decision)"
 	}
 	r := evaluation.Summarize("tier", h.Classes, items, out, f.by)
 	r.Compare = compare
 	r.Spec = spec
-	return r, nil
+	r.Robustness, err = f.robust.measure(ctx, stderr, "tier", items, out, f.by, func(ctx context.Context, items []evaluation.Item) ([]evaluation.Outcome, error) {
+		out, _, err := decide(ctx, items)
+		return out, err
+	})
+	return r, err
 }
 
 // evalRules evaluates the whole decision of the rules in --rules, with the
@@ -253,15 +272,19 @@ func evalRules(ctx context.Context, f *evalFlags, items []evaluation.Item, stder
 	if err != nil {
 		return nil, err
 	}
-	report, finish := progress.Func(stderr, progress.Options{}, "eval: rules "+f.rules)
-	out, err := evaluation.Rules(ctx, rt.set, items, evaluation.Options{Progress: report})
-	finish()
+	report, finish := progress.Func(stderr, progress.Options{}, f.robust.labels([]string{"eval: rules " + f.rules})...)
+	defer finish()
+	decide := func(ctx context.Context, items []evaluation.Item) ([]evaluation.Outcome, error) {
+		return evaluation.Rules(ctx, rt.set, items, evaluation.Options{Progress: report})
+	}
+	out, err := decide(ctx, items)
 	if err != nil {
 		return nil, err
 	}
 	r := evaluation.Summarize("rules", rt.set.RoutedClasses(), items, out, f.by)
 	r.Spec = "rules " + f.rules + " (version " + rt.set.Version() + ")"
-	return r, nil
+	r.Robustness, err = f.robust.measure(ctx, stderr, "rules", items, out, f.by, decide)
+	return r, err
 }
 
 // evalGates checks the report against the bars set by flags: a failure is
@@ -284,6 +307,9 @@ func evalGates(f *evalFlags, r *evaluation.Report, stderr io.Writer) error {
 	}
 	if f.maxEsc >= 0 {
 		gate(r.EscalationRate <= f.maxEsc, "escalation rate %.4f > %.4f", r.EscalationRate, f.maxEsc)
+	}
+	if f.robust.maxFlip >= 0 && r.Robustness != nil {
+		gate(r.Robustness.Rate <= f.robust.maxFlip, "flip rate under noise %.4f > %.4f", r.Robustness.Rate, f.robust.maxFlip)
 	}
 	if len(failed) == 0 {
 		return nil
@@ -313,6 +339,7 @@ func printEval(w io.Writer, r *evaluation.Report) {
 	if len(lat) > 0 {
 		fmt.Fprintln(w, "latency: "+strings.Join(lat, "; "))
 	}
+	printRobustnessLine(w, r.Robustness)
 	if c := r.Compare; c != nil {
 		fmt.Fprintf(w, "tier 1 alone %.4f, tier 2 alone %.4f (agree on %.1f%%; only tier 1 right %d, only tier 2 right %d)\n",
 			c.Tier1Acc, c.Tier2Acc, 100*c.Agreement, c.Tier1Only, c.Tier2Only)
@@ -355,6 +382,7 @@ func printEval(w io.Writer, r *evaluation.Report) {
 		}
 		tw.Flush()
 	}
+	printRobustness(w, r.Robustness)
 }
 
 // readDataset reads a labelled dataset and applies the label map, if one
