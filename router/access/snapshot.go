@@ -392,8 +392,9 @@ func (c Caller) Admit(now time.Time, estimate int64) (Admission, *Denial) {
 			a.Limit, a.Remaining, a.Reset = r.limit, rem, reset
 		}
 	}
-	if e.sh != nil && len(e.tpm) > 0 && e.sh.degraded.Load() {
-		// Tokens per minute counted on this replica's spending alone.
+	if e.sh != nil && (len(e.tpm) > 0 || len(e.budgets) > 0) && e.sh.down() {
+		// Tokens per minute and budgets counted on this replica's
+		// spending alone.
 		if e.sh.failClosed {
 			for j := range e.rates {
 				e.refundRate(j)
