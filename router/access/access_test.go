@@ -402,6 +402,24 @@ func TestConfigValidateRedisLimits(t *testing.T) {
 	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "access.policies[0].limits.requests_per_minute: at most 60000000 when shared") {
 		t.Fatalf("%v", errs)
 	}
+	// A concurrency limit is each replica's own: with Redis, the config
+	// must say so.
+	cfg = Config{KeysFile: "k", Redis: RedisConfig{Addr: "localhost:6379"},
+		Policies: []Policy{{Group: "*", Limits: Limits{RequestsPerMinute: 60, Concurrent: 4}}}}
+	errs = cfg.Validate(Known{})
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "access.policies[0].limits.concurrent: counts each replica's requests alone") ||
+		!strings.Contains(errs[0].Error(), "per_replica: true") {
+		t.Fatalf("concurrent with redis, per_replica unset: %v", errs)
+	}
+	cfg.Policies[0].Limits.PerReplica = true
+	if errs := cfg.Validate(Known{}); len(errs) != 0 {
+		t.Fatalf("concurrent with redis, per_replica: true: %v", errs)
+	}
+	cfg.Redis = RedisConfig{}
+	cfg.Policies[0].Limits.PerReplica = false
+	if errs := cfg.Validate(Known{}); len(errs) != 0 {
+		t.Fatalf("concurrent without redis: %v", errs)
+	}
 	// Without credentials there are no limits to share, but sessions are.
 	cfg = Config{Redis: RedisConfig{Addr: "localhost:6379"}}
 	if errs := cfg.Validate(Known{}); len(errs) != 0 {

@@ -97,8 +97,17 @@ type Limits struct {
 	// RequestsPerMinute admits this many requests a minute, with a burst
 	// of as many (GCRA: one request back every 60s/limit).
 	RequestsPerMinute int `koanf:"requests_per_minute"`
-	// Concurrent caps the requests in flight at once.
+	// Concurrent caps the requests in flight at once, on each replica:
+	// it is never shared through access.redis (a replica that dies
+	// holding slots would hold them until a lease ran out), so N replicas
+	// admit up to N × Concurrent. With access.redis set, PerReplica must
+	// say so.
 	Concurrent int `koanf:"concurrent"`
+	// PerReplica says that Concurrent counts each replica's requests
+	// alone. Required (true) when access.redis shares the other limits,
+	// so that a config does not read as a deployment-wide cap it is not;
+	// default false, which is the same thing without Redis.
+	PerReplica bool `koanf:"per_replica"`
 	// TokensPerMinute admits this many tokens a minute (GCRA, a minute's
 	// worth at once): a request counts as its estimate (EstimateTokens)
 	// until its response's usage replaces it.
@@ -200,6 +209,9 @@ func (c *Config) Validate(known Known) []error {
 		}
 		if l.Concurrent < 0 {
 			bad(path+".limits.concurrent", "must not be negative, got %d", l.Concurrent)
+		}
+		if c.Redis.Enabled() && l.Concurrent > 0 && !l.PerReplica {
+			bad(path+".limits.concurrent", "counts each replica's requests alone, also with access.redis (which shares requests_per_minute, tokens_per_minute and budgets): set per_replica: true to say so, and size it as the deployment's cap divided by the replicas")
 		}
 		if l.TokensPerMinute < 0 {
 			bad(path+".limits.tokens_per_minute", "must not be negative, got %d", l.TokensPerMinute)
