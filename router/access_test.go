@@ -299,18 +299,19 @@ func TestAccessTokenLimitsAndBudgets(t *testing.T) {
 	cfg := accessConfig(t, keys, access.Policy{Principal: "alice",
 		Limits: access.Limits{TokensPerMinute: 100}, Budget: access.Budget{TokensPerDay: 40}})
 	cfg.Access.StateFile = filepath.Join(dir, "state.json")
+	cfg.Access.ReserveTokens = 4 // what the sim answers with: a request without max_tokens is counted as 4 more
 	h := newHarness(t, cfg)
 	auth := []string{"Authorization", "Bearer " + secrets["alice"]}
-	body := `{"model":"llama","messages":[{"role":"user","content":"hi"}]}` // 61 bytes: counted as 16 until settled
+	body := `{"model":"llama","messages":[{"role":"user","content":"hi"}]}` // 61 bytes, no max_tokens: counted as 16 + 4 until settled
 	r := h.do(t, "POST", "/v1/chat/completions", body, auth...)
-	if r.status != 200 || r.header.Get("X-Ratelimit-Limit-Tokens") != "100" || r.header.Get("X-Ratelimit-Remaining-Tokens") != "84" {
+	if r.status != 200 || r.header.Get("X-Ratelimit-Limit-Tokens") != "100" || r.header.Get("X-Ratelimit-Remaining-Tokens") != "80" {
 		t.Fatalf("first: %d %v", r.status, r.header)
 	}
 	// Settled at the usage the sim reports (1 prompt + 4 completion): 95
 	// left before this one's estimate.
 	r = h.do(t, "POST", "/v1/chat/completions", body, auth...)
-	if got := r.header.Get("X-Ratelimit-Remaining-Tokens"); got != "79" {
-		t.Fatalf("second: remaining tokens %s, want 79 (100 - 5 used - 16 estimated)", got)
+	if got := r.header.Get("X-Ratelimit-Remaining-Tokens"); got != "75" {
+		t.Fatalf("second: remaining tokens %s, want 75 (100 - 5 used - 20 estimated)", got)
 	}
 	n := 2
 	for ; n < 10; n++ {
@@ -388,6 +389,7 @@ func TestAccessRefusedAfterAdmissionRefundsTokens(t *testing.T) {
 	secrets := writeKeys(t, keys, "alice")
 	cfg := accessConfig(t, keys, access.Policy{Principal: "alice", Pools: []string{"code"},
 		Limits: access.Limits{TokensPerMinute: 100}})
+	cfg.Access.ReserveTokens = 4
 	h := newHarness(t, cfg)
 	auth := []string{"Authorization", "Bearer " + secrets["alice"]}
 	for range 3 {
@@ -395,10 +397,10 @@ func TestAccessRefusedAfterAdmissionRefundsTokens(t *testing.T) {
 			t.Fatal(r.status, r.body)
 		}
 	}
-	// Three refused requests of ~16 tokens each: none of them is still
+	// Three refused requests of ~20 tokens each: none of them is still
 	// counted, so this one sees the whole minute's budget less its own.
 	r := h.do(t, "POST", "/v1/chat/completions", chatFor("coder"), auth...)
-	if r.status != 200 || r.header.Get("X-Ratelimit-Remaining-Tokens") != "84" {
+	if r.status != 200 || r.header.Get("X-Ratelimit-Remaining-Tokens") != "80" {
 		t.Fatalf("%d %v", r.status, r.header)
 	}
 }

@@ -348,6 +348,53 @@ func TestTokensPerMinuteSettle(t *testing.T) {
 	}
 }
 
+// A request without max_tokens is counted as its prompt and
+// access.reserve_tokens until it settles: two such requests in flight
+// cannot spend a budget that holds one, and the budget is overshot by
+// at most what a completion runs past the reservation.
+func TestBudgetReservesWithoutMaxTokens(t *testing.T) {
+	for _, reserve := range []int64{0, 300} {
+		secret, k := mustKey(t, "alice")
+		s := compile(t, Config{KeysFile: "k", ReserveTokens: reserve, Policies: []Policy{{Principal: "alice", Budget: Budget{TokensPerDay: 2000}}}}, k)
+		c, _ := s.Authenticate(bearer(secret), t0)
+		want := reserve
+		if want == 0 {
+			want = DefaultReserveTokens
+		}
+		if got := c.Estimate(40, 0); got != 10+want {
+			t.Errorf("reserve %d: Estimate(40 bytes, no max_tokens) = %d, want %d", reserve, got, 10+want)
+		}
+		if got := c.Estimate(40, 7); got != 17 {
+			t.Errorf("reserve %d: Estimate(40 bytes, max_tokens 7) = %d, want 17", reserve, got)
+		}
+		var held []Admission
+		for {
+			a, d := c.Admit(t0, c.Estimate(40, 0))
+			if d != nil {
+				if d.Code != "insufficient_quota" {
+					t.Fatal(d)
+				}
+				break
+			}
+			held = append(held, a)
+		}
+		if n := int64(len(held)); n != 2000/(10+want) {
+			t.Errorf("reserve %d: %d requests without max_tokens admitted at once on a budget of 2000, want %d", reserve, n, 2000/(10+want))
+		}
+		for i := range held {
+			held[i].Settle(10, want+5, "") // each runs 5 past its reservation
+		}
+		used := c.e.budgets[0].c.used.Load()
+		if bound := 2000 + int64(len(held))*5; used > bound {
+			t.Errorf("reserve %d: %d used of a budget of 2000, past the bound %d", reserve, used, bound)
+		}
+	}
+	cfg := Config{KeysFile: "k", ReserveTokens: -1}
+	if errs := cfg.Validate(Known{}); len(errs) != 1 || !strings.Contains(errs[0].Error(), "access.reserve_tokens: must be from 0") {
+		t.Errorf("a negative reserve: %v", errs)
+	}
+}
+
 func TestBudgetsPerDayAndRestart(t *testing.T) {
 	secret, k := mustKey(t, "alice", "team")
 	cfg := Config{KeysFile: "k", Policies: []Policy{{Group: "team", Budget: Budget{TokensPerDay: 1000, TokensPerMonth: 1500}, Limits: Limits{Per: "group"}}}}

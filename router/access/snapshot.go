@@ -43,7 +43,8 @@ type Snapshot struct {
 	// per: group, a principal's own), by scope: what
 	// triage_budget_remaining_tokens reports.
 	shared    map[string]sharedBudget
-	perMember bool // access.budget_metrics_per_member
+	perMember bool  // access.budget_metrics_per_member
+	reserve   int64 // access.reserve_tokens in effect
 	// tokens holds the entries of principals seen in tokens, by name.
 	tokens     sync.Map // string -> *keyEntry
 	tokenCount atomic.Int64
@@ -66,6 +67,7 @@ type keyEntry struct {
 	sh        *shared   // the limiter's link to Redis; nil: local counts
 	prices    map[string]Price
 	maxPrice  int64 // microdollars a token costs on the dearest pool: what an estimate is priced at
+	reserve   int64 // the completion a request without max_tokens is counted as
 }
 
 // policy is a Policy with its lists as sets (nil: any).
@@ -92,7 +94,7 @@ func set(names []string) map[string]bool {
 func Compile(cfg *Config, keys []Key, jwt *JWT, limiter *Limiter) (*Snapshot, error) {
 	s := &Snapshot{keys: make(map[string]*keyEntry, len(keys)), jwt: jwt, limiter: limiter, scopes: map[string]bool{},
 		byWho: map[string]*Policy{}, compiled: map[string]*policy{}, shared: map[string]sharedBudget{}}
-	s.prices, s.perMember = cfg.Prices, cfg.BudgetMetricsPerMember
+	s.prices, s.perMember, s.reserve = cfg.Prices, cfg.BudgetMetricsPerMember, cfg.Reserve()
 	for _, pr := range cfg.Prices {
 		s.maxPrice = max(s.maxPrice, int64(math.Ceil(max(pr.PromptPerMillion, pr.CompletionPerMillion))))
 	}
@@ -112,7 +114,7 @@ func Compile(cfg *Config, keys []Key, jwt *JWT, limiter *Limiter) (*Snapshot, er
 // permissions and every applicable policy's limit counters (recording
 // their scopes in scopes when not nil).
 func (s *Snapshot) entry(p Principal, k Key, scopes map[string]bool) *keyEntry {
-	e := &keyEntry{epoch: s.limiter.epoch, key: k, principal: p, sh: s.limiter.sh, prices: s.prices, maxPrice: s.maxPrice}
+	e := &keyEntry{epoch: s.limiter.epoch, key: k, principal: p, sh: s.limiter.sh, prices: s.prices, maxPrice: s.maxPrice, reserve: s.reserve}
 	who := make([]string, 0, len(p.Groups)+2)
 	who = append(who, "p:"+p.Name)
 	for _, g := range p.Groups {

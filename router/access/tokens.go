@@ -149,6 +149,16 @@ func EstimateTokens(bodyBytes int, maxTokens int64) int64 {
 	return int64(bodyBytes+3)/4 + max(maxTokens, 0)
 }
 
+// Estimate is what the caller's request is admitted as (Admit's
+// estimate): EstimateTokens, with access.reserve_tokens as the completion
+// when the request sets no max_tokens (maxTokens <= 0).
+func (c Caller) Estimate(bodyBytes int, maxTokens int64) int64 {
+	if maxTokens <= 0 {
+		maxTokens = c.e.reserve
+	}
+	return EstimateTokens(bodyBytes, maxTokens)
+}
+
 // chargeTokens admits estimate against the token rates and budgets of e,
 // all or none; on refusal it says why.
 func (a *Admission) chargeTokens(e *keyEntry, now time.Time, t, estimate int64) *Denial {
