@@ -209,6 +209,58 @@ func TestAccessReload(t *testing.T) {
 	}
 }
 
+// A keys file truncated in place and not yet rewritten (what a reload
+// caught between the two sees) keeps the keys in effect; the rewrite
+// applies; a file that says "# no keys" withdraws them all.
+func TestAccessKeysFileTruncated(t *testing.T) {
+	keys := filepath.Join(t.TempDir(), "keys.jsonl")
+	secrets := writeKeys(t, keys, "alice")
+	cfg := accessConfig(t, keys, access.Policy{Principal: "alice"})
+	h := newHarness(t, cfg)
+	post := func(who string) int {
+		return h.do(t, "POST", "/v1/chat/completions", chatFor("llama"), "Authorization", "Bearer "+secrets[who]).status
+	}
+	if s := post("alice"); s != 200 {
+		t.Fatal(s)
+	}
+	good, err := os.ReadFile(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(keys, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.gw.Apply(cfg, nil); err != nil {
+		t.Fatal(err)
+	}
+	if s := post("alice"); s != 200 {
+		t.Fatalf("alice after a reload of the truncated keys file: %d, want 200 (the keys before kept)", s)
+	}
+	// The rewrite, with a key more, applies.
+	if err := os.WriteFile(keys, good, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range writeKeys(t, keys, "bob") {
+		secrets[k] = v
+	}
+	if err := h.gw.Apply(cfg, nil); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := post("alice"), post("bob"); a != 200 || b != 200 {
+		t.Fatalf("after the rewrite: alice %d, bob %d", a, b)
+	}
+	// Emptied on purpose.
+	if err := os.WriteFile(keys, []byte("# every key withdrawn\n"+access.KeysEmptyMarker+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.gw.Apply(cfg, nil); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := post("alice"), post("bob"); a != 401 || b != 401 {
+		t.Fatalf("after the keys file was emptied on purpose: alice %d, bob %d, want 401", a, b)
+	}
+}
+
 // A policy naming a pool, model or route that does not exist is rejected
 // with its path.
 func TestAccessPolicyNamesChecked(t *testing.T) {

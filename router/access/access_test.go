@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -59,6 +60,45 @@ func TestKeysFileRoundTrip(t *testing.T) {
 	c, d := s.Authenticate(bearer(secret), t0)
 	if d != nil || c.Principal().Name != "alice" || c.Principal().Groups[0] != "eng" {
 		t.Fatalf("Authenticate: %v", d)
+	}
+}
+
+// ReloadKeys: an empty keys file after a set with keys keeps the set,
+// unless it says it is empty; with nothing before, empty is empty.
+func TestReloadKeys(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keys.jsonl")
+	_, k := mustKey(t, "alice")
+	prev := []Key{k}
+	for _, tc := range []struct {
+		name, content string
+		prev          []Key
+		want          int
+		kept          bool
+	}{
+		{"truncated", "", prev, 1, true},
+		{"the header alone", "# triage API keys: sha256 hashes, one key a line; managed by `triage keys`\n", prev, 1, true},
+		{"emptied", "# all withdrawn\n" + KeysEmptyMarker + "\n", prev, 0, false},
+		{"emptied, spaces", "  " + KeysEmptyMarker + "  \n", prev, 0, false},
+		{"first load", "", nil, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := os.WriteFile(path, []byte(tc.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			keys, kept, err := ReloadKeys(path, tc.prev)
+			if err != nil || len(keys) != tc.want || kept != tc.kept {
+				t.Errorf("ReloadKeys = %d keys, kept %v, %v; want %d, %v", len(keys), kept, err, tc.want, tc.kept)
+			}
+		})
+	}
+	if err := AppendKey(path, k); err != nil {
+		t.Fatal(err)
+	}
+	if keys, kept, err := ReloadKeys(path, nil); err != nil || len(keys) != 1 || kept {
+		t.Errorf("a file with a key: %d keys, kept %v, %v", len(keys), kept, err)
+	}
+	if _, _, err := ReloadKeys(filepath.Join(t.TempDir(), "none"), prev); err == nil {
+		t.Error("a missing file: no error")
 	}
 }
 

@@ -32,7 +32,8 @@ func (d *Denial) Error() string { return d.Message }
 // limiter's lock once).
 type Snapshot struct {
 	keys     map[string]*keyEntry
-	jwt      *JWT // nil: API keys only
+	keyList  []Key // as Compile was given them
+	jwt      *JWT  // nil: API keys only
 	limiter  *Limiter
 	scopes   map[string]bool // the counters its keys use, for Limiter.Retain
 	byWho    map[string]*Policy
@@ -104,6 +105,7 @@ func Compile(cfg *Config, keys []Key, jwt *JWT, limiter *Limiter) (*Snapshot, er
 		direct := p.Direct == nil || *p.Direct
 		s.compiled[p.who()] = &policy{models: set(p.Models), pools: set(p.Pools), routes: set(p.Routes), classes: set(p.Classes), direct: direct, pins: p.Pins}
 	}
+	s.keyList = keys
 	for _, k := range keys {
 		s.keys[k.ID] = s.entry(Principal{Name: k.Principal, Groups: k.Groups, Key: k.ID, Expires: k.Expires}, k, s.scopes)
 	}
@@ -196,6 +198,11 @@ func (s *Snapshot) Retain() {
 
 // Keys is the number of keys loaded.
 func (s *Snapshot) Keys() int { return len(s.keys) }
+
+// KeySet is the keys loaded, as Compile was given them (not to be
+// modified): what a reload keeps when the keys file turns up empty
+// (ReloadKeys).
+func (s *Snapshot) KeySet() []Key { return s.keyList }
 
 // Caller is an authenticated request's principal and what applies to it.
 type Caller struct {
