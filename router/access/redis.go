@@ -228,13 +228,37 @@ func NewRedisStore(cfg RedisConfig, log *slog.Logger) (*RedisStore, error) {
 // expires when the TAT passes (at most a window on): by then it says only
 // "whole", as no key does.
 //
-// It returns granted, the requests left, and the µs until the budget is
-// whole. Numbers are Lua doubles, exact to 2^53: µs since the epoch are
-// under 2^51. The TAT is written with %.0f, as tostring would shorten it
-// to 14 digits. replicate_commands lets a script write after TIME on
-// Redis before 5 (where it exists and is needed; later it is a no-op).
+// A call may be made idempotent (ARGV[4], the replica id, not empty): a
+// replica names each call by its id and a sequence number (ARGV[5]) that
+// grows with every call it makes, and sends a call that failed (timed
+// out) again, unchanged, until it is answered. The first of the copies to
+// run takes from the budget and records its answer in KEYS[2] (a hash:
+// the replica id to "seq granted remaining reset", living ARGV[6] ms); a
+// later copy of the same call returns that answer and takes nothing, and
+// a copy older than the last recorded call (a write held up in a stalled
+// Redis's socket buffer, run on resume) takes nothing either. So a Redis
+// that stalls, then runs what it was sent meanwhile, never counts one
+// lease twice.
+//
+// It returns granted, the requests left, the µs until the budget is
+// whole, and 0 (taken now), 1 (the answer recorded before) or 2 (an old
+// copy: nothing taken, nothing to answer). Numbers are Lua doubles, exact
+// to 2^53: µs since the epoch are under 2^51. The TAT is written with
+// %.0f, as tostring would shorten it to 14 digits. replicate_commands
+// lets a script write after TIME on Redis before 5 (where it exists and is
+// needed; later it is a no-op).
 var gcraScript = redis.NewScript(`
 if redis.replicate_commands then redis.replicate_commands() end
+local replica, seq = ARGV[4], tonumber(ARGV[5])
+if replica ~= '' then
+  local rec = redis.call('HGET', KEYS[2], replica)
+  if rec then
+    local s, g, r, w = string.match(rec, '^(%d+) (%d+) (%d+) (%d+)$')
+    s = tonumber(s)
+    if s == seq then return {tonumber(g), tonumber(r), tonumber(w), 1} end
+    if s > seq then return {0, 0, 0, 2} end
+  end
+end
 local interval = tonumber(ARGV[1])
 local window = interval * tonumber(ARGV[2])
 local n = tonumber(ARGV[3])
@@ -251,8 +275,19 @@ if granted > 0 then
 end
 local remaining = math.floor((now + window - tat) / interval)
 if remaining < 0 then remaining = 0 end
-return {granted, remaining, tat - now}
+if replica ~= '' then
+  redis.call('HSET', KEYS[2], replica, string.format('%.0f %d %d %.0f', seq, granted, remaining, tat - now))
+  redis.call('PEXPIRE', KEYS[2], ARGV[6])
+end
+return {granted, remaining, tat - now, 0}
 `)
+
+// opRecordTTL is how long Redis keeps a replica's last answer to an
+// idempotent lease call (gcraScript): longer than any stall after which
+// a held-up copy could still run, within reason. A copy run later than
+// this takes again (a lease's worth counted twice: stricter, never
+// looser).
+const opRecordTTL = time.Hour
 
 // TakeRequests leases up to n admissions from the requests-per-minute
 // budget of scope (a limit counter's scope, as the Limiter names them),
@@ -264,86 +299,21 @@ return {granted, remaining, tat - now}
 //
 // The count is GCRA's, as the Limiter's: perMinute at once from a whole
 // budget, then one every 60s/perMinute. It runs as one Lua script, so
-// replicas' calls are atomic with respect to each other.
+// replicas' calls are atomic with respect to each other. A call that
+// times out may still run later: TakeRequestsOnce is the one to send
+// again.
 func (s *RedisStore) TakeRequests(ctx context.Context, scope string, perMinute, n int) (granted, remaining int, reset time.Duration, err error) {
-	if perMinute < 1 || perMinute > maxRedisPerMinute {
-		return 0, 0, 0, fmt.Errorf("access: redis: requests per minute must be from 1 to %d, got %d", maxRedisPerMinute, perMinute)
-	}
-	if n < 0 {
-		return 0, 0, 0, fmt.Errorf("access: redis: cannot take %d requests", n)
-	}
-	interval := int64(time.Minute/time.Microsecond) / int64(perMinute)
-	cctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	r, err := gcraScript.Run(cctx, s.client, []string{s.prefix + "rl:" + scope}, interval, perMinute, n).Int64Slice()
-	if err == nil && len(r) != 3 {
-		err = fmt.Errorf("the script returned %d values, not 3", len(r))
-	}
-	if err = s.done(ctx, "take requests", err); err != nil {
-		return 0, 0, 0, err
-	}
-	return int(r[0]), int(r[1]), time.Duration(r[2]) * time.Microsecond, nil
+	granted, remaining, reset, _, err = s.TakeRequestsOnce(ctx, scope, perMinute, n, "", 0)
+	return granted, remaining, reset, err
 }
 
-// takeOnceScript is gcraScript made idempotent: a replica names each
-// call by its id and a sequence number that grows with every call it
-// makes, and sends a call that failed (timed out) again, unchanged, until
-// it is answered. The first of the copies to run takes from the budget
-// and records its answer in KEYS[2] (a hash: the replica id to
-// "seq granted remaining reset"); a later copy of the same call returns
-// that answer and takes nothing, and a copy older than the last recorded
-// call (a write held up in a stalled Redis's socket buffer, run on
-// resume) takes nothing either. So a Redis that stalls, then runs what
-// it was sent meanwhile, never counts one lease twice.
-//
-// ARGV: interval (µs), limit, n, replica id, seq, and how long (ms) the
-// record of answers lives. It returns granted, remaining, reset (µs) and
-// 0 (taken now), 1 (the answer recorded before) or 2 (an old copy:
-// nothing taken, nothing to answer).
-var takeOnceScript = redis.NewScript(`
-if redis.replicate_commands then redis.replicate_commands() end
-local seq = tonumber(ARGV[5])
-local rec = redis.call('HGET', KEYS[2], ARGV[4])
-if rec then
-  local s, g, r, w = string.match(rec, '^(%d+) (%d+) (%d+) (%d+)$')
-  s = tonumber(s)
-  if s == seq then return {tonumber(g), tonumber(r), tonumber(w), 1} end
-  if s > seq then return {0, 0, 0, 2} end
-end
-local interval = tonumber(ARGV[1])
-local window = interval * tonumber(ARGV[2])
-local n = tonumber(ARGV[3])
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local tat = tonumber(redis.call('GET', KEYS[1])) or now
-if tat < now then tat = now end
-local granted = math.floor((now + window - tat) / interval)
-if granted > n then granted = n end
-if granted < 0 then granted = 0 end
-if granted > 0 then
-  tat = tat + granted * interval
-  redis.call('SET', KEYS[1], string.format('%.0f', tat), 'PX', string.format('%.0f', math.ceil((tat - now) / 1000)))
-end
-local remaining = math.floor((now + window - tat) / interval)
-if remaining < 0 then remaining = 0 end
-redis.call('HSET', KEYS[2], ARGV[4], string.format('%.0f %d %d %.0f', seq, granted, remaining, tat - now))
-redis.call('PEXPIRE', KEYS[2], ARGV[6])
-return {granted, remaining, tat - now, 0}
-`)
-
-// opRecordTTL is how long Redis keeps a replica's last answer to an
-// idempotent lease (takeOnceScript): longer than any stall after which
-// a held-up copy could still run, within reason. A copy run later than
-// this takes again (a lease's worth counted twice: stricter, never
-// looser).
-const opRecordTTL = time.Hour
-
-// TakeRequestsOnce is TakeRequests made idempotent (see takeOnceScript):
-// replica names this replica (unique among those sharing the Redis) and
-// seq this call, greater than every seq replica used before; a call that
-// failed is sent again with the same arguments. again reports that the
-// answer is one recorded before (the failed call had run after all), or
-// that the call is older than one answered already (granted is 0).
+// TakeRequestsOnce is TakeRequests made idempotent (see gcraScript):
+// replica names this replica (unique among those sharing the Redis; ""
+// makes the call a plain TakeRequests) and seq this call, greater than
+// every seq replica used before; a call that failed is sent again with
+// the same arguments. again reports that the answer is one recorded
+// before (the failed call had run after all), or that the call is older
+// than one answered already (granted is 0).
 func (s *RedisStore) TakeRequestsOnce(ctx context.Context, scope string, perMinute, n int, replica string, seq uint64) (granted, remaining int, reset time.Duration, again bool, err error) {
 	if perMinute < 1 || perMinute > maxRedisPerMinute {
 		return 0, 0, 0, false, fmt.Errorf("access: redis: requests per minute must be from 1 to %d, got %d", maxRedisPerMinute, perMinute)
@@ -354,7 +324,7 @@ func (s *RedisStore) TakeRequestsOnce(ctx context.Context, scope string, perMinu
 	interval := int64(time.Minute/time.Microsecond) / int64(perMinute)
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	r, err := takeOnceScript.Run(cctx, s.client, []string{s.prefix + "rl:" + scope, s.prefix + "rlop:" + scope},
+	r, err := gcraScript.Run(cctx, s.client, []string{s.prefix + "rl:" + scope, s.prefix + "rlop:" + scope},
 		interval, perMinute, n, replica, seq, opRecordTTL.Milliseconds()).Int64Slice()
 	if err == nil && len(r) != 4 {
 		err = fmt.Errorf("the script returned %d values, not 4", len(r))

@@ -399,8 +399,14 @@ func TestRedisTakeRequestsOnce(t *testing.T) {
 			t.Errorf("call %d (%s #%d, %d): granted %d, %d left, again %v; want %d, %d, %v", i, tc.replica, tc.seq, tc.n, g, r, again, tc.granted, tc.left, tc.again)
 		}
 	}
-	if ttl := rawRedis(t, addr, 0).PTTL(ctx, "triage:rlop:once").Val(); ttl <= opRecordTTL-time.Minute || ttl > opRecordTTL {
+	raw := rawRedis(t, addr, 0)
+	if ttl := raw.PTTL(ctx, "triage:rlop:once").Val(); ttl <= opRecordTTL-time.Minute || ttl > opRecordTTL {
 		t.Errorf("the answers' record: PTTL %s, want %s", ttl, opRecordTTL)
+	}
+	// A plain TakeRequests records nothing.
+	mustLease(t, s, "plain", 10, 1)
+	if n := raw.Exists(ctx, "triage:rlop:plain").Val(); n != 0 {
+		t.Error("TakeRequests wrote a record of its answer")
 	}
 }
 

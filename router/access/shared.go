@@ -37,7 +37,7 @@ import (
 //     meanwhile are reported then: nothing is lost.
 //   - Every call is idempotent: a lease call that timed out is sent again,
 //     unchanged, under the same sequence number, and Redis answers a copy
-//     it ran already from its record (takeOnceScript); spending is
+//     it ran already from its record (gcraScript); spending is
 //     reported as this replica's whole count in the period, never as a
 //     delta (reportScript). A Redis that stalls and then runs what it was
 //     sent meanwhile counts nothing twice, and a Redis restarted empty
