@@ -343,9 +343,15 @@ func (s *RedisStore) TakeRequestsOnce(ctx context.Context, scope string, perMinu
 // nothing, so a copy held up in a stalled Redis cannot roll a count back.
 // A Redis restarted empty gets each replica's count back at its next
 // report. A new hash expires after ARGV[4] ms (0: never); a report does
-// not extend it.
+// not extend it. A new hash also takes over, as the field "legacy", the
+// count that versions before kept at KEYS[2] (a plain integer, added to
+// with INCRBY), so an upgrade forgets no spending.
 var reportScript = redis.NewScript(`
 local seq = tonumber(ARGV[2])
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  local legacy = redis.call('GET', KEYS[2])
+  if legacy then redis.call('HSET', KEYS[1], 'legacy', '0 ' .. legacy) end
+end
 local rec = redis.call('HGET', KEYS[1], ARGV[1])
 if not rec or tonumber(string.match(rec, '^(%d+)')) < seq then
   redis.call('HSET', KEYS[1], ARGV[1], ARGV[2] .. ' ' .. ARGV[3])
@@ -375,7 +381,7 @@ func (s *RedisStore) Report(ctx context.Context, key, replica string, seq uint64
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	total, err = reportScript.Run(cctx, s.client, []string{s.prefix + "spent:" + key}, replica, seq, count, ms).Int64()
+	total, err = reportScript.Run(cctx, s.client, []string{s.prefix + "spent:" + key, s.prefix + "budget:" + key}, replica, seq, count, ms).Int64()
 	if err = s.done(ctx, "report", err); err != nil {
 		return 0, err
 	}

@@ -357,6 +357,16 @@ func TestRedisReport(t *testing.T) {
 	if v := report("short", "b", 1, 7, time.Hour); v != 7 {
 		t.Errorf("after the count expired: %d, want 7", v)
 	}
+	// A count kept as a plain integer by versions before is taken over
+	// once, when the hash is made.
+	raw.Set(ctx, "t2:budget:old", 500, time.Hour)
+	if v := report("old", "a", 1, 20, time.Hour); v != 520 {
+		t.Errorf("over a count of 500 kept before: %d, want 520", v)
+	}
+	raw.IncrBy(ctx, "t2:budget:old", 100) // an old replica still adding: not read again
+	if v := report("old", "a", 2, 30, time.Hour); v != 530 {
+		t.Errorf("reported again: %d, want 530", v)
+	}
 	// A sub-millisecond ttl is one millisecond, not none.
 	report("tiny", "a", 1, 1, time.Microsecond)
 	if ttl := raw.PTTL(ctx, "t2:spent:tiny").Val(); ttl == -1 {
