@@ -1,6 +1,7 @@
 package access
 
 import (
+	"context"
 	"io"
 	"net"
 	"sync"
@@ -84,6 +85,50 @@ func TestSharedBudgetStallCountsOnce(t *testing.T) {
 	eventuallyTrue(t, func() bool { return a.l.sh.store.Stats().Calls > calls+10 }, "ten more calls")
 	if a.used() != 150 || b.used() != 150 {
 		t.Fatalf("after the stall: %d and %d tokens counted, want 150 on both", a.used(), b.used())
+	}
+}
+
+// A lease call sent to a stalled Redis, and sent again while it stalls,
+// is taken once when Redis runs them all on resume.
+func TestSharedLeaseStallCountsOnce(t *testing.T) {
+	addr, pause, resume := testenv.RedisStalls(t)
+	secret, k := mustKey(t, "alice")
+	const limit = 30 // one back every 2s
+	cfg := Config{KeysFile: "k", Policies: []Policy{{Principal: "alice", Limits: Limits{RequestsPerMinute: limit}}}}
+	a := newStallReplica(t, addr, cfg, k, secret, false)
+	began := time.Now()
+	waitShared(t, a, false)
+	eventuallyTrue(t, func() bool { return a.c.e.rates[0].c.lease.Load() == leaseSize(limit) }, "the first lease")
+	pause()
+	failed := a.errorsAfter(t, 3)
+	for i := range 3 { // two from the lease, the third asks for more
+		if _, d := a.c.Admit(time.Now(), 0); d != nil {
+			t.Fatalf("request %d with Redis stalled, fail open: %v", i, d)
+		}
+	}
+	failed() // the call asking for more sent at least twice
+	resume()
+	waitShared(t, a, false)
+	// Taken from Redis: the first lease (2), the call sent while stalled
+	// (a lease and the request that asked: 3), and the request admitted
+	// past the lease, charged after (1).
+	const taken = 2 + 3 + 1
+	read := newTestRedisStore(t, addr, RedisConfig{})
+	left := func() int {
+		_, n, _, err := read.TakeRequests(context.Background(), "p:alice|principal:alice", limit, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	back := func() int { return int(time.Since(began) / (time.Minute / limit)) } // came back meanwhile
+	eventuallyTrue(t, func() bool { return left() <= limit-taken+back() }, "the calls answered and charged")
+	// Two more calls answered (a lease needing nothing is read once a
+	// second): copies Redis ran late would have run by then.
+	calls := a.l.sh.store.Stats().Calls
+	eventuallyTrue(t, func() bool { return a.l.sh.store.Stats().Calls > calls+2 }, "two more calls")
+	if n := left(); n < limit-taken {
+		t.Fatalf("%d of %d left in Redis after the stall, want %d (and what came back since)", n, limit, limit-taken)
 	}
 }
 
