@@ -59,14 +59,19 @@ type RedisConfig struct {
 	DB int `koanf:"db"`
 	// Timeout bounds every call (dial, round trip, the whole of one
 	// method): default 50ms, at most 1s. A call that takes longer fails,
-	// so a stalled Redis costs the background loop no more than this.
+	// so a stalled Redis costs the background loops no more than this. It
+	// is also the longest a request whose lease is empty waits for the
+	// lease loop before it is admitted degraded (fail open) or refused
+	// (fail closed).
 	Timeout time.Duration `koanf:"timeout"`
 	// Prefix starts every key written; default "triage:".
 	Prefix string `koanf:"prefix"`
-	// FailClosed refuses requests while Redis does not answer; default
-	// false: fail open, each replica admitting on its local counts (a
-	// Redis outage should not become a gateway outage). The store only
-	// reports failures (errors, Healthy); the caller applies this.
+	// FailClosed refuses requests with 503 limits_unavailable while Redis
+	// does not answer, whether it refuses or stalls (within Timeout);
+	// default false: fail open, each replica admitting on its local counts,
+	// marked degraded (a Redis outage should not become a gateway
+	// outage). The store only reports failures (errors, Healthy); the
+	// Limiter applies this.
 	FailClosed bool `koanf:"fail_closed"`
 }
 
