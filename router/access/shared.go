@@ -115,11 +115,13 @@ type rateOp struct {
 	n, debt   int64
 }
 
-// idle reports whether the lease needs no top-up: whole, nothing owed or
-// asked for, no call pending.
-func (r *sharedRate) idle() bool {
+// idle reports whether the lease needs no top-up at now (ns since the
+// epoch): nothing owed or asked for, no call pending, and the lease whole
+// or Redis having said none are left until later.
+func (r *sharedRate) idle(now int64) bool {
 	c := r.c
-	return r.op == nil && c.debt.Load() == 0 && c.demand.Load() == 0 && c.lease.Load() >= leaseSize(int(r.perMinute.Load()))
+	return r.op == nil && c.debt.Load() == 0 && c.demand.Load() == 0 &&
+		(c.lease.Load() >= leaseSize(int(r.perMinute.Load())) || c.dry.Load() > now)
 }
 
 // Share makes l's requests- and tokens-per-minute limits and budgets count
@@ -244,21 +246,27 @@ func (l *Limiter) loop(ctx context.Context, kick <-chan struct{}, round func(con
 }
 
 // leaseRound tops up the leases that need it (every one each
-// refreshEvery rounds), then wakes the requests waiting for it.
+// refreshEvery rounds). The leases requests asked for come first, and
+// the requests waiting are woken as soon as those are answered; the rest
+// follow, until a request asks again (the next round takes them up, and
+// starts at another scope). So a request waits for at most one other
+// top-up and those asked for with it, one round trip each, not for every
+// tenant's.
 func (l *Limiter) leaseRound(ctx context.Context, n int) {
 	sh := l.sh
 	fresh := make(chan struct{})
 	done := sh.next.Swap(&fresh)
-	defer close(*done)
 	l.mu.Lock()
 	rates := maps.Clone(l.rates)
 	l.mu.Unlock()
+	asked := func(r *sharedRate) bool { return r.op != nil || r.c.demand.Load() > 0 }
+	first := make(map[string]bool)
 	called, failed := false, false
 	for scope, r := range rates {
-		if n%refreshEvery != 0 && r.idle() {
+		if !asked(r) {
 			continue
 		}
-		called = true
+		first[scope], called = true, true
 		if !l.topUp(ctx, scope, r) {
 			failed = true
 			break // Redis is not answering: the next round tries again
@@ -266,6 +274,23 @@ func (l *Limiter) leaseRound(ctx context.Context, n int) {
 	}
 	if called {
 		sh.leaseDown.Store(failed)
+	}
+	close(*done)
+	if failed {
+		return
+	}
+	for scope, r := range rates { // a map: each round starts at a random scope, so none waits for ever
+		if first[scope] || n%refreshEvery != 0 && r.idle(int64(time.Since(l.epoch))) {
+			continue
+		}
+		if !l.topUp(ctx, scope, r) {
+			sh.leaseDown.Store(true)
+			return
+		}
+		sh.leaseDown.Store(false)
+		if len(sh.kick) > 0 {
+			return // a request asks: the next round, at once
+		}
 	}
 }
 
