@@ -159,24 +159,36 @@ func (r *rate) takeShared(sh *shared, now int64) (ok bool, remaining int, reset,
 	}
 	c.lease.Add(1)
 	if !sh.down() {
-		if dry := c.dry.Load(); now < dry { // Redis said none are left until dry
-			return false, 0, time.Duration(c.reset.Load()), time.Duration(dry - now), false
-		}
-		c.demand.Add(1)
-		if sh.await() {
+		var t *time.Timer // the bound on the wait, made on the first
+		defer func() {
+			if t != nil {
+				t.Stop()
+			}
+		}()
+		for {
+			if dry := c.dry.Load(); now < dry { // Redis said none are left until dry
+				return false, 0, time.Duration(c.reset.Load()), time.Duration(dry - now), false
+			}
+			c.demand.Add(1)
+			if t == nil {
+				t = time.NewTimer(sh.wait)
+			}
+			if !sh.await(t.C) {
+				break // Redis did not answer in time: as while it is down
+			}
 			if c.lease.Add(-1) >= 0 {
 				return true, int(c.remaining.Load()), time.Duration(c.reset.Load()), 0, false
 			}
 			c.lease.Add(1)
-			if !sh.down() {
-				retry := time.Duration(r.interval)
-				if dry := c.dry.Load(); dry > now {
-					retry = time.Duration(dry - now)
-				}
-				return false, 0, time.Duration(c.reset.Load()), retry, false
+			if sh.down() {
+				break
+			}
+			// Granted, and taken by a request that found the lease
+			// before this one woke: ask again, unless Redis has none.
+			if dry := c.dry.Load(); dry > now {
+				return false, 0, time.Duration(c.reset.Load()), time.Duration(dry - now), false
 			}
 		}
-		// Redis did not answer in time: as while it is down.
 	}
 	if sh.failClosed {
 		return false, 0, 0, time.Second, true
@@ -186,19 +198,17 @@ func (r *rate) takeShared(sh *shared, now int64) (ok bool, remaining int, reset,
 	return true, int(c.remaining.Load()), time.Duration(c.reset.Load()), 0, true
 }
 
-// await asks the lease loop for a round and waits for it to end, at most
-// sh.wait; it reports whether the round ended in time. The demand the
+// await asks the lease loop for a round and waits for it to end, or for
+// expired; it reports whether the round ended first. The demand the
 // caller registered before is seen by that round: it is the next to
 // start.
-func (sh *shared) await() bool {
+func (sh *shared) await(expired <-chan time.Time) bool {
 	done := *sh.next.Load()
 	sh.wake()
-	t := time.NewTimer(sh.wait)
-	defer t.Stop()
 	select {
 	case <-done:
 		return true
-	case <-t.C:
+	case <-expired:
 		return false
 	}
 }
