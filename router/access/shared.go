@@ -51,8 +51,10 @@ import (
 //     for leases. Budgets are synced by the same loop.
 //
 // Replicas overshoot a requests-per-minute limit by at most the leases
-// they hold unused: N replicas, at most N leases' worth (a lease is
-// max(2, limit/600)). A tokens-per-minute limit or a budget is overshot by
+// they hold unused: N replicas, N leases' worth (a lease is
+// max(2, limit/600)), and what requests that stopped waiting past the
+// bound had asked for. A Redis restarted empty forgets the requests
+// counted this minute (leases are not re-sent). A tokens-per-minute limit or a budget is overshot by
 // at most what the other replicas admitted in one sync round (20 ms plus
 // its calls) before this one heard of it: in a burst, N replicas may each
 // spend what is left. Nothing bounds what fail-open admits during an
