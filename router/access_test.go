@@ -209,6 +209,58 @@ func TestAccessReload(t *testing.T) {
 	}
 }
 
+// A keys file truncated in place and not yet rewritten (what a reload
+// caught between the two sees) keeps the keys in effect; the rewrite
+// applies; a file that says "# no keys" withdraws them all.
+func TestAccessKeysFileTruncated(t *testing.T) {
+	keys := filepath.Join(t.TempDir(), "keys.jsonl")
+	secrets := writeKeys(t, keys, "alice")
+	cfg := accessConfig(t, keys, access.Policy{Principal: "alice"})
+	h := newHarness(t, cfg)
+	post := func(who string) int {
+		return h.do(t, "POST", "/v1/chat/completions", chatFor("llama"), "Authorization", "Bearer "+secrets[who]).status
+	}
+	if s := post("alice"); s != 200 {
+		t.Fatal(s)
+	}
+	good, err := os.ReadFile(keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(keys, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.gw.Apply(cfg, nil); err != nil {
+		t.Fatal(err)
+	}
+	if s := post("alice"); s != 200 {
+		t.Fatalf("alice after a reload of the truncated keys file: %d, want 200 (the keys before kept)", s)
+	}
+	// The rewrite, with a key more, applies.
+	if err := os.WriteFile(keys, good, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range writeKeys(t, keys, "bob") {
+		secrets[k] = v
+	}
+	if err := h.gw.Apply(cfg, nil); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := post("alice"), post("bob"); a != 200 || b != 200 {
+		t.Fatalf("after the rewrite: alice %d, bob %d", a, b)
+	}
+	// Emptied on purpose.
+	if err := os.WriteFile(keys, []byte("# every key withdrawn\n"+access.KeysEmptyMarker+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.gw.Apply(cfg, nil); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := post("alice"), post("bob"); a != 401 || b != 401 {
+		t.Fatalf("after the keys file was emptied on purpose: alice %d, bob %d, want 401", a, b)
+	}
+}
+
 // A policy naming a pool, model or route that does not exist is rejected
 // with its path.
 func TestAccessPolicyNamesChecked(t *testing.T) {
@@ -299,18 +351,19 @@ func TestAccessTokenLimitsAndBudgets(t *testing.T) {
 	cfg := accessConfig(t, keys, access.Policy{Principal: "alice",
 		Limits: access.Limits{TokensPerMinute: 100}, Budget: access.Budget{TokensPerDay: 40}})
 	cfg.Access.StateFile = filepath.Join(dir, "state.json")
+	cfg.Access.ReserveTokens = 4 // what the sim answers with: a request without max_tokens is counted as 4 more
 	h := newHarness(t, cfg)
 	auth := []string{"Authorization", "Bearer " + secrets["alice"]}
-	body := `{"model":"llama","messages":[{"role":"user","content":"hi"}]}` // 61 bytes: counted as 16 until settled
+	body := `{"model":"llama","messages":[{"role":"user","content":"hi"}]}` // 61 bytes, no max_tokens: counted as 16 + 4 until settled
 	r := h.do(t, "POST", "/v1/chat/completions", body, auth...)
-	if r.status != 200 || r.header.Get("X-Ratelimit-Limit-Tokens") != "100" || r.header.Get("X-Ratelimit-Remaining-Tokens") != "84" {
+	if r.status != 200 || r.header.Get("X-Ratelimit-Limit-Tokens") != "100" || r.header.Get("X-Ratelimit-Remaining-Tokens") != "80" {
 		t.Fatalf("first: %d %v", r.status, r.header)
 	}
 	// Settled at the usage the sim reports (1 prompt + 4 completion): 95
 	// left before this one's estimate.
 	r = h.do(t, "POST", "/v1/chat/completions", body, auth...)
-	if got := r.header.Get("X-Ratelimit-Remaining-Tokens"); got != "79" {
-		t.Fatalf("second: remaining tokens %s, want 79 (100 - 5 used - 16 estimated)", got)
+	if got := r.header.Get("X-Ratelimit-Remaining-Tokens"); got != "75" {
+		t.Fatalf("second: remaining tokens %s, want 75 (100 - 5 used - 20 estimated)", got)
 	}
 	n := 2
 	for ; n < 10; n++ {
@@ -388,6 +441,7 @@ func TestAccessRefusedAfterAdmissionRefundsTokens(t *testing.T) {
 	secrets := writeKeys(t, keys, "alice")
 	cfg := accessConfig(t, keys, access.Policy{Principal: "alice", Pools: []string{"code"},
 		Limits: access.Limits{TokensPerMinute: 100}})
+	cfg.Access.ReserveTokens = 4
 	h := newHarness(t, cfg)
 	auth := []string{"Authorization", "Bearer " + secrets["alice"]}
 	for range 3 {
@@ -395,10 +449,10 @@ func TestAccessRefusedAfterAdmissionRefundsTokens(t *testing.T) {
 			t.Fatal(r.status, r.body)
 		}
 	}
-	// Three refused requests of ~16 tokens each: none of them is still
+	// Three refused requests of ~20 tokens each: none of them is still
 	// counted, so this one sees the whole minute's budget less its own.
 	r := h.do(t, "POST", "/v1/chat/completions", chatFor("coder"), auth...)
-	if r.status != 200 || r.header.Get("X-Ratelimit-Remaining-Tokens") != "84" {
+	if r.status != 200 || r.header.Get("X-Ratelimit-Remaining-Tokens") != "80" {
 		t.Fatalf("%d %v", r.status, r.header)
 	}
 }

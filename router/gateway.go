@@ -405,9 +405,18 @@ func (g *Gateway) compileAccess(cfg *config.Config, s *snapshot) (*access.Snapsh
 	}
 	var keys []access.Key
 	if cfg.Access.KeysFile != "" {
+		var prev []access.Key
+		if old := g.snap.Load(); old != nil && old.access != nil {
+			prev = old.access.KeySet()
+		}
+		var kept bool
 		var err error
-		if keys, err = access.LoadKeys(cfg.Access.KeysFile); err != nil {
+		if keys, kept, err = access.ReloadKeys(cfg.Access.KeysFile, prev); err != nil {
 			return nil, nil, fmt.Errorf("access.keys_file: %w", err)
+		}
+		if kept {
+			g.log.Warn("access.keys_file holds no key where it held some: taken for a file being rewritten, the keys before stay in effect (a line \""+access.KeysEmptyMarker+"\" withdraws them all)",
+				"file", cfg.Access.KeysFile, "keys", len(keys))
 		}
 	}
 	var jwt *access.JWT

@@ -305,7 +305,7 @@ func (g *Gateway) serve(c *gin.Context, sh shape) {
 		if al.trace != nil {
 			t0 = time.Now()
 		}
-		adm, d = caller.Admit(start, access.EstimateTokens(len(body), req.MaxTokens))
+		adm, d = caller.Admit(start, caller.Estimate(len(body), req.MaxTokens))
 		if al.trace != nil {
 			al.trace.admitted(t0, &adm, d)
 		}

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"crypto/ed25519"
+	"encoding/base64"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -8,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/triagegw/triage/internal/testenv"
 )
@@ -106,5 +111,97 @@ func TestTenancyExample(t *testing.T) {
 	})
 	if strings.Contains(gw.stderr.String()+gw.stdout.String(), erin[20:]) || strings.Contains(gw.stderr.String()+gw.stdout.String(), demo[20:]) {
 		t.Fatal("a key's secret reached the gateway's output")
+	}
+}
+
+// TestJWKSFileWatched: a JWKS file is watched as the keys file is: a key
+// set rotated in the file applies to the running gateway, and a JWKS
+// file caught empty mid-rewrite is rejected whole, the keys before
+// staying in effect. So is a keys file truncated in place: the keys
+// before stay.
+func TestJWKSFileWatched(t *testing.T) {
+	sim := startSim(t, "llama", "gen-0")
+	dir := t.TempDir()
+	type signer struct {
+		kid  string
+		priv ed25519.PrivateKey
+	}
+	newSigner := func(kid string) signer {
+		_, priv, err := ed25519.GenerateKey(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return signer{kid, priv}
+	}
+	jwks := func(s signer) string {
+		x := base64.RawURLEncoding.EncodeToString(s.priv.Public().(ed25519.PublicKey))
+		return `{"keys":[{"kty":"OKP","crv":"Ed25519","use":"sig","kid":"` + s.kid + `","x":"` + x + `"}]}`
+	}
+	sign := func(s signer) string {
+		tok := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.MapClaims{"sub": "ann", "iss": "https://idp.example", "aud": "triage", "exp": time.Now().Add(time.Hour).Unix()})
+		tok.Header["kid"] = s.kid
+		out, err := tok.SignedString(s.priv)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	a, b := newSigner("a"), newSigner("b")
+	jwksPath, keysPath, cfgPath := filepath.Join(dir, "jwks.json"), filepath.Join(dir, "keys.jsonl"), filepath.Join(dir, "triage.yaml")
+	writeFile(t, jwksPath, jwks(a))
+	code, stdout, stderr := runIn(t, dir, nil, "keys", "create", "--file", keysPath, "--principal", "svc")
+	if code != 0 {
+		t.Fatalf("keys create: %d %s %s", code, stdout, stderr)
+	}
+	svc := strings.TrimSpace(stdout)
+	writeFile(t, cfgPath, `default_pool: general
+pools:
+  - {name: general, model: llama, replicas: [{url: "http://`+sim.addr+`"}], health: {enabled: false}}
+access:
+  keys_file: keys.jsonl
+  jwt: {jwks_file: jwks.json, issuer: https://idp.example, audience: [triage]}
+`)
+	gw := startGateway(t, cfgPath)
+	c := newClient(t)
+	status := func(bearer string) int {
+		t.Helper()
+		req, _ := http.NewRequest("POST", gw.url("/v1/chat/completions"), strings.NewReader(`{"model":"llama","max_tokens":1,"messages":[{"role":"user","content":"Hi"}]}`))
+		req.Header.Set("Authorization", "Bearer "+bearer)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if sa, sb := status(sign(a)), status(sign(b)); sa != 200 || sb != 401 {
+		t.Fatalf("before the rotation: key a %d, key b %d; want 200, 401", sa, sb)
+	}
+	replaceFile(t, jwksPath, jwks(b))
+	eventually(t, 10*time.Second, "the rotated JWKS to apply", func() (bool, string) {
+		sb := status(sign(b))
+		return sb == 200, fmt.Sprint("key b ", sb)
+	})
+	if sa := status(sign(a)); sa != 401 {
+		t.Fatalf("key a after the rotation: %d, want 401", sa)
+	}
+	// Caught empty: the reload is rejected, key b still verifies.
+	writeFile(t, jwksPath, "")
+	eventually(t, 10*time.Second, "the reload of the empty JWKS file rejected", func() (bool, string) {
+		return strings.Contains(gw.stderr.String(), "config reload rejected"), gw.stderr.String()
+	})
+	if sb := status(sign(b)); sb != 200 {
+		t.Fatalf("key b after the JWKS file was caught empty: %d", sb)
+	}
+	writeFile(t, jwksPath, jwks(b))
+	// The keys file truncated in place: the key before stays.
+	if err := os.Truncate(keysPath, 0); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "a reload of the truncated keys file", func() (bool, string) {
+		return strings.Contains(gw.stderr.String(), "access.keys_file holds no key"), gw.stderr.String()
+	})
+	if s := status(svc); s != 200 {
+		t.Fatalf("the API key after its file was truncated: %d, want 200", s)
 	}
 }

@@ -108,6 +108,9 @@ func (l *gatewayLoader) load() (router.Loaded, error) {
 	if c.Access.KeysFile != "" {
 		files = append(files, c.Access.KeysFile) // keys created or revoked apply without a restart
 	}
+	if c.Access.JWT.JWKSFile != "" {
+		files = append(files, c.Access.JWT.JWKSFile) // keys rotated apply without a restart
+	}
 	for _, p := range c.Pools {
 		for _, f := range []string{p.TLS.CAFile, p.TLS.CertFile, p.TLS.KeyFile} {
 			if f != "" {

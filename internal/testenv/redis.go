@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -33,6 +34,45 @@ const redisReady = 10 * time.Second
 // installs the server).
 func Redis(t testing.TB) (addr string, stop func(), start func()) {
 	t.Helper()
+	s := newRedis(t)
+	start = func() {
+		t.Helper()
+		if err := s.start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s.addr(), s.stop, start
+}
+
+// RedisStalls starts a redis-server as Redis does, and returns pause,
+// which stops it with SIGSTOP (it keeps its port and connections, and
+// the kernel still accepts connections and buffers what clients send,
+// but it answers nothing: a stalled or partitioned Redis), and resume,
+// which continues it with SIGCONT (it then runs what was buffered).
+// t's cleanup kills it, stopped or not.
+func RedisStalls(t testing.TB) (addr string, pause, resume func()) {
+	t.Helper()
+	s := newRedis(t)
+	signal := func(sig syscall.Signal) func() {
+		return func() {
+			t.Helper()
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.cmd == nil {
+				t.Fatal("testenv: redis-server is not running")
+			}
+			if err := s.cmd.Process.Signal(sig); err != nil {
+				t.Fatalf("testenv: redis-server: %v", err)
+			}
+		}
+	}
+	return s.addr(), signal(syscall.SIGSTOP), signal(syscall.SIGCONT)
+}
+
+// newRedis starts a redis-server for t (or skips t, see Redis), stopped
+// by t's cleanup.
+func newRedis(t testing.TB) *redisServer {
+	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		msg := "redis-server is not on PATH: run scripts/install-redis.sh (apt-get install redis-server)"
@@ -54,14 +94,10 @@ func Redis(t testing.TB) (addr string, stop func(), start func()) {
 		}
 	}
 	t.Cleanup(s.stop)
-	start = func() {
-		t.Helper()
-		if err := s.start(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)), s.stop, start
+	return s
 }
+
+func (s *redisServer) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
 
 // redisServer is one redis-server process, and the port it keeps across
 // restarts.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -59,6 +60,45 @@ func TestKeysFileRoundTrip(t *testing.T) {
 	c, d := s.Authenticate(bearer(secret), t0)
 	if d != nil || c.Principal().Name != "alice" || c.Principal().Groups[0] != "eng" {
 		t.Fatalf("Authenticate: %v", d)
+	}
+}
+
+// ReloadKeys: an empty keys file after a set with keys keeps the set,
+// unless it says it is empty; with nothing before, empty is empty.
+func TestReloadKeys(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "keys.jsonl")
+	_, k := mustKey(t, "alice")
+	prev := []Key{k}
+	for _, tc := range []struct {
+		name, content string
+		prev          []Key
+		want          int
+		kept          bool
+	}{
+		{"truncated", "", prev, 1, true},
+		{"the header alone", "# triage API keys: sha256 hashes, one key a line; managed by `triage keys`\n", prev, 1, true},
+		{"emptied", "# all withdrawn\n" + KeysEmptyMarker + "\n", prev, 0, false},
+		{"emptied, spaces", "  " + KeysEmptyMarker + "  \n", prev, 0, false},
+		{"first load", "", nil, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := os.WriteFile(path, []byte(tc.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			keys, kept, err := ReloadKeys(path, tc.prev)
+			if err != nil || len(keys) != tc.want || kept != tc.kept {
+				t.Errorf("ReloadKeys = %d keys, kept %v, %v; want %d, %v", len(keys), kept, err, tc.want, tc.kept)
+			}
+		})
+	}
+	if err := AppendKey(path, k); err != nil {
+		t.Fatal(err)
+	}
+	if keys, kept, err := ReloadKeys(path, nil); err != nil || len(keys) != 1 || kept {
+		t.Errorf("a file with a key: %d keys, kept %v, %v", len(keys), kept, err)
+	}
+	if _, _, err := ReloadKeys(filepath.Join(t.TempDir(), "none"), prev); err == nil {
+		t.Error("a missing file: no error")
 	}
 }
 
@@ -348,6 +388,53 @@ func TestTokensPerMinuteSettle(t *testing.T) {
 	}
 }
 
+// A request without max_tokens is counted as its prompt and
+// access.reserve_tokens until it settles: two such requests in flight
+// cannot spend a budget that holds one, and the budget is overshot by
+// at most what a completion runs past the reservation.
+func TestBudgetReservesWithoutMaxTokens(t *testing.T) {
+	for _, reserve := range []int64{0, 300} {
+		secret, k := mustKey(t, "alice")
+		s := compile(t, Config{KeysFile: "k", ReserveTokens: reserve, Policies: []Policy{{Principal: "alice", Budget: Budget{TokensPerDay: 2000}}}}, k)
+		c, _ := s.Authenticate(bearer(secret), t0)
+		want := reserve
+		if want == 0 {
+			want = DefaultReserveTokens
+		}
+		if got := c.Estimate(40, 0); got != 10+want {
+			t.Errorf("reserve %d: Estimate(40 bytes, no max_tokens) = %d, want %d", reserve, got, 10+want)
+		}
+		if got := c.Estimate(40, 7); got != 17 {
+			t.Errorf("reserve %d: Estimate(40 bytes, max_tokens 7) = %d, want 17", reserve, got)
+		}
+		var held []Admission
+		for {
+			a, d := c.Admit(t0, c.Estimate(40, 0))
+			if d != nil {
+				if d.Code != "insufficient_quota" {
+					t.Fatal(d)
+				}
+				break
+			}
+			held = append(held, a)
+		}
+		if n := int64(len(held)); n != 2000/(10+want) {
+			t.Errorf("reserve %d: %d requests without max_tokens admitted at once on a budget of 2000, want %d", reserve, n, 2000/(10+want))
+		}
+		for i := range held {
+			held[i].Settle(10, want+5, "") // each runs 5 past its reservation
+		}
+		used := c.e.budgets[0].c.used.Load()
+		if bound := 2000 + int64(len(held))*5; used > bound {
+			t.Errorf("reserve %d: %d used of a budget of 2000, past the bound %d", reserve, used, bound)
+		}
+	}
+	cfg := Config{KeysFile: "k", ReserveTokens: -1}
+	if errs := cfg.Validate(Known{}); len(errs) != 1 || !strings.Contains(errs[0].Error(), "access.reserve_tokens: must be from 0") {
+		t.Errorf("a negative reserve: %v", errs)
+	}
+}
+
 func TestBudgetsPerDayAndRestart(t *testing.T) {
 	secret, k := mustKey(t, "alice", "team")
 	cfg := Config{KeysFile: "k", Policies: []Policy{{Group: "team", Budget: Budget{TokensPerDay: 1000, TokensPerMonth: 1500}, Limits: Limits{Per: "group"}}}}
@@ -401,6 +488,24 @@ func TestConfigValidateRedisLimits(t *testing.T) {
 	errs := cfg.Validate(Known{})
 	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "access.policies[0].limits.requests_per_minute: at most 60000000 when shared") {
 		t.Fatalf("%v", errs)
+	}
+	// A concurrency limit is each replica's own: with Redis, the config
+	// must say so.
+	cfg = Config{KeysFile: "k", Redis: RedisConfig{Addr: "localhost:6379"},
+		Policies: []Policy{{Group: "*", Limits: Limits{RequestsPerMinute: 60, Concurrent: 4}}}}
+	errs = cfg.Validate(Known{})
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "access.policies[0].limits.concurrent: counts each replica's requests alone") ||
+		!strings.Contains(errs[0].Error(), "per_replica: true") {
+		t.Fatalf("concurrent with redis, per_replica unset: %v", errs)
+	}
+	cfg.Policies[0].Limits.PerReplica = true
+	if errs := cfg.Validate(Known{}); len(errs) != 0 {
+		t.Fatalf("concurrent with redis, per_replica: true: %v", errs)
+	}
+	cfg.Redis = RedisConfig{}
+	cfg.Policies[0].Limits.PerReplica = false
+	if errs := cfg.Validate(Known{}); len(errs) != 0 {
+		t.Fatalf("concurrent without redis: %v", errs)
 	}
 	// Without credentials there are no limits to share, but sessions are.
 	cfg = Config{Redis: RedisConfig{Addr: "localhost:6379"}}

@@ -44,12 +44,36 @@ type Config struct {
 	// UsageLogMaxBytes rotates the usage log past this size (keeping 5
 	// old files). Default 100 MiB.
 	UsageLogMaxBytes int64 `koanf:"usage_log_max_bytes"`
+	// ReserveTokens is the completion a request that sets no max_tokens
+	// (nor max_completion_tokens, max_output_tokens) is counted as, in
+	// tokens, against its tokens-per-minute limits and budgets until its
+	// usage settles the count: without it such a request would be counted
+	// as its prompt alone and could overshoot a budget by a whole
+	// response. A request whose reservation does not fit what is left is
+	// refused; one whose completion runs past it overshoots by the
+	// difference at most. Default 1024; at most 1,000,000.
+	ReserveTokens int64 `koanf:"reserve_tokens"`
 	// BudgetMetricsPerMember reports each key's or principal's own budget
 	// (a policy whose budget counts per key, or a group's per principal)
 	// in triage_budget_remaining_tokens too, labelled key:<key id> or
 	// principal:<name>: one series per member, so off by default, and
 	// only budgets a whole group or a named principal shares are reported.
 	BudgetMetricsPerMember bool `koanf:"budget_metrics_per_member"`
+}
+
+// DefaultReserveTokens is ReserveTokens' default: the completion a
+// request without max_tokens is counted as until it settles.
+const DefaultReserveTokens = 1024
+
+// maxReserveTokens bounds ReserveTokens.
+const maxReserveTokens = 1_000_000
+
+// Reserve is the ReserveTokens in effect.
+func (c *Config) Reserve() int64 {
+	if c.ReserveTokens > 0 {
+		return c.ReserveTokens
+	}
+	return DefaultReserveTokens
 }
 
 // UsageLogKeep is how many rotated usage logs are kept.
@@ -97,8 +121,17 @@ type Limits struct {
 	// RequestsPerMinute admits this many requests a minute, with a burst
 	// of as many (GCRA: one request back every 60s/limit).
 	RequestsPerMinute int `koanf:"requests_per_minute"`
-	// Concurrent caps the requests in flight at once.
+	// Concurrent caps the requests in flight at once, on each replica:
+	// it is never shared through access.redis (a replica that dies
+	// holding slots would hold them until a lease ran out), so N replicas
+	// admit up to N × Concurrent. With access.redis set, PerReplica must
+	// say so.
 	Concurrent int `koanf:"concurrent"`
+	// PerReplica says that Concurrent counts each replica's requests
+	// alone. Required (true) when access.redis shares the other limits,
+	// so that a config does not read as a deployment-wide cap it is not;
+	// default false, which is the same thing without Redis.
+	PerReplica bool `koanf:"per_replica"`
 	// TokensPerMinute admits this many tokens a minute (GCRA, a minute's
 	// worth at once): a request counts as its estimate (EstimateTokens)
 	// until its response's usage replaces it.
@@ -148,6 +181,9 @@ func (c *Config) Validate(known Known) []error {
 		if pr.PromptPerMillion < 0 || pr.CompletionPerMillion < 0 || pr.PromptPerMillion > 1e6 || pr.CompletionPerMillion > 1e6 {
 			bad("prices."+pool, "prices are dollars per million tokens, from 0 to 1,000,000")
 		}
+	}
+	if c.ReserveTokens < 0 || c.ReserveTokens > maxReserveTokens {
+		bad("reserve_tokens", "must be from 0 (the default, %d) to %d tokens, got %d", DefaultReserveTokens, maxReserveTokens, c.ReserveTokens)
 	}
 	if c.UsageLogMaxBytes < 0 {
 		bad("usage_log_max_bytes", "must not be negative, got %d", c.UsageLogMaxBytes)
@@ -200,6 +236,9 @@ func (c *Config) Validate(known Known) []error {
 		}
 		if l.Concurrent < 0 {
 			bad(path+".limits.concurrent", "must not be negative, got %d", l.Concurrent)
+		}
+		if c.Redis.Enabled() && l.Concurrent > 0 && !l.PerReplica {
+			bad(path+".limits.concurrent", "counts each replica's requests alone, also with access.redis (which shares requests_per_minute, tokens_per_minute and budgets): set per_replica: true to say so, and size it as the deployment's cap divided by the replicas")
 		}
 		if l.TokensPerMinute < 0 {
 			bad(path+".limits.tokens_per_minute", "must not be negative, got %d", l.TokensPerMinute)

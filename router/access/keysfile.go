@@ -1,10 +1,14 @@
 package access
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/triagegw/triage/internal/atomicfile"
@@ -24,6 +28,36 @@ func AppendKey(path string, k Key) error {
 		}
 	}
 	return writeKeys(path, append(keys, k))
+}
+
+// KeysEmptyMarker, alone on a line of a keys file, says the file holds no
+// key on purpose (every key withdrawn). Without it, a keys file that
+// holds no key where the one in effect held some is taken for a file
+// caught mid-rewrite (truncated in place, not written yet), and the keys
+// in effect stay (ReloadKeys).
+const KeysEmptyMarker = "# no keys"
+
+// ReloadKeys reads the keys file at path to replace prev, the keys in
+// effect. A file that holds no key while prev holds some (a file
+// truncated and not yet rewritten looks so) is not loaded: ReloadKeys
+// returns prev and kept true, and the caller warns; the rewrite, when it
+// comes, reloads again. A file with a KeysEmptyMarker line is loaded
+// empty. Errors are LoadKeys'.
+func ReloadKeys(path string, prev []Key) (keys []Key, kept bool, err error) {
+	keys, err = LoadKeys(path)
+	if err != nil || len(keys) > 0 || len(prev) == 0 {
+		return keys, false, err
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, false, err
+	}
+	for sc := bufio.NewScanner(bytes.NewReader(b)); sc.Scan(); {
+		if strings.TrimSpace(sc.Text()) == KeysEmptyMarker {
+			return keys, false, nil
+		}
+	}
+	return prev, true, nil
 }
 
 // RevokeKey marks the key with id revoked at now. Its line stays, so the

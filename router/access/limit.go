@@ -19,17 +19,15 @@ type counter struct {
 	// epoch: the request budget is spent up to tat.
 	tat      atomic.Int64
 	inflight atomic.Int64
-	// With a shared limit (shared.go): admissions granted ahead, refused
-	// since the last top-up, and admitted on local counts (not yet
+	// With a shared limit (shared.go): admissions granted ahead, asked
+	// for since the last top-up, and admitted on local counts (not yet
 	// charged); the shared count's requests left and time until whole at
-	// the last top-up; whether a top-up happened yet. A shared
-	// tokens-per-minute counter (scope "…|tpm") uses debt for the tokens
-	// charged here since the last round, remaining for the shared total
-	// last seen, and reset for the hour that total counts.
+	// the last top-up; and until when (ns since the epoch) Redis said none
+	// are left. A shared tokens-per-minute counter (scope "…|tpm") uses
+	// debt for the tokens charged here since the last round.
 	lease, demand, debt atomic.Int64
 	remaining, reset    atomic.Int64
-	primed              atomic.Bool
-	_                   [cacheLine - 60]byte
+	dry                 atomic.Int64
 }
 
 // Limiter owns the limit counters. They outlive configuration snapshots: a
@@ -40,8 +38,8 @@ type Limiter struct {
 	byKey   map[string]*counter
 	budgets map[string]*budgetCounter // kept whatever reloads do: spending is not forgotten
 	sh      *shared                   // nil: counts are this replica's alone
-	rates   map[string]sharedRate     // the requests-per-minute limits counted in Redis, by scope
-	tokens  map[string]sharedRate     // the tokens-per-minute limits counted in Redis, by scope
+	rates   map[string]*sharedRate    // the requests-per-minute limits counted in Redis, by scope
+	tokens  map[string]*sharedRate    // the tokens-per-minute limits counted in Redis, by scope
 }
 
 // NewLimiter returns an empty Limiter.
@@ -91,7 +89,7 @@ func (l *Limiter) shareRate(scope string, c *counter, perMinute int) {
 		return
 	}
 	l.mu.Lock()
-	l.rates[scope] = sharedRate{c: c, perMinute: perMinute}
+	keepShared(l.rates, scope, c, perMinute)
 	l.mu.Unlock()
 	l.sh.wake()
 }
@@ -103,9 +101,23 @@ func (l *Limiter) shareTokens(scope string, c *counter, perMinute int) bool {
 		return false
 	}
 	l.mu.Lock()
-	l.tokens[scope] = sharedRate{c: c, perMinute: perMinute}
+	keepShared(l.tokens, scope, c, perMinute)
 	l.mu.Unlock()
 	return true
+}
+
+// keepShared records scope's shared limit in m, keeping the loop's state
+// of one recorded before on the same counter (a reload, a token
+// principal seen again): a lease call not answered yet, the tokens this
+// replica reported.
+func keepShared(m map[string]*sharedRate, scope string, c *counter, perMinute int) {
+	if r := m[scope]; r != nil && r.c == c {
+		r.perMinute.Store(int64(perMinute))
+		return
+	}
+	r := &sharedRate{c: c}
+	r.perMinute.Store(int64(perMinute))
+	m[scope] = r
 }
 
 // rate is one requests-per-minute (or tokens-per-minute) limit on a

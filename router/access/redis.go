@@ -59,14 +59,19 @@ type RedisConfig struct {
 	DB int `koanf:"db"`
 	// Timeout bounds every call (dial, round trip, the whole of one
 	// method): default 50ms, at most 1s. A call that takes longer fails,
-	// so a stalled Redis costs the background loop no more than this.
+	// so a stalled Redis costs the background loops no more than this. It
+	// is also the longest a request whose lease is empty waits for the
+	// lease loop before it is admitted degraded (fail open) or refused
+	// (fail closed).
 	Timeout time.Duration `koanf:"timeout"`
 	// Prefix starts every key written; default "triage:".
 	Prefix string `koanf:"prefix"`
-	// FailClosed refuses requests while Redis does not answer; default
-	// false: fail open, each replica admitting on its local counts (a
-	// Redis outage should not become a gateway outage). The store only
-	// reports failures (errors, Healthy); the caller applies this.
+	// FailClosed refuses requests with 503 limits_unavailable while Redis
+	// does not answer, whether it refuses or stalls (within Timeout);
+	// default false: fail open, each replica admitting on its local counts,
+	// marked degraded (a Redis outage should not become a gateway
+	// outage). The store only reports failures (errors, Healthy); the
+	// Limiter applies this.
 	FailClosed bool `koanf:"fail_closed"`
 }
 
@@ -228,13 +233,37 @@ func NewRedisStore(cfg RedisConfig, log *slog.Logger) (*RedisStore, error) {
 // expires when the TAT passes (at most a window on): by then it says only
 // "whole", as no key does.
 //
-// It returns granted, the requests left, and the µs until the budget is
-// whole. Numbers are Lua doubles, exact to 2^53: µs since the epoch are
-// under 2^51. The TAT is written with %.0f, as tostring would shorten it
-// to 14 digits. replicate_commands lets a script write after TIME on
-// Redis before 5 (where it exists and is needed; later it is a no-op).
+// A call may be made idempotent (ARGV[4], the replica id, not empty): a
+// replica names each call by its id and a sequence number (ARGV[5]) that
+// grows with every call it makes, and sends a call that failed (timed
+// out) again, unchanged, until it is answered. The first of the copies to
+// run takes from the budget and records its answer in KEYS[2] (a hash:
+// the replica id to "seq granted remaining reset", living ARGV[6] ms); a
+// later copy of the same call returns that answer and takes nothing, and
+// a copy older than the last recorded call (a write held up in a stalled
+// Redis's socket buffer, run on resume) takes nothing either. So a Redis
+// that stalls, then runs what it was sent meanwhile, never counts one
+// lease twice.
+//
+// It returns granted, the requests left, the µs until the budget is
+// whole, and 0 (taken now), 1 (the answer recorded before) or 2 (an old
+// copy: nothing taken, nothing to answer). Numbers are Lua doubles, exact
+// to 2^53: µs since the epoch are under 2^51. The TAT is written with
+// %.0f, as tostring would shorten it to 14 digits. replicate_commands
+// lets a script write after TIME on Redis before 5 (where it exists and is
+// needed; later it is a no-op).
 var gcraScript = redis.NewScript(`
 if redis.replicate_commands then redis.replicate_commands() end
+local replica, seq = ARGV[4], tonumber(ARGV[5])
+if replica ~= '' then
+  local rec = redis.call('HGET', KEYS[2], replica)
+  if rec then
+    local s, g, r, w = string.match(rec, '^(%d+) (%d+) (%d+) (%d+)$')
+    s = tonumber(s)
+    if s == seq then return {tonumber(g), tonumber(r), tonumber(w), 1} end
+    if s > seq then return {0, 0, 0, 2} end
+  end
+end
 local interval = tonumber(ARGV[1])
 local window = interval * tonumber(ARGV[2])
 local n = tonumber(ARGV[3])
@@ -251,8 +280,19 @@ if granted > 0 then
 end
 local remaining = math.floor((now + window - tat) / interval)
 if remaining < 0 then remaining = 0 end
-return {granted, remaining, tat - now}
+if replica ~= '' then
+  redis.call('HSET', KEYS[2], replica, string.format('%.0f %d %d %.0f', seq, granted, remaining, tat - now))
+  redis.call('PEXPIRE', KEYS[2], ARGV[6])
+end
+return {granted, remaining, tat - now, 0}
 `)
+
+// opRecordTTL is how long Redis keeps a replica's last answer to an
+// idempotent lease call (gcraScript): longer than any stall after which
+// a held-up copy could still run, within reason. A copy run later than
+// this takes again (a lease's worth counted twice: stricter, never
+// looser).
+const opRecordTTL = time.Hour
 
 // TakeRequests leases up to n admissions from the requests-per-minute
 // budget of scope (a limit counter's scope, as the Limiter names them),
@@ -264,75 +304,93 @@ return {granted, remaining, tat - now}
 //
 // The count is GCRA's, as the Limiter's: perMinute at once from a whole
 // budget, then one every 60s/perMinute. It runs as one Lua script, so
-// replicas' calls are atomic with respect to each other.
+// replicas' calls are atomic with respect to each other. A call that
+// times out may still run later: TakeRequestsOnce is the one to send
+// again.
 func (s *RedisStore) TakeRequests(ctx context.Context, scope string, perMinute, n int) (granted, remaining int, reset time.Duration, err error) {
+	granted, remaining, reset, _, err = s.TakeRequestsOnce(ctx, scope, perMinute, n, "", 0)
+	return granted, remaining, reset, err
+}
+
+// TakeRequestsOnce is TakeRequests made idempotent (see gcraScript):
+// replica names this replica (unique among those sharing the Redis; ""
+// makes the call a plain TakeRequests) and seq this call, greater than
+// every seq replica used before; a call that failed is sent again with
+// the same arguments. again reports that the answer is one recorded
+// before (the failed call had run after all), or that the call is older
+// than one answered already (granted is 0).
+func (s *RedisStore) TakeRequestsOnce(ctx context.Context, scope string, perMinute, n int, replica string, seq uint64) (granted, remaining int, reset time.Duration, again bool, err error) {
 	if perMinute < 1 || perMinute > maxRedisPerMinute {
-		return 0, 0, 0, fmt.Errorf("access: redis: requests per minute must be from 1 to %d, got %d", maxRedisPerMinute, perMinute)
+		return 0, 0, 0, false, fmt.Errorf("access: redis: requests per minute must be from 1 to %d, got %d", maxRedisPerMinute, perMinute)
 	}
 	if n < 0 {
-		return 0, 0, 0, fmt.Errorf("access: redis: cannot take %d requests", n)
+		return 0, 0, 0, false, fmt.Errorf("access: redis: cannot take %d requests", n)
 	}
 	interval := int64(time.Minute/time.Microsecond) / int64(perMinute)
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	r, err := gcraScript.Run(cctx, s.client, []string{s.prefix + "rl:" + scope}, interval, perMinute, n).Int64Slice()
-	if err == nil && len(r) != 3 {
-		err = fmt.Errorf("the script returned %d values, not 3", len(r))
+	r, err := gcraScript.Run(cctx, s.client, []string{s.prefix + "rl:" + scope, s.prefix + "rlop:" + scope},
+		interval, perMinute, n, replica, seq, opRecordTTL.Milliseconds()).Int64Slice()
+	if err == nil && len(r) != 4 {
+		err = fmt.Errorf("the script returned %d values, not 4", len(r))
 	}
 	if err = s.done(ctx, "take requests", err); err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, false, err
 	}
-	return int(r[0]), int(r[1]), time.Duration(r[2]) * time.Microsecond, nil
+	return int(r[0]), int(r[1]), time.Duration(r[2]) * time.Microsecond, r[3] != 0, nil
 }
 
-// addScript adds ARGV[1] to the count at KEYS[1] and, when the key has no
-// expiry (it is new), sets ARGV[2] ms (0: none): INCRBY and PEXPIRE in one
-// round trip, and atomic, so no crash between them leaves a budget that
-// never resets. Checking PTTL rather than the total (== n) tells a new key
-// from one that came back to zero, and restores an expiry lost to PERSIST.
-var addScript = redis.NewScript(`
-local total = redis.call('INCRBY', KEYS[1], ARGV[1])
-local ttl = tonumber(ARGV[2])
+// reportScript records what one replica has counted in total at KEYS[1]
+// (a hash: the replica id to "seq count") and returns the sum over every
+// replica. A replica sends its whole count each time, never a delta, so
+// a report that timed out and ran later anyway, or was sent twice, counts
+// once; a report older than the one recorded (seq not greater) changes
+// nothing, so a copy held up in a stalled Redis cannot roll a count back.
+// A Redis restarted empty gets each replica's count back at its next
+// report. A new hash expires after ARGV[4] ms (0: never); a report does
+// not extend it. A new hash also takes over, as the field "legacy", the
+// count that versions before kept at KEYS[2] (a plain integer, added to
+// with INCRBY), so an upgrade forgets no spending.
+var reportScript = redis.NewScript(`
+local seq = tonumber(ARGV[2])
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  local legacy = redis.call('GET', KEYS[2])
+  if legacy then redis.call('HSET', KEYS[1], 'legacy', '0 ' .. legacy) end
+end
+local rec = redis.call('HGET', KEYS[1], ARGV[1])
+if not rec or tonumber(string.match(rec, '^(%d+)')) < seq then
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2] .. ' ' .. ARGV[3])
+end
+local ttl = tonumber(ARGV[4])
 if ttl > 0 and redis.call('PTTL', KEYS[1]) == -1 then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  redis.call('PEXPIRE', KEYS[1], ARGV[4])
+end
+local total = 0
+for _, v in ipairs(redis.call('HVALS', KEYS[1])) do
+  total = total + tonumber(string.match(v, ' (%-?%d+)$'))
 end
 return total
 `)
 
-// AddTokens adds n tokens to the budget count key, shared by every
-// replica, and returns the total after. A new count expires after ttl
-// (<= 0: never), which makes it a daily or monthly budget when ttl runs to
-// the period's end; adding to a count does not extend it. n may be
-// negative: a refund, or usage reconciled after being counted twice; the
-// total may go below zero (the store does not judge). Totals beyond 2^53
-// lose precision in Lua.
-func (s *RedisStore) AddTokens(ctx context.Context, key string, n int64, ttl time.Duration) (total int64, err error) {
+// Report records count as what replica has counted in total at key (a
+// budget's tokens or microdollars in its period, a tokens-per-minute
+// limit's tokens in its hour), and returns the total of every replica's
+// counts there. seq must grow with each report replica makes. It is
+// idempotent (see reportScript): send it again after a failure, or
+// every round, without counting anything twice. A new count expires
+// after ttl (<= 0: never).
+func (s *RedisStore) Report(ctx context.Context, key, replica string, seq uint64, count int64, ttl time.Duration) (total int64, err error) {
 	ms := int64(0)
 	if ttl > 0 {
 		ms = max(int64((ttl+time.Millisecond-1)/time.Millisecond), 1)
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	total, err = addScript.Run(cctx, s.client, []string{s.prefix + "budget:" + key}, n, ms).Int64()
-	if err = s.done(ctx, "add tokens", err); err != nil {
+	total, err = reportScript.Run(cctx, s.client, []string{s.prefix + "spent:" + key, s.prefix + "budget:" + key}, replica, seq, count, ms).Int64()
+	if err = s.done(ctx, "report", err); err != nil {
 		return 0, err
 	}
 	return total, nil
-}
-
-// GetTokens returns the budget count key (0 when there is none, or it
-// expired).
-func (s *RedisStore) GetTokens(ctx context.Context, key string) (int64, error) {
-	cctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	v, err := s.client.Get(cctx, s.prefix+"budget:"+key).Int64()
-	if errors.Is(err, redis.Nil) {
-		v, err = 0, nil
-	}
-	if err = s.done(ctx, "get tokens", err); err != nil {
-		return 0, err
-	}
-	return v, nil
 }
 
 // Healthy reports whether the last call succeeded (for a new store, the

@@ -44,17 +44,20 @@ func BenchmarkRedisTakeRequests(b *testing.B) {
 	}
 }
 
-// BenchmarkRedisAddTokens is one budget update (INCRBY and the expiry
-// check, one script), as reconciling a request's usage costs.
-func BenchmarkRedisAddTokens(b *testing.B) {
+// BenchmarkRedisReport is one budget report (this replica's count, the
+// expiry check and the sum over replicas, one script), as a sync round
+// costs per budget.
+func BenchmarkRedisReport(b *testing.B) {
 	addr, _, _ := testenv.Redis(b)
 	s := newTestRedisStore(b, addr, RedisConfig{})
 	ctx := context.Background()
 	b.ReportAllocs()
 	lat := make([]time.Duration, 0, 1<<16)
+	var seq uint64
 	for b.Loop() {
 		t0 := time.Now()
-		if _, err := s.AddTokens(ctx, "bench", 100, time.Hour); err != nil {
+		seq++
+		if _, err := s.Report(ctx, "bench", "a", seq, int64(seq)*100, time.Hour); err != nil {
 			b.Fatal(err)
 		}
 		if len(lat) < cap(lat) {

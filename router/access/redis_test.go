@@ -283,84 +283,140 @@ func TestRedisRateKeyExpires(t *testing.T) {
 	}
 }
 
-func TestRedisTokens(t *testing.T) {
+// TestRedisReport: replicas report their whole counts, and each report
+// returns the sum; a report sent twice, or an older one run late, counts
+// once; the count lives as long as its period.
+func TestRedisReport(t *testing.T) {
 	addr, _, _ := testenv.Redis(t)
 	s := newTestRedisStore(t, addr, RedisConfig{DB: 2, Prefix: "t2:"})
 	raw := rawRedis(t, addr, 2)
 	ctx := context.Background()
-	add := func(key string, n int64, ttl time.Duration) int64 {
+	report := func(key, replica string, seq uint64, n int64, ttl time.Duration) int64 {
 		t.Helper()
-		total, err := s.AddTokens(ctx, key, n, ttl)
+		total, err := s.Report(ctx, key, replica, seq, n, ttl)
 		if err != nil {
-			t.Fatalf("AddTokens(%q, %d, %s): %v", key, n, ttl, err)
+			t.Fatalf("Report(%q, %q, %d, %d, %s): %v", key, replica, seq, n, ttl, err)
 		}
 		return total
 	}
-	get := func(key string) int64 {
-		t.Helper()
-		v, err := s.GetTokens(ctx, key)
-		if err != nil {
-			t.Fatalf("GetTokens(%q): %v", key, err)
-		}
-		return v
-	}
 
-	if v := get("day"); v != 0 {
-		t.Fatalf("no count yet: %d, want 0", v)
+	if v := report("day", "a", 1, 1200, time.Hour); v != 1200 {
+		t.Fatalf("first report: %d", v)
 	}
-	if v := add("day", 1200, time.Hour); v != 1200 {
-		t.Fatalf("first add: %d", v)
-	}
-	ttl := raw.PTTL(ctx, "t2:budget:day").Val()
+	ttl := raw.PTTL(ctx, "t2:spent:day").Val()
 	if ttl <= 59*time.Minute || ttl > time.Hour {
 		t.Fatalf("a new count's PTTL %s, want about an hour", ttl)
 	}
-	// Adding again neither resets nor extends the expiry.
-	if v := add("day", 300, 24*time.Hour); v != 1500 {
-		t.Fatalf("second add: %d", v)
+	// Another replica's count adds; reporting again neither resets nor
+	// extends the expiry.
+	if v := report("day", "b", 1, 300, 24*time.Hour); v != 1500 {
+		t.Fatalf("a second replica: %d, want 1500", v)
 	}
-	if ttl2 := raw.PTTL(ctx, "t2:budget:day").Val(); ttl2 > ttl {
-		t.Errorf("adding extended the expiry from %s to %s", ttl, ttl2)
+	if ttl2 := raw.PTTL(ctx, "t2:spent:day").Val(); ttl2 > ttl {
+		t.Errorf("reporting extended the expiry from %s to %s", ttl, ttl2)
 	}
-	// A refund.
-	if v := add("day", -500, time.Hour); v != 1000 || get("day") != 1000 {
-		t.Errorf("after a refund of 500: %d, want 1000", v)
+	// The same report twice (a timeout, then the retry) counts once.
+	for range 2 {
+		if v := report("day", "a", 2, 1250, time.Hour); v != 1550 {
+			t.Fatalf("a report sent again: %d, want 1550", v)
+		}
 	}
-	// The count is where the prefix and DB say, as a plain integer.
-	if v, err := raw.Get(ctx, "t2:budget:day").Int64(); err != nil || v != 1000 {
-		t.Errorf("raw GET t2:budget:day in DB 2: %d, %v", v, err)
+	// An older report run late (held in a stalled Redis) changes nothing.
+	if v := report("day", "a", 1, 1200, time.Hour); v != 1550 {
+		t.Errorf("an older report run late: %d, want 1550", v)
 	}
-	if n := rawRedis(t, addr, 0).Exists(ctx, "t2:budget:day").Val(); n != 0 {
+	// A count may go down (a refund) and below zero.
+	if v := report("day", "b", 5, -50, time.Hour); v != 1200 {
+		t.Errorf("b reporting -50: %d, want 1200", v)
+	}
+	// The count is where the prefix and DB say.
+	if n := rawRedis(t, addr, 0).Exists(ctx, "t2:spent:day").Val(); n != 0 {
 		t.Error("the count is in DB 0, not 2")
 	}
-	// A refund first: the count starts below zero, with its expiry.
-	if v := add("refund", -7, time.Hour); v != -7 || raw.PTTL(ctx, "t2:budget:refund").Val() <= 0 {
-		t.Errorf("a refund on a new count: %d, PTTL %s", v, raw.PTTL(ctx, "t2:budget:refund").Val())
-	}
 	// ttl <= 0: a count that never expires.
-	add("forever", 5, 0)
-	if ttl := raw.PTTL(ctx, "t2:budget:forever").Val(); ttl != -1 {
+	report("forever", "a", 1, 5, 0)
+	if ttl := raw.PTTL(ctx, "t2:spent:forever").Val(); ttl != -1 {
 		t.Errorf("ttl 0: PTTL %s, want none (-1)", ttl)
 	}
-	// An expiry lost (PERSIST) comes back with the next add.
-	raw.Persist(ctx, "t2:budget:day")
-	add("day", 1, time.Hour)
-	if ttl := raw.PTTL(ctx, "t2:budget:day").Val(); ttl <= 0 {
-		t.Errorf("after PERSIST and an add: PTTL %s, want an hour again", ttl)
+	// An expiry lost (PERSIST) comes back with the next report.
+	raw.Persist(ctx, "t2:spent:day")
+	report("day", "a", 3, 1250, time.Hour)
+	if ttl := raw.PTTL(ctx, "t2:spent:day").Val(); ttl <= 0 {
+		t.Errorf("after PERSIST and a report: PTTL %s, want an hour again", ttl)
 	}
-	// The count expires: the period is over.
-	add("short", 10, 50*time.Millisecond)
+	// The count expires: the period is over, and the next report starts
+	// it again from what the replica reports.
+	report("short", "a", 1, 10, 50*time.Millisecond)
 	deadline := time.Now().Add(2 * time.Second)
-	for get("short") != 0 {
+	for raw.Exists(ctx, "t2:spent:short").Val() == 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("a count with a 50ms TTL is still there after 2s")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	if v := report("short", "b", 1, 7, time.Hour); v != 7 {
+		t.Errorf("after the count expired: %d, want 7", v)
+	}
+	// A count kept as a plain integer by versions before is taken over
+	// once, when the hash is made.
+	raw.Set(ctx, "t2:budget:old", 500, time.Hour)
+	if v := report("old", "a", 1, 20, time.Hour); v != 520 {
+		t.Errorf("over a count of 500 kept before: %d, want 520", v)
+	}
+	raw.IncrBy(ctx, "t2:budget:old", 100) // an old replica still adding: not read again
+	if v := report("old", "a", 2, 30, time.Hour); v != 530 {
+		t.Errorf("reported again: %d, want 530", v)
+	}
 	// A sub-millisecond ttl is one millisecond, not none.
-	add("tiny", 1, time.Microsecond)
-	if ttl := raw.PTTL(ctx, "t2:budget:tiny").Val(); ttl == -1 {
+	report("tiny", "a", 1, 1, time.Microsecond)
+	if ttl := raw.PTTL(ctx, "t2:spent:tiny").Val(); ttl == -1 {
 		t.Error("a 1µs ttl made a count that never expires")
+	}
+}
+
+// TestRedisTakeRequestsOnce: a lease call sent twice takes once and
+// answers both copies alike; a copy older than the last answered takes
+// nothing; each replica has its own sequence.
+func TestRedisTakeRequestsOnce(t *testing.T) {
+	addr, _, _ := testenv.Redis(t)
+	s := newTestRedisStore(t, addr, RedisConfig{})
+	ctx := context.Background()
+	take := func(replica string, seq uint64, n int) (int, int, bool) {
+		t.Helper()
+		g, r, _, again, err := s.TakeRequestsOnce(ctx, "once", 10, n, replica, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g, r, again
+	}
+	for i, tc := range []struct {
+		replica       string
+		seq           uint64
+		n             int
+		granted, left int
+		again         bool
+	}{
+		{"a", 1, 4, 4, 6, false},
+		{"a", 1, 4, 4, 6, true},  // the same call again: the recorded answer
+		{"b", 1, 3, 3, 3, false}, // another replica's own sequence
+		{"a", 2, 2, 2, 1, false},
+		{"a", 1, 4, 0, 0, true}, // older than the last answered: nothing
+		{"a", 2, 2, 2, 1, true},
+		{"b", 2, 5, 1, 0, false},
+	} {
+		g, r, again := take(tc.replica, tc.seq, tc.n)
+		if g != tc.granted || r != tc.left || again != tc.again {
+			t.Errorf("call %d (%s #%d, %d): granted %d, %d left, again %v; want %d, %d, %v", i, tc.replica, tc.seq, tc.n, g, r, again, tc.granted, tc.left, tc.again)
+		}
+	}
+	raw := rawRedis(t, addr, 0)
+	if ttl := raw.PTTL(ctx, "triage:rlop:once").Val(); ttl <= opRecordTTL-time.Minute || ttl > opRecordTTL {
+		t.Errorf("the answers' record: PTTL %s, want %s", ttl, opRecordTTL)
+	}
+	// A plain TakeRequests records nothing.
+	mustLease(t, s, "plain", 10, 1)
+	if n := raw.Exists(ctx, "triage:rlop:plain").Val(); n != 0 {
+		t.Error("TakeRequests wrote a record of its answer")
 	}
 }
 
@@ -372,7 +428,7 @@ func TestRedisScriptFlushed(t *testing.T) {
 	raw := rawRedis(t, addr, 0)
 	ctx := context.Background()
 	mustLease(t, s, "flush", 60, 1)
-	if _, err := s.AddTokens(ctx, "flush", 1, time.Hour); err != nil {
+	if _, err := s.Report(ctx, "flush", "a", 1, 1, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	if err := raw.ScriptFlush(ctx).Err(); err != nil {
@@ -384,10 +440,10 @@ func TestRedisScriptFlushed(t *testing.T) {
 	if got, _ := mustLease(t, s, "flush", 60, 1); got != (redisLease{1, 58}) {
 		t.Errorf("after SCRIPT FLUSH: got %+v, want {1 58}", got)
 	}
-	if v, err := s.AddTokens(ctx, "flush", 1, time.Hour); err != nil || v != 2 {
-		t.Errorf("AddTokens after SCRIPT FLUSH: %d, %v", v, err)
+	if v, err := s.Report(ctx, "flush", "a", 2, 2, time.Hour); err != nil || v != 2 {
+		t.Errorf("Report after SCRIPT FLUSH: %d, %v", v, err)
 	}
-	if ok, _ := raw.ScriptExists(ctx, gcraScript.Hash(), addScript.Hash()).Result(); len(ok) != 2 || !ok[0] || !ok[1] {
+	if ok, _ := raw.ScriptExists(ctx, gcraScript.Hash(), reportScript.Hash()).Result(); len(ok) != 2 || !ok[0] || !ok[1] {
 		t.Errorf("EVAL did not load the scripts again: %v", ok)
 	}
 	if st := s.Stats(); st.Errors != 0 {
@@ -449,8 +505,11 @@ func TestRedisDownAndBack(t *testing.T) {
 	stop()
 	for i := range 5 {
 		failsWithinTimeout(t, "TakeRequests", func() error { _, _, _, err := s.TakeRequests(ctx, "down", 600, 1); return err })
-		failsWithinTimeout(t, "AddTokens", func() error { _, err := s.AddTokens(ctx, "down", 1, time.Hour); return err })
-		failsWithinTimeout(t, "GetTokens", func() error { _, err := s.GetTokens(ctx, "down"); return err })
+		failsWithinTimeout(t, "Report", func() error { _, err := s.Report(ctx, "down", "a", 1, 1, time.Hour); return err })
+		failsWithinTimeout(t, "TakeRequestsOnce", func() error {
+			_, _, _, _, err := s.TakeRequestsOnce(ctx, "down", 600, 1, "a", 1)
+			return err
+		})
 		if s.Healthy() {
 			t.Fatalf("round %d: healthy with Redis down", i)
 		}
@@ -469,8 +528,8 @@ func TestRedisDownAndBack(t *testing.T) {
 	if got, reset := mustLease(t, s, "up", 600, 1); got != (redisLease{1, 599}) || reset != 100*time.Millisecond {
 		t.Errorf("after the restart: got %+v reset %s", got, reset)
 	}
-	if v, err := s.AddTokens(ctx, "down", 3, time.Hour); err != nil || v != 3 {
-		t.Errorf("AddTokens after the restart: %d, %v", v, err)
+	if v, err := s.Report(ctx, "down", "a", 2, 3, time.Hour); err != nil || v != 3 {
+		t.Errorf("Report after the restart: %d, %v", v, err)
 	}
 	// One warning when it went, one note when it came back: not one a call.
 	out := logs.String()
@@ -496,7 +555,7 @@ func TestNewRedisStoreRedisDown(t *testing.T) {
 		t.Errorf("stats after a failed ping: %+v", st)
 	}
 	start()
-	untilRedisAnswers(t, "GetTokens", func() error { _, err := s.GetTokens(context.Background(), "x"); return err })
+	untilRedisAnswers(t, "Report", func() error { _, err := s.Report(context.Background(), "x", "a", 1, 0, time.Hour); return err })
 	if !s.Healthy() {
 		t.Error("unhealthy after a call succeeded")
 	}
@@ -550,14 +609,14 @@ func TestRedisStalled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	began = time.Now()
-	if _, err := s.GetTokens(ctx, "stall"); err == nil || time.Since(began) > 30*time.Millisecond+redisSlack {
-		t.Errorf("GetTokens with a minute's deadline: %v after %s", err, time.Since(began))
+	if _, err := s.Report(ctx, "stall", "a", 1, 1, time.Hour); err == nil || time.Since(began) > 30*time.Millisecond+redisSlack {
+		t.Errorf("Report with a minute's deadline: %v after %s", err, time.Since(began))
 	}
 	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Millisecond)
 	defer cancel()
 	began = time.Now()
-	if _, err := s.GetTokens(ctx, "stall"); err == nil || time.Since(began) > 5*time.Millisecond+redisSlack {
-		t.Errorf("GetTokens with a 5ms deadline: %v after %s", err, time.Since(began))
+	if _, err := s.Report(ctx, "stall", "a", 2, 1, time.Hour); err == nil || time.Since(began) > 5*time.Millisecond+redisSlack {
+		t.Errorf("Report with a 5ms deadline: %v after %s", err, time.Since(began))
 	}
 }
 

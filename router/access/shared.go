@@ -2,45 +2,72 @@ package access
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"maps"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 )
 
 // Sharing limits across replicas. With a Redis configured, a
-// requests-per-minute limit counts every replica's requests together, and
-// a budget every replica's tokens. The request path still does no I/O:
+// requests-per-minute limit counts every replica's requests together, a
+// tokens-per-minute limit every replica's tokens, and a budget every
+// replica's spending. Concurrent-request limits stay each replica's own
+// (Limits.PerReplica must say so). The request path does no I/O of its
+// own:
 //
 //   - Admissions come from a local lease: admissions Redis granted this
 //     replica ahead (about a tenth of a second of the limit's rate, at
-//     least 2). A background loop (Limiter.Run) tops leases up every 20
-//     ms, and at once when one runs dry, asking for what was refused
-//     meanwhile too. A request that finds its lease empty is refused
-//     (429) until the next top-up grants more.
-//   - A tenant whose lease was never filled yet (its first ~20 ms) is
-//     admitted by the local count, at most a lease's worth, and those
-//     admissions are charged to Redis at the next round.
-//   - While Redis does not answer, requests are admitted (fail open,
-//     marked degraded) or refused (fail closed); what was admitted is
-//     charged to Redis when it answers again, and tokens spent meanwhile
-//     are added to the budgets then: nothing is lost.
-//
+//     least 2). A lease loop (in Limiter.Run) tops leases up every 20 ms.
+//   - A request that finds its lease empty asks the lease loop for more
+//     and waits for its answer, at most access.redis.timeout (default
+//     50 ms): granted, it is admitted; Redis had none left, it is refused
+//     (429), and so is every request until Redis said the next one comes
+//     back, without asking again. So a burst is admitted as the same
+//     limit alone would admit it (GCRA: a minute's worth at once), only
+//     later by the round trip.
+//   - While Redis does not answer (a call failed, or the wait ran out),
+//     requests are admitted on the replica's own counts, marked degraded
+//     and counted (fail open), or refused with 503 limits_unavailable
+//     (fail closed): either within access.redis.timeout of the request,
+//     whether Redis refuses connections or stalls. What fail-open
+//     admitted is charged to Redis when it answers again, and tokens spent
+//     meanwhile are reported then: nothing is lost.
+//   - Every call is idempotent: a lease call that timed out is sent again,
+//     unchanged, under the same sequence number, and Redis answers a copy
+//     it ran already from its record (gcraScript); spending is
+//     reported as this replica's whole count in the period, never as a
+//     delta (reportScript). A Redis that stalls and then runs what it was
+//     sent meanwhile counts nothing twice, and a Redis restarted empty
+//     gets each running replica's spending back at its next report (what
+//     replicas no longer running had spent is lost unless Redis persists
+//     it).
 //   - A tokens-per-minute limit is admitted on the replica's own GCRA,
-//     which every round also charges with what the other replicas spent
-//     (each replica adds its tokens to an hourly total in Redis and reads
-//     it back): a request's tokens vary too much for leases.
+//     which a sync loop (in Run, every 20 ms) also charges with what the
+//     other replicas spent (each replica reports its tokens in the hour,
+//     and reads back every replica's): a request's tokens vary too much
+//     for leases. Budgets are synced by the same loop.
 //
 // Replicas overshoot a requests-per-minute limit by at most the leases
-// they hold unused plus what they admitted before their first top-up: N
-// replicas, at most 2N leases' worth. A tokens-per-minute limit or a
-// budget is overshot by at most what the other replicas admitted in one
-// round (20 ms) before this one heard of it: in a burst, N replicas may
-// each spend what is left. Nothing bounds what fail-open admits during an
-// outage.
+// they hold unused: N replicas, N leases' worth (a lease is
+// max(2, limit/600)), and what requests that stopped waiting past the
+// bound had asked for. A Redis restarted empty forgets the requests
+// counted this minute (leases are not re-sent). A tokens-per-minute limit or a budget is overshot by
+// at most what the other replicas admitted in one sync round (20 ms plus
+// its calls) before this one heard of it: in a burst, N replicas may each
+// spend what is left. Nothing bounds what fail-open admits during an
+// outage but the replica's own counts.
 
-// refillEvery is how often the loop tops leases up and syncs budgets.
+// refillEvery is how often the loops top leases up and sync budgets.
 const refillEvery = 20 * time.Millisecond
+
+// refreshEvery is how many lease rounds pass between two top-ups of a
+// lease that needs none (whole, nothing owed, nothing asked): enough to
+// keep the remaining count the headers report fresh (every second),
+// without a call per idle tenant every round.
+const refreshEvery = 50
 
 // leaseSize is how many admissions a replica holds ahead for a limit of
 // perMinute: a tenth of a second of its sustained rate, at least 2.
@@ -50,25 +77,68 @@ func leaseSize(perMinute int) int64 { return max(2, int64(perMinute)/600) }
 type shared struct {
 	store      *RedisStore
 	failClosed bool
+	wait       time.Duration // the longest a request waits for the lease loop: the store's Timeout
+	replica    string        // this replica's id in Redis's records: random, one per Limiter
+	seq        atomic.Uint64 // the last sequence number a call used
 	kick       chan struct{}
-	degraded   atomic.Bool   // the last round failed: admit on local counts
-	admitted   atomic.Uint64 // requests admitted while degraded
+	// next is closed when the lease round that starts next ends: a
+	// request that has asked for a lease waits on it.
+	next      atomic.Pointer[chan struct{}]
+	leaseDown atomic.Bool   // the last lease round that called Redis failed
+	syncDown  atomic.Bool   // the last sync round failed
+	admitted  atomic.Uint64 // requests admitted while degraded
 }
 
-// sharedRate is a requests-per-minute limit counted in Redis.
+// down reports whether Redis did not answer the last calls: shared
+// limits are enforced on local counts (fail open) or refused (fail
+// closed).
+func (sh *shared) down() bool { return sh.leaseDown.Load() || sh.syncDown.Load() }
+
+// sharedRate is a requests- or tokens-per-minute limit counted in Redis,
+// with the state of its loop (only the loop's goroutine touches what
+// follows perMinute).
 type sharedRate struct {
 	c         *counter
+	perMinute atomic.Int64 // a reload may change it
+	// op is a lease call not answered yet (requests per minute): sent
+	// again, unchanged, until Redis answers it.
+	op *rateOp
+	// hour, mine and others count a tokens-per-minute limit's tokens in
+	// the current hour: this replica's, and the other replicas' as last
+	// seen.
+	hour, mine, others int64
+}
+
+// rateOp is one idempotent lease call: n admissions asked for, the first
+// debt of them charging what was admitted on local counts.
+type rateOp struct {
+	seq       uint64
 	perMinute int
+	n, debt   int64
+}
+
+// idle reports whether the lease needs no top-up at now (ns since the
+// epoch): nothing owed or asked for, no call pending, and the lease whole
+// or Redis having said none are left until later.
+func (r *sharedRate) idle(now int64) bool {
+	c := r.c
+	return r.op == nil && c.debt.Load() == 0 && c.demand.Load() == 0 &&
+		(c.lease.Load() >= leaseSize(int(r.perMinute.Load())) || c.dry.Load() > now)
 }
 
 // Share makes l's requests- and tokens-per-minute limits and budgets count
 // across the replicas that share store (see above); Run keeps them in
 // step. Call it before the first Compile.
 func (l *Limiter) Share(store *RedisStore, failClosed bool) {
-	l.sh = &shared{store: store, failClosed: failClosed, kick: make(chan struct{}, 1)}
-	l.sh.degraded.Store(!store.Healthy())
-	l.rates = map[string]sharedRate{}
-	l.tokens = map[string]sharedRate{}
+	var id [8]byte
+	_, _ = rand.Read(id[:]) // crypto/rand.Read does not fail
+	sh := &shared{store: store, failClosed: failClosed, wait: store.timeout, replica: hex.EncodeToString(id[:]), kick: make(chan struct{}, 1)}
+	next := make(chan struct{})
+	sh.next.Store(&next)
+	sh.syncDown.Store(!store.Healthy())
+	l.sh = sh
+	l.rates = map[string]*sharedRate{}
+	l.tokens = map[string]*sharedRate{}
 }
 
 // Degraded reports whether shared limits are enforced on local counts
@@ -78,39 +148,71 @@ func (l *Limiter) Degraded() (bool, uint64) {
 	if l.sh == nil {
 		return false, 0
 	}
-	return l.sh.degraded.Load(), l.sh.admitted.Load()
+	return l.sh.down(), l.sh.admitted.Load()
 }
 
-// takeShared admits one request against a shared limit.
+// takeShared admits one request against a shared limit: from the lease,
+// else from what the lease loop gets from Redis within sh.wait, else as
+// Redis being down says (see above).
 func (r *rate) takeShared(sh *shared, now int64) (ok bool, remaining int, reset, retry time.Duration, degraded bool) {
 	c := r.c
-	if sh.degraded.Load() {
-		if sh.failClosed {
-			return false, 0, 0, time.Second, true
-		}
-		c.debt.Add(1)
-		sh.admitted.Add(1)
-		return true, int(c.remaining.Load()), time.Duration(c.reset.Load()), 0, true
-	}
-	if !c.primed.Load() {
-		// Before the first top-up: the local count, a lease's worth at most.
-		if c.debt.Load() < leaseSize(r.limit) {
-			if ok, rem, reset, _ := r.take(now); ok {
-				c.debt.Add(1)
-				return true, rem, reset, 0, false
-			}
-		}
-		c.demand.Add(1)
-		sh.wake()
-		return false, 0, 0, refillEvery, false
-	}
 	if c.lease.Add(-1) >= 0 {
 		return true, int(c.remaining.Load()), time.Duration(c.reset.Load()), 0, false
 	}
 	c.lease.Add(1)
-	c.demand.Add(1)
+	if !sh.down() {
+		var t *time.Timer // the bound on the wait, made on the first
+		defer func() {
+			if t != nil {
+				t.Stop()
+			}
+		}()
+		for {
+			if dry := c.dry.Load(); now < dry { // Redis said none are left until dry
+				return false, 0, time.Duration(c.reset.Load()), time.Duration(dry - now), false
+			}
+			c.demand.Add(1)
+			if t == nil {
+				t = time.NewTimer(sh.wait)
+			}
+			if !sh.await(t.C) {
+				break // Redis did not answer in time: as while it is down
+			}
+			if c.lease.Add(-1) >= 0 {
+				return true, int(c.remaining.Load()), time.Duration(c.reset.Load()), 0, false
+			}
+			c.lease.Add(1)
+			if sh.down() {
+				break
+			}
+			// Granted, and taken by a request that found the lease
+			// before this one woke: ask again, unless Redis has none.
+			if dry := c.dry.Load(); dry > now {
+				return false, 0, time.Duration(c.reset.Load()), time.Duration(dry - now), false
+			}
+		}
+	}
+	if sh.failClosed {
+		return false, 0, 0, time.Second, true
+	}
+	c.debt.Add(1)
+	sh.admitted.Add(1)
+	return true, int(c.remaining.Load()), time.Duration(c.reset.Load()), 0, true
+}
+
+// await asks the lease loop for a round and waits for it to end, or for
+// expired; it reports whether the round ended first. The demand the
+// caller registered before is seen by that round: it is the next to
+// start.
+func (sh *shared) await(expired <-chan time.Time) bool {
+	done := *sh.next.Load()
 	sh.wake()
-	return false, 0, time.Duration(c.reset.Load()), time.Duration(r.interval), false
+	select {
+	case <-done:
+		return true
+	case <-expired:
+		return false
+	}
 }
 
 func (sh *shared) wake() {
@@ -120,148 +222,196 @@ func (sh *shared) wake() {
 	}
 }
 
-// Run keeps shared limits in step with Redis until ctx ends: it tops up
-// the leases, charges what was admitted on local counts, and adds the
-// budgets' spending. Without Share it returns at once.
+// Run keeps shared limits in step with Redis until ctx ends, on two
+// loops: one tops up the leases (every 20 ms, and at once when a request
+// asks), the other reports the tokens-per-minute limits' and budgets'
+// spending (every 20 ms). It returns when both have ended, after a last
+// round each, so that what was spent reaches Redis. Without Share it
+// returns at once.
 func (l *Limiter) Run(ctx context.Context) {
 	if l.sh == nil {
 		return
 	}
+	var wg sync.WaitGroup
+	wg.Go(func() { l.loop(ctx, l.sh.kick, l.leaseRound) })
+	wg.Go(func() { l.loop(ctx, nil, l.syncRound) })
+	wg.Wait()
+}
+
+// loop runs round every refillEvery and when kick fires, until ctx ends;
+// then once more, bounded by the store's Timeout.
+func (l *Limiter) loop(ctx context.Context, kick <-chan struct{}, round func(context.Context, int)) {
 	t := time.NewTicker(refillEvery)
 	defer t.Stop()
-	for {
-		l.round(ctx)
+	for n := 0; ; n++ {
+		round(ctx, n)
 		select {
 		case <-ctx.Done():
-			// A last round, so budgets spent up to now reach Redis.
 			last, cancel := context.WithTimeout(context.Background(), l.sh.store.timeout)
-			l.round(last)
+			round(last, n+1)
 			cancel()
 			return
 		case <-t.C:
-		case <-l.sh.kick:
+		case <-kick:
 		}
 	}
 }
 
-// round is one pass over the shared limits and budgets.
-func (l *Limiter) round(ctx context.Context) {
+// leaseRound tops up the leases that need it (every one each
+// refreshEvery rounds). The leases requests asked for come first, and
+// the requests waiting are woken as soon as those are answered; the rest
+// follow, until a request asks again (the next round takes them up, and
+// starts at another scope). So a request waits for at most one other
+// top-up and those asked for with it, one round trip each, not for every
+// tenant's.
+func (l *Limiter) leaseRound(ctx context.Context, n int) {
 	sh := l.sh
+	fresh := make(chan struct{})
+	done := sh.next.Swap(&fresh)
 	l.mu.Lock()
-	rates, tokens, budgets := maps.Clone(l.rates), maps.Clone(l.tokens), maps.Clone(l.budgets)
+	rates := maps.Clone(l.rates)
 	l.mu.Unlock()
-	failed := false
+	asked := func(r *sharedRate) bool { return r.op != nil || r.c.demand.Load() > 0 }
+	first := make(map[string]bool)
+	called, failed := false, false
 	for scope, r := range rates {
+		if !asked(r) {
+			continue
+		}
+		first[scope], called = true, true
 		if !l.topUp(ctx, scope, r) {
 			failed = true
 			break // Redis is not answering: the next round tries again
 		}
 	}
-	if !failed {
-		now := time.Now()
-		for scope, r := range tokens {
-			if !l.syncTokens(ctx, scope, r, now) {
-				failed = true
-				break
-			}
+	if called {
+		sh.leaseDown.Store(failed)
+	}
+	close(*done)
+	if failed {
+		return
+	}
+	for scope, r := range rates { // a map: each round starts at a random scope, so none waits for ever
+		if first[scope] || n%refreshEvery != 0 && r.idle(int64(time.Since(l.epoch))) {
+			continue
+		}
+		if !l.topUp(ctx, scope, r) {
+			sh.leaseDown.Store(true)
+			return
+		}
+		sh.leaseDown.Store(false)
+		if len(sh.kick) > 0 {
+			return // a request asks: the next round, at once
+		}
+	}
+}
+
+// syncRound reports the tokens-per-minute limits' and the budgets'
+// spending and reads back every replica's.
+func (l *Limiter) syncRound(ctx context.Context, _ int) {
+	l.mu.Lock()
+	tokens, budgets := maps.Clone(l.tokens), maps.Clone(l.budgets)
+	l.mu.Unlock()
+	now := time.Now()
+	failed := false
+	for scope, r := range tokens {
+		if !l.syncTokens(ctx, scope, r, now) {
+			failed = true
+			break
 		}
 	}
 	if !failed {
 		for scope, b := range budgets {
-			if !l.syncBudget(ctx, scope, b) {
+			if !l.syncBudget(ctx, scope, b, now) {
 				failed = true
 				break
 			}
 		}
 	}
-	sh.degraded.Store(failed)
+	l.sh.syncDown.Store(failed)
 }
 
 // topUp charges what scope admitted on local counts and refills its lease
-// (reading the shared count when it needs nothing).
-func (l *Limiter) topUp(ctx context.Context, scope string, r sharedRate) bool {
-	c, store := r.c, l.sh.store
-	if debt := c.debt.Swap(0); debt > 0 {
-		if _, _, _, err := store.TakeRequests(ctx, scope, r.perMinute, int(min(debt, int64(r.perMinute)))); err != nil {
-			c.debt.Add(debt)
-			return false
-		}
+// (reading the shared count when it needs nothing), in one idempotent
+// call: a call that failed is sent again as it was.
+func (l *Limiter) topUp(ctx context.Context, scope string, r *sharedRate) bool {
+	c, sh := r.c, l.sh
+	if r.op == nil {
+		perMinute := r.perMinute.Load()
+		debt := min(c.debt.Swap(0), perMinute)
+		want := max(leaseSize(int(perMinute))-c.lease.Load(), 0) + c.demand.Swap(0)
+		r.op = &rateOp{seq: sh.seq.Add(1), perMinute: int(perMinute), debt: debt, n: min(debt+want, perMinute)}
 	}
-	demand := c.demand.Swap(0)
-	want := max(leaseSize(r.perMinute)-c.lease.Load(), 0) + demand
-	want = min(want, int64(r.perMinute))
-	granted, remaining, reset, err := store.TakeRequests(ctx, scope, r.perMinute, int(want))
+	op := r.op
+	granted, remaining, reset, _, err := sh.store.TakeRequestsOnce(ctx, scope, op.perMinute, int(op.n), sh.replica, op.seq)
 	if err != nil {
-		c.demand.Add(demand)
 		return false
 	}
-	c.lease.Add(int64(granted))
-	c.remaining.Store(min(int64(r.perMinute), int64(remaining)+c.lease.Load())) // what is left to every replica, this one's lease included
+	r.op = nil
+	c.lease.Add(max(int64(granted)-op.debt, 0))
+	c.remaining.Store(min(int64(op.perMinute), int64(remaining)+c.lease.Load())) // what is left to every replica, this one's lease included
 	c.reset.Store(int64(reset))
-	c.primed.Store(true)
+	if int64(granted) < op.n && remaining == 0 {
+		// None left: the next comes back when the TAT is a window less
+		// an interval ahead.
+		interval := time.Minute / time.Duration(op.perMinute)
+		c.dry.Store(int64(time.Since(l.epoch) + max(reset-time.Duration(op.perMinute-1)*interval, 0)))
+	} else {
+		c.dry.Store(0)
+	}
 	return true
 }
 
-// syncBudget adds what scope's budget spent here since the last round to
-// Redis and takes the total every replica spent as its count.
-func (l *Limiter) syncBudget(ctx context.Context, scope string, b *budgetCounter) bool {
-	period := b.period.Load()
-	d := b.pending.Swap(0)
+// syncBudget reports what this replica has spent of scope's budget in
+// its period and takes the total every replica spent as its count.
+func (l *Limiter) syncBudget(ctx context.Context, scope string, b *budgetCounter, now time.Time) bool {
+	period := b.advance(periodOf(now, b.month)) // a replica that spent nothing yet today still learns what the others did
+	if b.minePeriod != period {
+		b.minePeriod, b.mine = period, 0
+	}
+	b.mine += b.pending.Swap(0)
 	key := scope + "|" + strconv.FormatInt(period, 10)
-	total, err := l.push(ctx, key, d, 32*24*time.Hour) // outlives a month, then goes
+	total, err := l.sh.store.Report(ctx, key, l.sh.replica, l.sh.seq.Add(1), b.mine, 32*24*time.Hour) // outlives a month, then goes
 	if err != nil {
-		b.pending.Add(d)
-		return false
+		return false // b.mine is sent again next round
 	}
 	if b.period.Load() == period {
-		b.used.Store(total + b.pending.Load()) // what others spent, and what this replica spent since the call
+		b.used.Store(total + b.pending.Load()) // every replica's, and what this one spent since the call
 	}
 	return true
 }
 
-// syncTokens adds the tokens scope's tokens-per-minute limit charged here
-// since the last round to the hour's total in Redis, and charges the
-// local GCRA with what the other replicas added meanwhile.
-func (l *Limiter) syncTokens(ctx context.Context, scope string, r sharedRate, now time.Time) bool {
+// syncTokens reports the tokens scope's tokens-per-minute limit charged
+// here in the hour, and charges the local GCRA with what the other
+// replicas added since the last round.
+func (l *Limiter) syncTokens(ctx context.Context, scope string, r *sharedRate, now time.Time) bool {
 	c := r.c
 	hour := now.Unix() / 3600
+	if r.hour != hour {
+		r.hour, r.mine, r.others = hour, 0, 0 // a new hour's total
+	}
+	r.mine += c.debt.Swap(0)
 	key := "tpm:" + scope + "|" + strconv.FormatInt(hour, 10)
-	d := c.debt.Swap(0)
-	total, err := l.push(ctx, key, d, 2*time.Hour)
+	total, err := l.sh.store.Report(ctx, key, l.sh.replica, l.sh.seq.Add(1), r.mine, 2*time.Hour)
 	if err != nil {
-		c.debt.Add(d)
 		return false
 	}
-	last := c.remaining.Load()
-	if c.reset.Load() != hour {
-		last = 0 // a new hour's total
-		c.reset.Store(hour)
-	}
-	c.remaining.Store(total)
-	others := total - last - d
-	if others == 0 {
+	others := total - r.mine
+	d := others - r.others
+	r.others = others
+	if d == 0 {
 		return true
 	}
-	interval := int64(time.Minute) / int64(r.perMinute)
-	if others < 0 { // others settled below their estimates
-		c.tat.Add(others * interval)
+	interval := int64(time.Minute) / r.perMinute.Load()
+	if d < 0 { // others settled below their estimates
+		c.tat.Add(d * interval)
 		return true
 	}
 	t := now.Sub(l.epoch).Nanoseconds()
 	for {
 		old := c.tat.Load()
-		if c.tat.CompareAndSwap(old, max(old, t)+others*interval) {
+		if c.tat.CompareAndSwap(old, max(old, t)+d*interval) {
 			return true
 		}
 	}
-}
-
-// push adds d to the shared count at key (a new key lives ttl) and
-// returns the total every replica added; with nothing to add it only
-// reads it.
-func (l *Limiter) push(ctx context.Context, key string, d int64, ttl time.Duration) (int64, error) {
-	if d != 0 {
-		return l.sh.store.AddTokens(ctx, key, d, ttl)
-	}
-	return l.sh.store.GetTokens(ctx, key)
 }

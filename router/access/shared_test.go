@@ -3,6 +3,7 @@ package access
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,8 +22,14 @@ type replica struct {
 
 func newReplica(t *testing.T, addr string, cfg Config, k Key, secret string, failClosed bool) *replica {
 	t.Helper()
+	return newReplicaOn(t, newTestRedisStore(t, addr, RedisConfig{}), cfg, k, secret, failClosed)
+}
+
+// newReplicaOn is newReplica on a store of the test's.
+func newReplicaOn(t *testing.T, store *RedisStore, cfg Config, k Key, secret string, failClosed bool) *replica {
+	t.Helper()
 	l := NewLimiter()
-	l.Share(newTestRedisStore(t, addr, RedisConfig{}), failClosed)
+	l.Share(store, failClosed)
 	s, err := Compile(&cfg, []Key{k}, nil, l)
 	if err != nil {
 		t.Fatal(err)
@@ -116,8 +123,7 @@ func TestSharedLimitRedisDownAndBack(t *testing.T) {
 	b := r.s.keys[k.ID].budgets[0]
 	key := limitScope(&cfg.Policies[0], "p:alice", Principal{Name: "alice"}) + "|day|" + itoa(b.periodOf(time.Now()))
 	eventuallyTrue(t, func() bool {
-		n, err := r.l.sh.store.GetTokens(context.Background(), key)
-		return err == nil && n == 400
+		return spentInRedis(t, addr, key) == 400
 	}, "the outage's 400 tokens in Redis")
 }
 
@@ -155,6 +161,25 @@ func eventuallyTrue(t *testing.T, cond func() bool, what string) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// spentInRedis is the total every replica reported at key.
+func spentInRedis(t *testing.T, addr, key string) int64 {
+	t.Helper()
+	vals, err := rawRedis(t, addr, 0).HVals(context.Background(), DefaultRedisPrefix+"spent:"+key).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for _, v := range vals {
+		_, n, _ := strings.Cut(v, " ")
+		c, err := strconv.ParseInt(n, 10, 64)
+		if err != nil {
+			t.Fatalf("%s: %q is not \"seq count\"", key, v)
+		}
+		total += c
+	}
+	return total
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

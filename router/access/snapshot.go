@@ -32,7 +32,8 @@ func (d *Denial) Error() string { return d.Message }
 // limiter's lock once).
 type Snapshot struct {
 	keys     map[string]*keyEntry
-	jwt      *JWT // nil: API keys only
+	keyList  []Key // as Compile was given them
+	jwt      *JWT  // nil: API keys only
 	limiter  *Limiter
 	scopes   map[string]bool // the counters its keys use, for Limiter.Retain
 	byWho    map[string]*Policy
@@ -43,7 +44,8 @@ type Snapshot struct {
 	// per: group, a principal's own), by scope: what
 	// triage_budget_remaining_tokens reports.
 	shared    map[string]sharedBudget
-	perMember bool // access.budget_metrics_per_member
+	perMember bool  // access.budget_metrics_per_member
+	reserve   int64 // access.reserve_tokens in effect
 	// tokens holds the entries of principals seen in tokens, by name.
 	tokens     sync.Map // string -> *keyEntry
 	tokenCount atomic.Int64
@@ -69,6 +71,7 @@ type keyEntry struct {
 	sh        *shared   // the limiter's link to Redis; nil: local counts
 	prices    map[string]Price
 	maxPrice  int64 // microdollars a token costs on the dearest pool: what an estimate is priced at
+	reserve   int64 // the completion a request without max_tokens is counted as
 }
 
 // policy is a Policy with its lists as sets (nil: any).
@@ -95,7 +98,7 @@ func set(names []string) map[string]bool {
 func Compile(cfg *Config, keys []Key, jwt *JWT, limiter *Limiter) (*Snapshot, error) {
 	s := &Snapshot{keys: make(map[string]*keyEntry, len(keys)), jwt: jwt, limiter: limiter, scopes: map[string]bool{},
 		byWho: map[string]*Policy{}, compiled: map[string]*policy{}, shared: map[string]sharedBudget{}}
-	s.prices, s.perMember = cfg.Prices, cfg.BudgetMetricsPerMember
+	s.prices, s.perMember, s.reserve = cfg.Prices, cfg.BudgetMetricsPerMember, cfg.Reserve()
 	for _, pr := range cfg.Prices {
 		s.maxPrice = max(s.maxPrice, int64(math.Ceil(max(pr.PromptPerMillion, pr.CompletionPerMillion))))
 	}
@@ -112,6 +115,7 @@ func Compile(cfg *Config, keys []Key, jwt *JWT, limiter *Limiter) (*Snapshot, er
 			return nil, fmt.Errorf("access: key %s: its principal %q starts with access.jwt.principal_prefix %q, which names token principals: keys and tokens must not name the same principal", k.ID, k.Principal, jwt.cfg.PrincipalPrefix)
 		}
 	}
+	s.keyList = keys
 	for _, k := range keys {
 		s.keys[k.ID] = s.entry(Principal{Name: k.Principal, Groups: k.Groups, Key: k.ID, Expires: k.Expires}, k, s.scopes)
 	}
@@ -122,7 +126,7 @@ func Compile(cfg *Config, keys []Key, jwt *JWT, limiter *Limiter) (*Snapshot, er
 // permissions and every applicable policy's limit counters (recording
 // their scopes in scopes when not nil).
 func (s *Snapshot) entry(p Principal, k Key, scopes map[string]bool) *keyEntry {
-	e := &keyEntry{epoch: s.limiter.epoch, key: k, principal: p, sh: s.limiter.sh, prices: s.prices, maxPrice: s.maxPrice}
+	e := &keyEntry{epoch: s.limiter.epoch, key: k, principal: p, sh: s.limiter.sh, prices: s.prices, maxPrice: s.maxPrice, reserve: s.reserve}
 	who := make([]string, 0, len(p.Groups)+2)
 	who = append(who, "p:"+p.Name)
 	for _, g := range p.Groups {
@@ -204,6 +208,11 @@ func (s *Snapshot) Retain() {
 
 // Keys is the number of keys loaded.
 func (s *Snapshot) Keys() int { return len(s.keys) }
+
+// KeySet is the keys loaded, as Compile was given them (not to be
+// modified): what a reload keeps when the keys file turns up empty
+// (ReloadKeys).
+func (s *Snapshot) KeySet() []Key { return s.keyList }
 
 // Caller is an authenticated request's principal and what applies to it.
 type Caller struct {
@@ -432,8 +441,9 @@ func (c Caller) Admit(now time.Time, estimate int64) (Admission, *Denial) {
 			a.Limit, a.Remaining, a.Reset = r.limit, rem, reset
 		}
 	}
-	if e.sh != nil && len(e.tpm) > 0 && e.sh.degraded.Load() {
-		// Tokens per minute counted on this replica's spending alone.
+	if e.sh != nil && (len(e.tpm) > 0 || len(e.budgets) > 0) && e.sh.down() {
+		// Tokens per minute and budgets counted on this replica's
+		// spending alone.
 		if e.sh.failClosed {
 			for j := range e.rates {
 				e.refundRate(j)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -41,25 +42,16 @@ type budgetCounter struct {
 	// (shared: counted only when the Limiter shares its budgets).
 	pending atomic.Int64
 	shared  bool
-	_       [cacheLine - 32]byte
+	month   bool // counts months, else days
+	// mine is what this replica spent in minePeriod, as it reports it to
+	// Redis; only the sync loop touches them.
+	mine, minePeriod int64
+	_                [cacheLine - 48]byte
 }
 
 // reserve adds n to the period's use if it stays within limit.
 func (b *budgetCounter) reserve(period, n, limit int64) bool {
-	for {
-		p := b.period.Load()
-		if p == period {
-			break
-		}
-		if p > period { // a clock gone back: count in the newer period
-			period = p
-			break
-		}
-		if b.period.CompareAndSwap(p, period) {
-			b.used.Store(0) // a new period; a reservation racing this reset may be lost (it under-counts)
-			break
-		}
-	}
+	b.advance(period)
 	if b.used.Add(n) > limit && n > 0 {
 		b.used.Add(-n)
 		return false
@@ -68,6 +60,30 @@ func (b *budgetCounter) reserve(period, n, limit int64) bool {
 		b.pending.Add(n)
 	}
 	return true
+}
+
+// advance moves the count on to period, if it counts an earlier one, and
+// returns the period it counts.
+func (b *budgetCounter) advance(period int64) int64 {
+	for {
+		p := b.period.Load()
+		if p >= period { // the same, or a clock gone back: count in the newer period
+			return p
+		}
+		if b.period.CompareAndSwap(p, period) {
+			b.used.Store(0) // a new period; a reservation racing this reset may be lost (it under-counts)
+			return period
+		}
+	}
+}
+
+// periodOf is the period holding now: days or months since 1970 (UTC).
+func periodOf(now time.Time, month bool) int64 {
+	u := now.UTC()
+	if month {
+		return int64(u.Year()-1970)*12 + int64(u.Month()-1)
+	}
+	return u.Unix() / 86400
 }
 
 // adjust corrects a reservation made in period (no-op once it ended).
@@ -88,13 +104,7 @@ type budgetRef struct {
 	cost  bool // counts microdollars, else tokens
 }
 
-func (r *budgetRef) periodOf(now time.Time) int64 {
-	u := now.UTC()
-	if r.month {
-		return int64(u.Year()-1970)*12 + int64(u.Month()-1)
-	}
-	return u.Unix() / 86400
-}
+func (r *budgetRef) periodOf(now time.Time) int64 { return periodOf(now, r.month) }
 
 // periodEnd is when the period holding now ends.
 func (r *budgetRef) periodEnd(now time.Time) time.Time {
@@ -137,6 +147,16 @@ func (r *rate) addTokens(n int64) {
 // English), plus the completion it may ask for (max_tokens).
 func EstimateTokens(bodyBytes int, maxTokens int64) int64 {
 	return int64(bodyBytes+3)/4 + max(maxTokens, 0)
+}
+
+// Estimate is what the caller's request is admitted as (Admit's
+// estimate): EstimateTokens, with access.reserve_tokens as the completion
+// when the request sets no max_tokens (maxTokens <= 0).
+func (c Caller) Estimate(bodyBytes int, maxTokens int64) int64 {
+	if maxTokens <= 0 {
+		maxTokens = c.e.reserve
+	}
+	return EstimateTokens(bodyBytes, maxTokens)
 }
 
 // chargeTokens admits estimate against the token rates and budgets of e,
@@ -241,7 +261,7 @@ func (l *Limiter) budget(scope string) *budgetCounter {
 	defer l.mu.Unlock()
 	c := l.budgets[scope]
 	if c == nil {
-		c = &budgetCounter{shared: l.sh != nil}
+		c = &budgetCounter{shared: l.sh != nil, month: strings.HasSuffix(scope, "month")}
 		l.budgets[scope] = c
 	}
 	return c
