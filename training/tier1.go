@@ -70,6 +70,14 @@ type Tier1Options struct {
 	MaxTokens int
 	Holdout   float64
 
+	// Confidence, for the tuned method, fits a per-text temperature on
+	// each source of Data held out in turn (see fitConfidence): one more
+	// model is trained per source.
+	Confidence bool
+	// Structure, for the tuned method, gives the table a row for each of
+	// static.Markers and adds a text's structural features to its rows.
+	Structure bool
+
 	// At is the time stamped into the artifact (default now); Tool names
 	// what made it. A fixed At makes the artifact's bytes a function of
 	// its inputs.
@@ -105,6 +113,10 @@ func (o *Tier1Options) check() error {
 		return fmt.Errorf("training: quant %q: want i8, f16 or f32", o.Quant)
 	case o.Method == "tuned" && o.Ensemble < 1:
 		return fmt.Errorf("training: ensemble %d: want at least 1", o.Ensemble)
+	case o.Structure && o.Method != "tuned":
+		return fmt.Errorf("training: method %s: structural markers train with the tuned method only", o.Method)
+	case o.Confidence && o.Method != "tuned":
+		return fmt.Errorf("training: method %s: confidence fits the tuned method only", o.Method)
 	case o.Distill != nil && o.Method != "tuned":
 		return fmt.Errorf("training: method %s: a teacher trains the tuned method only", o.Method)
 	}
@@ -165,6 +177,17 @@ func Tier1(ctx context.Context, o Tier1Options) (*Result, error) {
 		return nil, err
 	}
 	logf("train: fitted in %s", time.Since(start).Round(time.Millisecond))
+	if o.Confidence {
+		conf, err := fitConfidence(ctx, o, d, model, logf)
+		if err != nil {
+			return nil, err
+		}
+		if model, err = model.WithConfidence(conf); err != nil {
+			return nil, err
+		}
+		tier.Encoder.Confidence = conf
+		tier.Training.Params["confidence"] = true
+	}
 
 	// Temperature on the hold-out.
 	head := model.Head()
@@ -292,6 +315,9 @@ func tune(ctx context.Context, o Tier1Options, d *tier1Data, tier *classifier.Ti
 		"min_count": o.MinCount, "prune": o.Prune, "sif": o.SIF, "ensemble": o.Ensemble, "base_table": d.base.Manifest.Name} {
 		tier.Training.Params[k] = v
 	}
+	if o.Structure {
+		tier.Training.Params["structure"] = true
+	}
 	start := time.Now()
 	var members []*static.Model
 	var model *static.Model
@@ -311,7 +337,7 @@ func tune(ctx context.Context, o Tier1Options, d *tier1Data, tier *classifier.Ti
 		tuned, head, enc, err = static.Tune(d.tok, d.base, texts, y, d.classes, static.TuneOptions{
 			Epochs: o.Epochs, LearningRate: float32(o.LearningRate), Balance: o.Balance, Dropout: float32(o.Dropout),
 			Seed: o.Seed + uint64(i), MaxTokens: o.MaxTokens, Bigrams: o.Bigrams, MinCount: o.MinCount, SIF: o.SIF, Prune: o.Prune,
-			Targets: targets,
+			Structure: o.Structure, Targets: targets,
 			Progress: func(e int, loss float64) {
 				logf("train: model %d/%d epoch %d/%d loss %.4f (%s)", i+1, o.Ensemble, e, o.Epochs, loss, time.Since(start).Round(time.Second))
 			},
