@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/triagegw/triage/classifier"
@@ -74,6 +75,11 @@ type Tier1Options struct {
 	// each source of Data held out in turn (see fitConfidence): one more
 	// model is trained per source.
 	Confidence bool
+	// FirstLines also trains on the first line of each multi-line text
+	// to fit (a post's title, a question's stem) as a text of its own with
+	// the same label, when it has three words or more: short questions in
+	// every class, not only in the sources that ask short questions.
+	FirstLines bool
 	// Structure, for the tuned method, gives the table a row for each of
 	// static.Markers and adds a text's structural features to its rows.
 	Structure bool
@@ -158,6 +164,9 @@ func Tier1(ctx context.Context, o Tier1Options) (*Result, error) {
 		At: o.At.Format(time.RFC3339), Tool: o.Tool,
 		Params: map[string]any{"holdout": o.Holdout, "max_tokens": o.MaxTokens, "balance": o.Balance},
 	}}
+	if o.FirstLines {
+		tier.Training.Params["first_lines"] = true
+	}
 	if o.Distill != nil {
 		if d.soft, err = o.Distill.distill(ctx, d, logf); err != nil {
 			return nil, err
@@ -248,6 +257,9 @@ func readTier1Data(o Tier1Options) (*tier1Data, error) {
 	}
 	fit, cal := holdOut(texts, o.Holdout)
 	d.fit, d.cal = fit.of(set, index), cal.of(set, index)
+	if o.FirstLines {
+		d.fit = d.fit.withFirstLines()
+	}
 	if len(d.cal.text) == 0 {
 		return nil, fmt.Errorf("holdout %v %w", o.Holdout, ErrEmptyHoldout)
 	}
@@ -288,6 +300,25 @@ func (s split) of(set *datasets.Set, index map[string]int) split {
 	for _, i := range s.rows {
 		s.text = append(s.text, set.Rows[i].Text)
 		s.y = append(s.y, index[set.Rows[i].Label])
+	}
+	return s
+}
+
+// withFirstLines appends, for each multi-line text of s, its first line
+// (trimmed, of three words or more) with the same class and row. The
+// copies follow the texts they come from in s.rows, so a source's rows
+// keep its copies.
+func (s split) withFirstLines() split {
+	n := len(s.text)
+	for i := range n {
+		first, _, ok := strings.Cut(s.text[i], "\n")
+		first = strings.TrimSpace(first)
+		if !ok || len(strings.Fields(first)) < 3 {
+			continue
+		}
+		s.rows = append(s.rows, s.rows[i])
+		s.text = append(s.text, first)
+		s.y = append(s.y, s.y[i])
 	}
 	return s
 }

@@ -545,3 +545,18 @@ func TestTier1Confidence(t *testing.T) {
 		t.Fatal("confidence with the softmax method: no error")
 	}
 }
+
+func TestWithFirstLines(t *testing.T) {
+	s := split{rows: []int{4, 7, 9, 12}, y: []int{0, 1, 2, 1}, text: []string{
+		"Landlord kept my whole deposit\n\nI moved out in May and ...",
+		"one line only, no title",
+		"Too short\nthe body",
+		"  Which of these is a prime?  \n(A) 4 (B) 6 (C) 7",
+	}}
+	got := s.withFirstLines()
+	want := split{rows: []int{4, 7, 9, 12, 4, 12}, y: []int{0, 1, 2, 1, 0, 1}, text: append(slices.Clone(s.text),
+		"Landlord kept my whole deposit", "Which of these is a prime?")}
+	if !slices.Equal(got.rows, want.rows) || !slices.Equal(got.y, want.y) || !slices.Equal(got.text, want.text) {
+		t.Fatalf("withFirstLines = %+v, want %+v", got, want)
+	}
+}
