@@ -103,6 +103,12 @@ type Encoder struct {
 	// Bigrams is the number of hashed token-bigram buckets: the table's last
 	// rows. 0: unigrams only.
 	Bigrams int `json:"bigrams,omitempty"`
+	// Structure: the table has rows for static.Markers, and a text's
+	// structural features add them to its rows; tier 1 only.
+	Structure bool `json:"structure,omitempty"`
+	// Confidence, when set, scales a text's logits down by how unlike the
+	// training data it looks (see Confidence); tier 1 only.
+	Confidence *Confidence `json:"confidence,omitempty"`
 	// Model names the tier-2 model directory (same lookup).
 	Model       string `json:"model,omitempty"`
 	ModelSHA256 string `json:"model_sha256,omitempty"`

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/triagegw/triage/classifier"
@@ -70,6 +71,19 @@ type Tier1Options struct {
 	MaxTokens int
 	Holdout   float64
 
+	// Confidence, for the tuned method, fits a per-text temperature on
+	// each source of Data held out in turn (see fitConfidence): one more
+	// model is trained per source.
+	Confidence bool
+	// FirstLines also trains on the first line of each multi-line text
+	// to fit (a post's title, a question's stem) as a text of its own with
+	// the same label, when it has three words or more: short questions in
+	// every class, not only in the sources that ask short questions.
+	FirstLines bool
+	// Structure, for the tuned method, gives the table a row for each of
+	// static.Markers and adds a text's structural features to its rows.
+	Structure bool
+
 	// At is the time stamped into the artifact (default now); Tool names
 	// what made it. A fixed At makes the artifact's bytes a function of
 	// its inputs.
@@ -105,6 +119,10 @@ func (o *Tier1Options) check() error {
 		return fmt.Errorf("training: quant %q: want i8, f16 or f32", o.Quant)
 	case o.Method == "tuned" && o.Ensemble < 1:
 		return fmt.Errorf("training: ensemble %d: want at least 1", o.Ensemble)
+	case o.Structure && o.Method != "tuned":
+		return fmt.Errorf("training: method %s: structural markers train with the tuned method only", o.Method)
+	case o.Confidence && o.Method != "tuned":
+		return fmt.Errorf("training: method %s: confidence fits the tuned method only", o.Method)
 	case o.Distill != nil && o.Method != "tuned":
 		return fmt.Errorf("training: method %s: a teacher trains the tuned method only", o.Method)
 	}
@@ -146,6 +164,9 @@ func Tier1(ctx context.Context, o Tier1Options) (*Result, error) {
 		At: o.At.Format(time.RFC3339), Tool: o.Tool,
 		Params: map[string]any{"holdout": o.Holdout, "max_tokens": o.MaxTokens, "balance": o.Balance},
 	}}
+	if o.FirstLines {
+		tier.Training.Params["first_lines"] = true
+	}
 	if o.Distill != nil {
 		if d.soft, err = o.Distill.distill(ctx, d, logf); err != nil {
 			return nil, err
@@ -165,6 +186,17 @@ func Tier1(ctx context.Context, o Tier1Options) (*Result, error) {
 		return nil, err
 	}
 	logf("train: fitted in %s", time.Since(start).Round(time.Millisecond))
+	if o.Confidence {
+		conf, err := fitConfidence(ctx, o, d, model, logf)
+		if err != nil {
+			return nil, err
+		}
+		if model, err = model.WithConfidence(conf); err != nil {
+			return nil, err
+		}
+		tier.Encoder.Confidence = conf
+		tier.Training.Params["confidence"] = true
+	}
 
 	// Temperature on the hold-out.
 	head := model.Head()
@@ -225,6 +257,9 @@ func readTier1Data(o Tier1Options) (*tier1Data, error) {
 	}
 	fit, cal := holdOut(texts, o.Holdout)
 	d.fit, d.cal = fit.of(set, index), cal.of(set, index)
+	if o.FirstLines {
+		d.fit = d.fit.withFirstLines()
+	}
 	if len(d.cal.text) == 0 {
 		return nil, fmt.Errorf("holdout %v %w", o.Holdout, ErrEmptyHoldout)
 	}
@@ -269,6 +304,25 @@ func (s split) of(set *datasets.Set, index map[string]int) split {
 	return s
 }
 
+// withFirstLines appends, for each multi-line text of s, its first line
+// (trimmed, of three words or more) with the same class and row. The
+// copies follow the texts they come from in s.rows, so a source's rows
+// keep its copies.
+func (s split) withFirstLines() split {
+	n := len(s.text)
+	for i := range n {
+		first, _, ok := strings.Cut(s.text[i], "\n")
+		first = strings.TrimSpace(first)
+		if !ok || len(strings.Fields(first)) < 3 {
+			continue
+		}
+		s.rows = append(s.rows, s.rows[i])
+		s.text = append(s.text, first)
+		s.y = append(s.y, s.y[i])
+	}
+	return s
+}
+
 // holdOut splits rows deterministically, by a hash of the text: about
 // share of them are held out (to fit the temperature), the rest fit.
 func holdOut(texts []string, share float64) (fit, held split) {
@@ -292,6 +346,9 @@ func tune(ctx context.Context, o Tier1Options, d *tier1Data, tier *classifier.Ti
 		"min_count": o.MinCount, "prune": o.Prune, "sif": o.SIF, "ensemble": o.Ensemble, "base_table": d.base.Manifest.Name} {
 		tier.Training.Params[k] = v
 	}
+	if o.Structure {
+		tier.Training.Params["structure"] = true
+	}
 	start := time.Now()
 	var members []*static.Model
 	var model *static.Model
@@ -311,7 +368,7 @@ func tune(ctx context.Context, o Tier1Options, d *tier1Data, tier *classifier.Ti
 		tuned, head, enc, err = static.Tune(d.tok, d.base, texts, y, d.classes, static.TuneOptions{
 			Epochs: o.Epochs, LearningRate: float32(o.LearningRate), Balance: o.Balance, Dropout: float32(o.Dropout),
 			Seed: o.Seed + uint64(i), MaxTokens: o.MaxTokens, Bigrams: o.Bigrams, MinCount: o.MinCount, SIF: o.SIF, Prune: o.Prune,
-			Targets: targets,
+			Structure: o.Structure, Targets: targets,
 			Progress: func(e int, loss float64) {
 				logf("train: model %d/%d epoch %d/%d loss %.4f (%s)", i+1, o.Ensemble, e, o.Epochs, loss, time.Since(start).Round(time.Second))
 			},

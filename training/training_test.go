@@ -496,3 +496,67 @@ func TestTier1DistillErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestTier1Confidence: with Confidence, the artifact carries a per-text
+// temperature fitted on each source held out, the tier it describes
+// applies it (the probabilities differ from the same training without
+// it), and the run is still reproducible byte for byte. Structure gives the
+// table the markers' rows.
+func TestTier1Confidence(t *testing.T) {
+	f := newFixture(t, true)
+	run := func(name string, conf bool) (*Result, []byte, string) {
+		out := filepath.Join(f.dir, name, "heads")
+		var log bytes.Buffer
+		o := f.tier1(out)
+		o.Confidence, o.Structure, o.Log = conf, true, &log
+		res, err := Tier1(context.Background(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(out, classifier.HeadsFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res, b, log.String()
+	}
+	res, a, log := run("a", true)
+	enc := res.Heads.Tier1.Encoder
+	if enc.Confidence == nil || !enc.Structure || len(enc.Confidence.W) != 3 || enc.Confidence.Fit["held_out"] != "s0,s1,s2" {
+		t.Fatalf("encoder %+v, confidence %+v", enc, enc.Confidence)
+	}
+	for _, want := range []string{"confidence: held out s0", "confidence: held out s2", "confidence: bias"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q:\n%s", want, log)
+		}
+	}
+	if _, b, _ := run("b", true); !bytes.Equal(a, b) {
+		t.Fatal("two runs with confidence wrote different artifacts")
+	}
+	plain, _, _ := run("c", false)
+	if plain.Heads.Tier1.Encoder.Confidence != nil {
+		t.Fatal("confidence without the option")
+	}
+	if res.Reports[""].NLL == plain.Reports[""].NLL {
+		t.Fatalf("the same NLL (%v) with and without the per-text temperature: it was not applied", res.Reports[""].NLL)
+	}
+	o := f.tier1(filepath.Join(f.dir, "d"))
+	o.Confidence, o.Method = true, "softmax"
+	if _, err := Tier1(context.Background(), o); err == nil {
+		t.Fatal("confidence with the softmax method: no error")
+	}
+}
+
+func TestWithFirstLines(t *testing.T) {
+	s := split{rows: []int{4, 7, 9, 12}, y: []int{0, 1, 2, 1}, text: []string{
+		"Landlord kept my whole deposit\n\nI moved out in May and ...",
+		"one line only, no title",
+		"Too short\nthe body",
+		"  Which of these is a prime?  \n(A) 4 (B) 6 (C) 7",
+	}}
+	got := s.withFirstLines()
+	want := split{rows: []int{4, 7, 9, 12, 4, 12}, y: []int{0, 1, 2, 1, 0, 1}, text: append(slices.Clone(s.text),
+		"Landlord kept my whole deposit", "Which of these is a prime?")}
+	if !slices.Equal(got.rows, want.rows) || !slices.Equal(got.y, want.y) || !slices.Equal(got.text, want.text) {
+		t.Fatalf("withFirstLines = %+v, want %+v", got, want)
+	}
+}

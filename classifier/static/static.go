@@ -3,6 +3,8 @@ package static
 import (
 	"context"
 	"fmt"
+	"math"
+	"strings"
 	"sync"
 
 	"github.com/triagegw/triage/classifier"
@@ -37,13 +39,41 @@ type Model struct {
 	buckets   int       // bigram buckets: the table's last rows
 	fold      []float32 // rows × classes: weight(r) · W·vector(r)
 	weight    []float32 // rows: weight(r), when folded
+	conf      *classifier.Confidence
+	structure bool              // add the Markers' rows (see AppendMarkers)
+	markers   [numMarkers]int32 // their rows
+	piece     []bool            // by vocabulary id: a piece that continues a word (##...)
 	pool      sync.Pool
 }
 
 type scratch struct {
 	rows  []int32
+	n     int // tokens in rows before the bigrams
 	feat  []float32
 	probs []float32
+	phi   []float32
+}
+
+// Familiarity names the features a classifier.Confidence weighs, in
+// order: the constant 1; the token count, ln(1+n)/ln(513) (a short text
+// is little evidence); and the share of the tokens that continue a word
+// the vocabulary splits (rare words, names, identifiers, typos: text the
+// table knows less well). Both come from the rows Classify makes anyway.
+var Familiarity = []string{"bias", "log_tokens", "pieces"}
+
+// familiarity writes the Familiarity features of the first n rows of rows
+// into phi.
+func (m *Model) familiarity(rows []int32, n int, phi []float32) {
+	var pieces int
+	for _, r := range rows[:n] {
+		if int(r) < len(m.piece) && m.piece[r] {
+			pieces++
+		}
+	}
+	phi[0], phi[1], phi[2] = 1, float32(math.Log1p(float64(n))/math.Log(513)), 0
+	if n > 0 {
+		phi[2] = float32(pieces) / float32(n)
+	}
 }
 
 // New builds a Model. enc supplies MaxTokens, Normalize and Bigrams.
@@ -75,6 +105,26 @@ func New(tok *tokenize.WordPiece, table *models.Table, head *classifier.Linear, 
 	if enc.Bigrams != table.Buckets() {
 		return nil, fmt.Errorf("static: the head was trained with %d bigram buckets, table %q has %d", enc.Bigrams, table.Manifest.Name, table.Buckets())
 	}
+	if enc.Confidence != nil {
+		if err := enc.Confidence.Validate(Familiarity); err != nil {
+			return nil, fmt.Errorf("static: %w", err)
+		}
+		m.conf = enc.Confidence
+	}
+	if enc.Structure {
+		m.structure = true
+		for i, w := range Markers {
+			r, ok := table.Word([]byte(w))
+			if !ok {
+				return nil, fmt.Errorf("static: the head was trained with structural markers, table %q has no row for %s", table.Manifest.Name, w)
+			}
+			m.markers[i] = r
+		}
+	}
+	m.piece = make([]bool, tok.VocabSize())
+	for id := range m.piece {
+		m.piece[id] = strings.HasPrefix(tok.Token(int32(id)), "##")
+	}
 	k, d := len(head.Classes), table.Dims()
 	if m.mean && 4*k <= table.MemoryBytes()/table.Rows() {
 		m.fold = make([]float32, m.rows*k)
@@ -103,7 +153,8 @@ func New(tok *tokenize.WordPiece, table *models.Table, head *classifier.Linear, 
 		m.table = nil // the vectors can go
 	}
 	m.pool.New = func() any {
-		return &scratch{rows: make([]int32, 0, 2*m.maxTokens+64), feat: make([]float32, d), probs: make([]float32, k)}
+		return &scratch{rows: make([]int32, 0, 2*m.maxTokens+64+numMarkers*maxMarkers), feat: make([]float32, d), probs: make([]float32, k),
+			phi: make([]float32, len(Familiarity))}
 	}
 	return m, nil
 }
@@ -148,14 +199,44 @@ func AppendBigrams(doc []int32, rows, buckets int) []int32 {
 	return doc
 }
 
-// tokens fills s.rows with text's rows (bigrams included) and returns the
-// number of tokens.
+// tokens fills s.rows with text's rows (bigrams and markers included) and
+// returns the number of tokens.
 func (m *Model) tokens(s *scratch, text string) int {
 	s.rows = Rows(m.tok, m.words, s.rows[:0], text, m.maxTokens)
 	n := len(s.rows)
 	s.rows = AppendBigrams(s.rows, m.rows, m.buckets)
+	if m.structure {
+		s.rows = AppendMarkers(s.rows, text, &m.markers)
+	}
+	s.n = n
 	return n
 }
+
+// Phi writes text's Familiarity features into phi (len(Familiarity)).
+func (m *Model) Phi(text string, phi []float32) {
+	s := m.pool.Get().(*scratch)
+	n := m.tokens(s, text)
+	m.familiarity(s.rows, n, phi)
+	m.pool.Put(s)
+}
+
+// WithConfidence returns a copy of m that divides its logits by c's
+// per-text scale (nil: none). m is unchanged; the copy shares its table.
+func (m *Model) WithConfidence(c *classifier.Confidence) (*Model, error) {
+	if c != nil {
+		if err := c.Validate(Familiarity); err != nil {
+			return nil, fmt.Errorf("static: %w", err)
+		}
+	}
+	cp := &Model{tok: m.tok, words: m.words, table: m.table, rows: m.rows, head: m.head, maxTokens: m.maxTokens,
+		mean: m.mean, buckets: m.buckets, fold: m.fold, weight: m.weight, conf: c, piece: m.piece,
+		structure: m.structure, markers: m.markers}
+	cp.pool.New = m.pool.New
+	return cp, nil
+}
+
+// Confidence is the model's per-text temperature, nil without one.
+func (m *Model) Confidence() *classifier.Confidence { return m.conf }
 
 // Features writes text's feature vector into feat (len Dims) and returns the
 // number of tokens used. It needs the vectors: ok is false for a folded
@@ -186,8 +267,21 @@ func (m *Model) features(s *scratch, feat []float32) {
 	}
 }
 
-// logits writes the head's logits for the rows in s into out.
+// logits writes the head's logits for the rows in s into out, divided
+// by the text's Confidence scale when the model has one.
 func (m *Model) logits(s *scratch, out []float32) {
+	m.rawLogits(s, out)
+	if m.conf == nil {
+		return
+	}
+	m.familiarity(s.rows, s.n, s.phi)
+	inv := 1 / m.conf.Scale(s.phi)
+	for i := range out {
+		out[i] *= inv
+	}
+}
+
+func (m *Model) rawLogits(s *scratch, out []float32) {
 	if m.fold == nil {
 		m.features(s, s.feat)
 		m.head.Logits(s.feat, out)
@@ -212,8 +306,9 @@ func (m *Model) logits(s *scratch, out []float32) {
 	}
 }
 
-// Logits writes the head's logits (before temperature and softmax) for text
-// into out and returns the number of tokens used.
+// Logits writes the head's logits (before temperature and softmax; after
+// the Confidence scale, when the model has one) for text into out and
+// returns the number of tokens used.
 func (m *Model) Logits(text string, out []float32) int {
 	s := m.pool.Get().(*scratch)
 	n := m.tokens(s, text)

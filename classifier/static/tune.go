@@ -31,6 +31,9 @@ type TuneOptions struct {
 	// many times in the training texts and the vocabulary would split it
 	// (starting from the mean of its pieces' vectors). 0: no new words.
 	MinCount int
+	// Structure adds a row for each of Markers, learned from zero, and
+	// each text's markers to its rows (see AppendMarkers).
+	Structure bool
 	// Targets, when set, are each text's target distribution over the
 	// classes (soft labels: a teacher's probabilities, or a mix of them
 	// with the labels), learned instead of y (see classifier.BagOptions).
@@ -55,7 +58,7 @@ func Tune(tok *tokenize.WordPiece, base *models.Table, texts []string, y []int, 
 	if o.MaxTokens == 0 {
 		o.MaxTokens = DefaultMaxTokens
 	}
-	enc := classifier.Encoder{Kind: "static", MaxTokens: o.MaxTokens, Weighting: "uniform", Normalize: "mean", Bigrams: o.Bigrams}
+	enc := classifier.Encoder{Kind: "static", MaxTokens: o.MaxTokens, Weighting: "uniform", Normalize: "mean", Bigrams: o.Bigrams, Structure: o.Structure}
 	d := base.Dims()
 	// Which of the base's extra words the training texts use, and which
 	// frequent training words the vocabulary splits (new rows).
@@ -86,6 +89,9 @@ func Tune(tok *tokenize.WordPiece, base *models.Table, texts []string, y []int, 
 	}
 	sort.Strings(newWords)
 	words = append(words, newWords...)
+	if o.Structure {
+		words = append(words, Markers...) // rows from zero, after the new words
+	}
 	vocab := base.VocabSize()
 	rows := vocab + len(words) + o.Bigrams
 	emb := make([]float32, rows*d)
@@ -149,9 +155,18 @@ func Tune(tok *tokenize.WordPiece, base *models.Table, texts []string, y []int, 
 	if err != nil {
 		return nil, nil, enc, err
 	}
+	var markers [numMarkers]int32
+	for i, w := range Markers {
+		if r, ok := layout.Word([]byte(w)); ok {
+			markers[i] = r
+		}
+	}
 	docs := make([][]int32, len(texts))
 	for i, t := range texts {
 		docs[i] = AppendBigrams(Rows(tok, layout, nil, t, o.MaxTokens), rows, o.Bigrams)
+		if o.Structure {
+			docs[i] = AppendMarkers(docs[i], t, &markers)
+		}
 	}
 	bo := classifier.BagOptions{
 		Epochs: o.Epochs, LearningRate: o.LearningRate, Balance: o.Balance, Dropout: o.Dropout, Seed: o.Seed, Targets: o.Targets, Progress: o.Progress,

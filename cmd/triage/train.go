@@ -44,7 +44,8 @@ type trainFlags struct {
 	method, table, tokenizer, quant            string
 	epochs, bigrams, ensemble, minCount, maxTk int
 	lr, dropout                                float64
-	prune, sif, fold                           bool
+	prune, sif, fold, confidence, structure    bool
+	firstLines                                 bool
 	// tier 1 from a teacher
 	teacher, unlabeled   string
 	hardWeight, teacherT float64
@@ -82,6 +83,9 @@ func parseTrainFlags(args []string, stderr io.Writer) (*trainFlags, error) {
 	fs.BoolVar(&f.sif, "sif", false, "tuned: weight the mean by SIF row weights")
 	fs.IntVar(&f.ensemble, "ensemble", 3, "tuned: train this many models (seeds seed, seed+1, ...) and average their logits")
 	fs.BoolVar(&f.fold, "fold", false, "tuned: store each row's class contributions instead of its vectors (smaller; implied by --ensemble > 1)")
+	fs.BoolVar(&f.confidence, "confidence", false, "tuned: fit a per-text temperature on each source of --data (its source column) held out in turn, so text unlike the training data's scores lower (one more model trained per source)")
+	fs.BoolVar(&f.firstLines, "first-lines", false, "also train on the first line of each multi-line text (a post's title) with its label, when it has three words or more")
+	fs.BoolVar(&f.structure, "structure", false, "tuned: learn rows for the structural markers of a text (code lines, stack traces, numbered steps, LaTeX, file names, shell commands) besides its tokens")
 	fs.IntVar(&f.minCount, "min-count", 0, "tuned: give a word split into pieces a row of its own when it appears this often (0: never)")
 	fs.StringVar(&f.teacher, "teacher", "", "tuned: learn the tier-2 probabilities of this heads artifact (its encoder and head) on --data's texts and --unlabeled's, instead of the labels alone (distillation); the artifact keeps the teacher's tier 2. Needs the ort build")
 	fs.StringVar(&f.unlabeled, "unlabeled", "", "with --teacher: comma-separated JSONL or CSV files of more texts (a text column; labels ignored) for the teacher to label")
@@ -149,7 +153,7 @@ func (f *trainFlags) tier1Options(stderr io.Writer) (training.Tier1Options, erro
 	}
 	o := training.Tier1Options{Data: f.data, Out: f.out, Name: f.name, Eval: f.evalData, Table: f.table, Tokenizer: f.tokenizer,
 		Method: f.method, Epochs: f.epochs, LearningRate: f.lr, Bigrams: f.bigrams, Dropout: f.dropout, Prune: f.prune, SIF: f.sif,
-		Ensemble: f.ensemble, Fold: f.fold, MinCount: f.minCount, Quant: models.Quant(f.quant),
+		Ensemble: f.ensemble, Fold: f.fold, MinCount: f.minCount, Confidence: f.confidence, Structure: f.structure, FirstLines: f.firstLines, Quant: models.Quant(f.quant),
 		Balance: f.balance, Seed: f.seed, MaxTokens: f.maxTk, Holdout: f.holdout, Tool: "triage " + versionString(), Log: stderr}
 	if o.Table == "" {
 		o.Table = filepath.Join(f.models, "tables", "glove-100d-i8.tbl")

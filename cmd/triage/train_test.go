@@ -146,6 +146,47 @@ func TestTrainAndClassifyCLI(t *testing.T) {
 		}
 	}
 
+	// --structure, --confidence and --first-lines: an artifact whose
+	// encoder record says so, which classify loads; without a source
+	// column, --confidence says what it needs.
+	var sourced bytes.Buffer
+	for i := range 300 {
+		label := []string{"music", "sport"}[i%2]
+		title := fmt.Sprintf("about the %s and more", topics[label][i%5])
+		fmt.Fprintf(&sourced, `{"text":%q,"label":%q,"source":"s%d"}`+"\n", title+"\n\n    "+filler[i%10]+" "+topics[label][(i+1)%5], label, i%3)
+	}
+	sourcedPath := filepath.Join(dir, "sourced.jsonl")
+	if err := os.WriteFile(sourcedPath, sourced.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ data, wantErr string }{{sourcedPath, ""}, {dataPath, "source column"}} {
+		out := filepath.Join(dir, "heads-options-"+filepath.Base(tc.data))
+		args := []string{"--data", tc.data, "--out", out, "--table", tablePath, "--tokenizer", tokPath, "--epochs", "3",
+			"--ensemble", "1", "--bigrams", "16", "--structure", "--confidence", "--first-lines"}
+		var so, se bytes.Buffer
+		err := runTrain(context.Background(), args, &so, &se)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("train --confidence on %s = %v, want an error naming the %s", tc.data, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("train --structure --confidence --first-lines: %v\n%s", err, se.String())
+		}
+		h, err := classifier.LoadHeads(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		enc := h.Tier1.Encoder
+		if !enc.Structure || enc.Confidence == nil || h.Tier1.Training.Params["first_lines"] != true {
+			t.Fatalf("encoder %+v, params %v", enc, h.Tier1.Training.Params)
+		}
+		if _, err := static.Load(h, dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+
 	// JSONL on stdin, one result per line; a bad line names itself.
 	stdin := filepath.Join(dir, "in.jsonl")
 	os.WriteFile(stdin, []byte(`{"text":"the referee and the goal"}`+"\n"+`"guitar chord"`+"\n"), 0o644)
