@@ -62,6 +62,29 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 {{- end -}}
 
+{{/*
+triage.redisSecret: the Secret name and key holding the Redis password the
+gateway sends ("" when none): the internal Redis's (auth.existingSecret, or
+the Secret the chart generates), or external.passwordSecret.
+*/}}
+{{- define "triage.redisSecretName" -}}
+{{- if eq .Values.redis.mode "external" -}}
+{{- .Values.redis.external.passwordSecret.name -}}
+{{- else if .Values.redis.auth.existingSecret -}}
+{{- .Values.redis.auth.existingSecret -}}
+{{- else -}}
+{{- printf "%s-auth" (include "triage.redisName" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "triage.redisSecretKey" -}}
+{{- if eq .Values.redis.mode "external" -}}
+{{- .Values.redis.external.passwordSecret.key -}}
+{{- else -}}
+{{- .Values.redis.auth.key -}}
+{{- end -}}
+{{- end -}}
+
 {{- define "triage.configDir" -}}/etc/triage/config{{- end -}}
 
 {{/*
@@ -89,7 +112,7 @@ cannot express.
 {{- fail "config.triage.access.redis.addr: the chart sets it when redis.enabled (redis.mode internal, or redis.external.addr); leave it out" -}}
 {{- end -}}
 {{- $_ := set $redis "addr" (include "triage.redisAddr" .) -}}
-{{- if and (eq .Values.redis.mode "external") .Values.redis.external.passwordSecret.name -}}
+{{- if include "triage.redisSecretName" . -}}
 {{- $_ := set $redis "password_env" "REDIS_PASSWORD" -}}
 {{- end -}}
 {{- $_ := set $access "redis" $redis -}}

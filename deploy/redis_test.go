@@ -1,0 +1,179 @@
+package deploy
+
+import (
+	"bufio"
+	"net"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/triagegw/triage/internal/testenv"
+)
+
+// secretRef is where an env variable of c comes from, nil if not a Secret.
+func secretRef(c *corev1.Container, name string) *corev1.SecretKeySelector {
+	for _, e := range c.Env {
+		if e.Name == name && e.ValueFrom != nil {
+			return e.ValueFrom.SecretKeyRef
+		}
+	}
+	return nil
+}
+
+// TestRedisAuth: the chart's Redis requires a password that the chart
+// generates into a Secret (never a value, a new one per rendering without
+// a cluster to read the old from), that Redis and the gateway both take
+// from that Secret, and that a real redis-server started with the
+// container's own arguments enforces.
+func TestRedisAuth(t *testing.T) {
+	o := mustRender(t, "--set", "redis.enabled=true")
+	sec := o.Secrets[release+"-redis-auth"]
+	if sec == nil {
+		t.Fatalf("no Secret %s-redis-auth among %v", release, o.kinds)
+	}
+	password := string(sec.Data["password"])
+	if !regexp.MustCompile(`^[A-Za-z0-9]{32}$`).MatchString(password) {
+		t.Fatalf("generated password %q: want 32 letters and digits", password)
+	}
+	if again := mustRender(t, "--set", "redis.enabled=true").Secrets[release+"-redis-auth"]; string(again.Data["password"]) == password {
+		t.Fatal("two renderings generated the same password: it is not generated")
+	}
+	values, err := os.ReadFile(chartDir() + "/values.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(values), password) {
+		t.Fatal("the password is in values.yaml")
+	}
+
+	rd := o.Deployments[release+"-redis"]
+	if rd == nil {
+		t.Fatalf("no Redis Deployment among %v", o.kinds)
+	}
+	rc := &rd.Spec.Template.Spec.Containers[0]
+	_, gw := o.gateway(t)
+	for _, ref := range []struct {
+		c    *corev1.Container
+		name string
+	}{{rc, "REDIS_PASSWORD"}, {rc, "REDISCLI_AUTH"}, {gw, "REDIS_PASSWORD"}} {
+		if s := secretRef(ref.c, ref.name); s == nil || s.Name != sec.Name || s.Key != "password" {
+			t.Errorf("%s's %s from %+v, want Secret %s key password", ref.c.Name, ref.name, s, sec.Name)
+		}
+	}
+	i := slices.Index(rc.Args, "--requirepass")
+	if i < 0 || i+1 >= len(rc.Args) || rc.Args[i+1] != "$(REDIS_PASSWORD)" {
+		t.Fatalf("Redis args %q: want --requirepass $(REDIS_PASSWORD)", rc.Args)
+	}
+	t.Setenv("REDIS_PASSWORD", password) // as the pod's env has it
+	if cfg := o.loadConfig(t); cfg.Access.Redis.PasswordEnv != "REDIS_PASSWORD" {
+		t.Fatalf("access.redis.password_env %q, want REDIS_PASSWORD", cfg.Access.Redis.PasswordEnv)
+	}
+
+	// The container's arguments, expanded as the kubelet expands them, on
+	// a real redis-server bound to loopback.
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv(testenv.RequireRedisEnv) == "1" {
+			t.Fatal("redis-server is not on PATH: run scripts/install-redis.sh")
+		}
+		t.Skip("redis-server is not on PATH: run scripts/install-redis.sh (" + testenv.RequireRedisEnv + "=1 makes this a failure)")
+	}
+	args := make([]string, len(rc.Args))
+	for j, a := range rc.Args {
+		args[j] = strings.ReplaceAll(a, "$(REDIS_PASSWORD)", password)
+	}
+	port := testenv.FreePort(t)
+	cmd := exec.Command(bin, append(args, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", t.TempDir())...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	var conn net.Conn
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if conn, err = net.DialTimeout("tcp", addr, time.Second); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("redis-server with the chart's arguments did not listen: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond) // the server's listen is not an event this process can wait on
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	r := bufio.NewReader(conn)
+	say := func(cmd string) string {
+		t.Helper()
+		if _, err := conn.Write([]byte(cmd + "\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(line)
+	}
+	if got := say("PING"); !strings.HasPrefix(got, "-NOAUTH") {
+		t.Fatalf("PING without the password: %q, want -NOAUTH", got)
+	}
+	if got := say("AUTH wrong-password"); !strings.HasPrefix(got, "-WRONGPASS") {
+		t.Fatalf("AUTH with another password: %q, want -WRONGPASS", got)
+	}
+	if got := say("AUTH " + password); got != "+OK" {
+		t.Fatalf("AUTH with the Secret's password: %q", got)
+	}
+	if got := say("PING"); got != "+PONG" {
+		t.Fatalf("PING after AUTH: %q", got)
+	}
+}
+
+// TestRedisExistingSecret: redis.auth.existingSecret replaces the
+// generated Secret everywhere.
+func TestRedisExistingSecret(t *testing.T) {
+	o := mustRender(t, "--set", "redis.enabled=true,redis.auth.existingSecret=ops-redis,redis.auth.key=pw")
+	if len(o.Secrets) != 0 {
+		t.Fatalf("Secrets %v rendered with auth.existingSecret", o.kinds)
+	}
+	_, gw := o.gateway(t)
+	rc := &o.Deployments[release+"-redis"].Spec.Template.Spec.Containers[0]
+	for _, c := range []*corev1.Container{gw, rc} {
+		if s := secretRef(c, "REDIS_PASSWORD"); s == nil || s.Name != "ops-redis" || s.Key != "pw" {
+			t.Errorf("%s's REDIS_PASSWORD from %+v, want ops-redis key pw", c.Name, s)
+		}
+	}
+}
+
+// TestServiceMonitorTLS: over https the ServiceMonitor carries the
+// tlsConfig given, and the chart refuses https without a serverName (the
+// pod IPs Prometheus scrapes are not in the certificate) or an explicit
+// insecureSkipVerify.
+func TestServiceMonitorTLS(t *testing.T) {
+	tlsOn := "serviceMonitor.enabled=true,config.triage.server.tls.cert_file=/etc/triage/tls/tls.crt,config.triage.server.tls.key_file=/etc/triage/tls/tls.key"
+	if out, err := render(t, "--set", tlsOn); err == nil || !strings.Contains(err.Error(), "serviceMonitor.tlsConfig: the gateway serves TLS") {
+		t.Fatalf("https without tlsConfig: %v\n%s", err, out)
+	}
+	if _, err := render(t, "--set", tlsOn+",serviceMonitor.tlsConfig.ca.secret.name=triage-tls"); err == nil || !strings.Contains(err.Error(), "key") {
+		t.Fatalf("a CA Secret without its key rendered: %v", err)
+	}
+	o := mustRender(t, "--set", tlsOn+",serviceMonitor.tlsConfig.serverName=triage.ai.svc,serviceMonitor.tlsConfig.ca.secret.name=triage-tls,serviceMonitor.tlsConfig.ca.secret.key=ca.crt")
+	sm := o.ServiceMonitors[release]
+	if sm == nil || len(sm.Spec.Endpoints) != 1 {
+		t.Fatalf("no ServiceMonitor endpoint among %v", o.kinds)
+	}
+	ep := sm.Spec.Endpoints[0]
+	if ep.Scheme != "https" || ep.TLSConfig == nil || ep.TLSConfig.ServerName != "triage.ai.svc" || ep.TLSConfig.CA == nil ||
+		ep.TLSConfig.CA.Secret == nil || ep.TLSConfig.CA.Secret.Name != "triage-tls" || ep.TLSConfig.CA.Secret.Key != "ca.crt" {
+		t.Fatalf("endpoint %+v: want https with the tlsConfig given", ep)
+	}
+	// Plain http: no tlsConfig needed, none written.
+	if ep := mustRender(t, "--set", "serviceMonitor.enabled=true").ServiceMonitors[release].Spec.Endpoints[0]; ep.Scheme != "http" || ep.TLSConfig != nil {
+		t.Fatalf("plain endpoint %+v", ep)
+	}
+}
