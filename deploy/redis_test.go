@@ -2,9 +2,12 @@ package deploy
 
 import (
 	"bufio"
+	"crypto/x509"
+	"encoding/pem"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -15,6 +18,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/triagegw/triage/internal/testenv"
+	"github.com/triagegw/triage/router/access"
+	"github.com/triagegw/triage/router/config"
 )
 
 // secretRef is where an env variable of c comes from, nil if not a Secret.
@@ -176,4 +181,141 @@ func TestServiceMonitorTLS(t *testing.T) {
 	if ep := mustRender(t, "--set", "serviceMonitor.enabled=true").ServiceMonitors[release].Spec.Endpoints[0]; ep.Scheme != "http" || ep.TLSConfig != nil {
 		t.Fatalf("plain endpoint %+v", ep)
 	}
+}
+
+// TestRedisTLSEndToEnd: with redis.tls.enabled the chart generates a CA
+// and a certificate for the Redis Service's names, Redis serves TLS only,
+// and the gateway verifies it with the CA: a real redis-server started
+// with the container's arguments, and the gateway's own Redis store made
+// from the ConfigMap's config, agree over TLS, password included.
+func TestRedisTLSEndToEnd(t *testing.T) {
+	o := mustRender(t, "--set", "redis.enabled=true,redis.tls.enabled=true")
+	sec, auth := o.Secrets[release+"-redis-tls"], o.Secrets[release+"-redis-auth"]
+	if sec == nil || auth == nil {
+		t.Fatalf("no TLS and password Secrets among %v", o.kinds)
+	}
+	dir := t.TempDir()
+	for _, k := range []string{"ca.crt", "tls.crt", "tls.key"} {
+		if len(sec.Data[k]) == 0 {
+			t.Fatalf("Secret %s lacks %s", sec.Name, k)
+		}
+		if err := os.WriteFile(filepath.Join(dir, k), sec.Data[k], 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	service := release + "-redis"
+	ca, leaf := parseCert(t, sec.Data["ca.crt"]), parseCert(t, sec.Data["tls.crt"])
+	roots := x509.NewCertPool()
+	roots.AddCert(ca)
+	for _, name := range []string{service, service + ".default.svc", service + ".default.svc.cluster.local"} {
+		if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: name}); err != nil {
+			t.Errorf("the certificate for %s: %v", name, err)
+		}
+	}
+
+	rd := o.Deployments[service]
+	rc := &rd.Spec.Template.Spec.Containers[0]
+	if v := volume(rd, "tls"); v.Secret == nil || v.Secret.SecretName != sec.Name || mountPath(rc.VolumeMounts, "tls") != "/tls" {
+		t.Fatalf("Redis's tls volume %+v mounted at %q", v, mountPath(rc.VolumeMounts, "tls"))
+	}
+	d, gw := o.gateway(t)
+	if v := volume(d, "redis-tls"); v.Secret == nil || v.Secret.SecretName != sec.Name || len(v.Secret.Items) != 1 || v.Secret.Items[0].Key != "ca.crt" {
+		t.Fatalf("the gateway's redis-tls volume %+v: want only ca.crt of %s", v, sec.Name)
+	}
+	caPath := mountPath(gw.VolumeMounts, "redis-tls") + "/ca.crt"
+
+	// Redis, with the container's arguments: the Secret's files where the
+	// pod mounts them, the password as the kubelet expands it, a free port.
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv(testenv.RequireRedisEnv) == "1" {
+			t.Fatal("redis-server is not on PATH: run scripts/install-redis.sh")
+		}
+		t.Skip("redis-server is not on PATH: run scripts/install-redis.sh (" + testenv.RequireRedisEnv + "=1 makes this a failure)")
+	}
+	password := string(auth.Data["password"])
+	port := testenv.FreePort(t)
+	var args []string
+	for j, a := range rc.Args {
+		switch {
+		case j > 0 && rc.Args[j-1] == "--tls-port":
+			a = strconv.Itoa(port)
+		case strings.HasPrefix(a, "/tls/"):
+			a = filepath.Join(dir, strings.TrimPrefix(a, "/tls/"))
+		}
+		args = append(args, strings.ReplaceAll(a, "$(REDIS_PASSWORD)", password))
+	}
+	if !slices.Contains(rc.Args, "--tls-port") || !slices.Contains(args, "0") {
+		t.Fatalf("Redis args %q: want TLS only (--port 0, --tls-port)", rc.Args)
+	}
+	var out testenv.Buffer
+	cmd := exec.Command(bin, append(args, "--bind", "127.0.0.1", "--dir", t.TempDir())...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+
+	// The gateway's config as the ConfigMap has it, the CA at its path here.
+	_, data := o.configFiles(t)
+	cfgText := strings.ReplaceAll(data["triage.yaml"], caPath, filepath.Join(dir, "ca.crt"))
+	if cfgText == data["triage.yaml"] {
+		t.Fatalf("triage.yaml does not name %s:\n%s", caPath, data["triage.yaml"])
+	}
+	if err := os.WriteFile(filepath.Join(dir, "triage.yaml"), []byte(cfgText), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "rules.yaml"), []byte(data["rules.yaml"]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("REDIS_PASSWORD", password)
+	cfg, err := config.Load(filepath.Join(dir, "triage.yaml"))
+	if err != nil {
+		t.Fatalf("the gateway refuses the chart's triage.yaml: %v", err)
+	}
+	rcfg := cfg.Access.Redis
+	if !rcfg.TLS.Enabled || rcfg.Addr != service+":6379" {
+		t.Fatalf("access.redis %+v: want TLS to %s:6379", rcfg, service)
+	}
+	// The Service's name verified, at the local server's address.
+	rcfg.TLS.ServerName, rcfg.Addr, rcfg.Timeout = service, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), time.Second
+	var store *access.RedisStore
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if store, err = access.NewRedisStore(rcfg, nil); err != nil {
+			t.Fatal(err)
+		}
+		if store.Healthy() {
+			break
+		}
+		store.Close()
+		if time.Now().After(deadline) {
+			t.Fatalf("the gateway's store never reached redis-server over TLS:\n%s", out.String())
+		}
+		time.Sleep(50 * time.Millisecond) // the server's listen is not an event this process can wait on
+	}
+	defer store.Close()
+	if n, err := store.AddTokens(t.Context(), "chart-tls", 7, time.Minute); err != nil || n != 7 {
+		t.Fatalf("AddTokens over TLS = %d, %v", n, err)
+	}
+	// In the clear, the port answers nothing a client can use.
+	plain := rcfg
+	plain.TLS = access.RedisTLS{}
+	if s, err := access.NewRedisStore(plain, nil); err != nil || s.Healthy() {
+		t.Fatalf("a plain client reached the TLS-only Redis (err %v)", err)
+	} else {
+		s.Close()
+	}
+}
+
+func parseCert(t *testing.T, p []byte) *x509.Certificate {
+	t.Helper()
+	b, _ := pem.Decode(p)
+	if b == nil {
+		t.Fatalf("not PEM: %q", p)
+	}
+	c, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -85,6 +85,17 @@ the Secret the chart generates), or external.passwordSecret.
 {{- end -}}
 {{- end -}}
 
+{{/* TLS between the gateway and the chart's own Redis. */}}
+{{- define "triage.redisTLS" -}}
+{{- if and .Values.redis.enabled (eq .Values.redis.mode "internal") .Values.redis.tls.enabled -}}true{{- end -}}
+{{- end -}}
+
+{{- define "triage.redisTLSSecret" -}}
+{{- .Values.redis.tls.existingSecret | default (printf "%s-tls" (include "triage.redisName" .) | trunc 63 | trimSuffix "-") -}}
+{{- end -}}
+
+{{- define "triage.redisTLSDir" -}}/etc/triage/redis-tls{{- end -}}
+
 {{- define "triage.configDir" -}}/etc/triage/config{{- end -}}
 
 {{/*
@@ -114,6 +125,12 @@ cannot express.
 {{- $_ := set $redis "addr" (include "triage.redisAddr" .) -}}
 {{- if include "triage.redisSecretName" . -}}
 {{- $_ := set $redis "password_env" "REDIS_PASSWORD" -}}
+{{- end -}}
+{{- if include "triage.redisTLS" . -}}
+{{- if hasKey $redis "tls" -}}
+{{- fail "config.triage.access.redis.tls: the chart sets it when redis.tls.enabled; leave it out" -}}
+{{- end -}}
+{{- $_ := set $redis "tls" (dict "enabled" true "ca_file" (printf "%s/ca.crt" (include "triage.redisTLSDir" .))) -}}
 {{- end -}}
 {{- $_ := set $access "redis" $redis -}}
 {{- $_ := set $c "access" $access -}}
