@@ -282,11 +282,13 @@ func TestSoak(t *testing.T) {
 	r.curve = curve
 	if os.Getenv("SOAK_OUT") != "" {
 		// The heap after the warm-up, halfway and at the end, for
-		// go tool pprof -diff_base.
+		// go tool pprof -diff_base, beside SOAK_OUT and named after it
+		// (X.md: X-heap-warmup.pb.gz, …).
 		if dir, err := s.keepDir(root); err == nil {
+			base := strings.TrimSuffix(filepath.Base(os.Getenv("SOAK_OUT")), ".md")
 			for name, prof := range map[string][]byte{"warmup": prof0, "mid": profMid, "end": prof1} {
 				if len(prof) > 0 {
-					if err := os.WriteFile(filepath.Join(dir, "soak-heap-"+name+".pb.gz"), prof, 0o644); err != nil {
+					if err := os.WriteFile(filepath.Join(dir, base+"-heap-"+name+".pb.gz"), prof, 0o644); err != nil {
 						t.Errorf("writing the %s heap profile: %v", name, err)
 					}
 				}
