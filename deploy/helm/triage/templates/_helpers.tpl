@@ -126,6 +126,9 @@ cannot express.
 {{- if include "triage.redisSecretName" . -}}
 {{- $_ := set $redis "password_env" "REDIS_PASSWORD" -}}
 {{- end -}}
+{{- if and (eq .Values.redis.mode "external") .Values.redis.tls.enabled -}}
+{{- fail "redis.tls.enabled: it serves the chart's own Redis (redis.mode internal) over TLS; for an external Redis set config.triage.access.redis.tls, with its CA mounted through extraVolumes" -}}
+{{- end -}}
 {{- if include "triage.redisTLS" . -}}
 {{- if hasKey $redis "tls" -}}
 {{- fail "config.triage.access.redis.tls: the chart sets it when redis.tls.enabled; leave it out" -}}
