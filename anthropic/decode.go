@@ -130,6 +130,10 @@ func decodeRequest(body []byte, req *msgRequest) *Error {
 			}
 		case "stop_sequences":
 			req.StopSequences = sc.strings()
+		case "mcp_servers":
+			if v := sc.raw(); len(v) > 0 && string(v) != "null" && !emptyArray(v) {
+				req.MCP = true
+			}
 		case "thinking":
 			if sc.isNull() {
 				return true

@@ -1435,6 +1435,11 @@ func TestToChatAsks(t *testing.T) {
 		{"top_k", `{"model":"m","max_tokens":8,"top_k":40,` + user + `}`, AsksTopK, verdict{openai: "top_k"}},
 		{"stop_sequences", `{"model":"m","max_tokens":8,"stop_sequences":["END"],` + user + `}`, AsksStopSequences, verdict{openai: "stop_sequences"}},
 		{"prefill", `{"model":"m","max_tokens":8,` + prefill + `}`, AsksPrefill, verdict{openai: "messages", openaiDrop: "messages"}},
+		{"server tool", `{"model":"m","max_tokens":8,"tools":[{"type":"web_search_20250305","name":"web_search"},{"name":"f","input_schema":{"type":"object"}}],` + user + `}`,
+			AsksServerTools, verdict{"tools", "tools", "tools", "tools"}},
+		{"mcp_servers", `{"model":"m","max_tokens":8,"mcp_servers":[{"type":"url","url":"https://mcp.example/sse","name":"x"}],` + user + `}`,
+			AsksServerTools, verdict{"tools", "tools", "tools", "tools"}},
+		{"mcp_servers empty", `{"model":"m","max_tokens":8,"mcp_servers":[ ],` + user + `}`, 0, verdict{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, asks, e := ToChatAsks([]byte(tc.body), "", 0)
@@ -1450,8 +1455,11 @@ func TestToChatAsks(t *testing.T) {
 					t.Errorf("Check(vllm %v, drop %v) = %+v, want %q", c.vllm, c.drop, e, c.want)
 				}
 			}
-			if strings.Contains(string(out), "thinking") {
-				t.Errorf("ToChat sent thinking on: %s", out)
+			if strings.Contains(string(out), "thinking") || strings.Contains(string(out), "web_search") || strings.Contains(string(out), "mcp") {
+				t.Errorf("ToChat sent on what chat completions lacks: %s", out)
+			}
+			if tc.name == "server tool" && !strings.Contains(string(out), `"tools":[{"type":"function","function":{"name":"f"`) {
+				t.Errorf("ToChat() = %s: the custom tool beside the server tool is lost", out)
 			}
 			prefilled := strings.Contains(string(out), `"continue_final_message":true,"add_generation_prompt":false`)
 			if prefilled != (asks&AsksPrefill != 0) {

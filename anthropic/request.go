@@ -29,6 +29,8 @@ type msgRequest struct {
 	// Thinking: the thinking field asks for extended thinking (any type
 	// but "disabled").
 	Thinking bool `json:"-"`
+	// MCP: mcp_servers names servers for Anthropic's MCP connector.
+	MCP bool `json:"-"`
 }
 
 type msgMessage struct {
@@ -100,6 +102,10 @@ const (
 	// so the answer's stop_reason is stop_sequence and names it; OpenAI's
 	// API does not, and the answer would say end_turn.
 	AsksStopSequences
+	// AsksServerTools: a server tool (a tools entry whose type is not
+	// custom: web search, code execution and the like) or mcp_servers,
+	// which Anthropic runs on its side; ToChat leaves them out.
+	AsksServerTools
 )
 
 // Check is the refusal, a 400 naming the field, of the first thing a asks
@@ -107,11 +113,14 @@ const (
 // (else an OpenAI-compatible server), drop whether the pool opts into
 // dropping what has no equivalent there (thinking, top_k) and into a
 // stop_reason of end_turn where a stop sequence matched. A prefill an
-// OpenAI-compatible pool cannot continue is refused even so: dropping it
-// would answer another question. Nil: the pool serves the request.
+// OpenAI-compatible pool cannot continue, and a server tool, are refused
+// even so: dropping them would answer another question. Nil: the pool
+// serves the request.
 func (a Asks) Check(vllm, drop bool) *Error {
 	const opt = "; set drop_unsupported on the pool to send it without, or route the request to a kind: anthropic pool"
 	switch {
+	case a&AsksServerTools != 0:
+		return invalid("tools: a server tool (a type other than custom) or mcp_servers runs on Anthropic's side, which a chat-completions pool lacks; route the request to a kind: anthropic pool")
 	case a&AsksPrefill != 0 && !vllm:
 		return invalid("messages: the last message is an assistant turn to continue (a prefill), which an OpenAI-compatible pool answers anew instead; route it to a kind: vllm or anthropic pool")
 	case drop:
@@ -153,11 +162,14 @@ func ToChatAsks(body []byte, model string, omit Asks) ([]byte, Asks, *Error) {
 	if e := decodeRequest(body, &req); e != nil {
 		return nil, 0, e
 	}
-	out, e := toChat(&req, body, model, omit)
+	out, serverTools, e := toChat(&req, body, model, omit)
 	if e != nil {
 		return nil, 0, e
 	}
 	var asks Asks
+	if serverTools || req.MCP {
+		asks |= AsksServerTools
+	}
 	if req.Thinking {
 		asks |= AsksThinking
 	}
@@ -173,13 +185,15 @@ func ToChatAsks(body []byte, model string, omit Asks) ([]byte, Asks, *Error) {
 	return out, asks, nil
 }
 
-func toChat(req *msgRequest, body []byte, model string, omit Asks) ([]byte, *Error) {
+// toChat writes req's chat body; serverTools says whether it left server
+// tools out.
+func toChat(req *msgRequest, body []byte, model string, omit Asks) (out []byte, serverTools bool, e *Error) {
 	maxTokens, e := parseMaxTokens(req.MaxTokens)
 	if e != nil {
-		return nil, e
+		return nil, false, e
 	}
 	if len(req.Messages) == 0 {
-		return nil, invalid("messages: at least one message is required")
+		return nil, false, invalid("messages: at least one message is required")
 	}
 	if model == "" {
 		model = req.Model
@@ -190,12 +204,12 @@ func toChat(req *msgRequest, body []byte, model string, omit Asks) ([]byte, *Err
 	w.dst = appendString(w.dst, model)
 	w.dst = append(w.dst, `,"messages":[`...)
 	if e := w.system(req.System); e != nil {
-		return nil, e
+		return nil, false, e
 	}
 	var seen map[string]struct{} // tool_use ids so far; made at the first
 	for i := range req.Messages {
 		if e := w.message(i, &req.Messages[i], &seen); e != nil {
-			return nil, e
+			return nil, false, e
 		}
 	}
 	w.dst = append(w.dst, ']')
@@ -242,14 +256,14 @@ func toChat(req *msgRequest, body []byte, model string, omit Asks) ([]byte, *Err
 	}
 	w.dst = dst
 	if e := w.tools(req.Tools); e != nil {
-		return nil, e
+		return nil, false, e
 	}
 	if req.ToolChoice != nil {
 		if e := w.toolChoice(req.ToolChoice); e != nil {
-			return nil, e
+			return nil, false, e
 		}
 	}
-	return append(w.dst, '}'), nil
+	return append(w.dst, '}'), w.serverTools, nil
 }
 
 // parseMaxTokens requires max_tokens, as Anthropic does: there is no
@@ -269,9 +283,10 @@ func parseMaxTokens(raw json.RawMessage) (int64, *Error) {
 // writer accumulates the chat body. scratch is reused for compacting tool
 // inputs, which become JSON strings.
 type writer struct {
-	dst      []byte
-	scratch  []byte
-	messages int // messages written so far, for the separating commas
+	dst         []byte
+	scratch     []byte
+	messages    int  // messages written so far, for the separating commas
+	serverTools bool // tools left out: server tools, which Anthropic runs
 }
 
 func (w *writer) open(role string) {
@@ -572,11 +587,16 @@ func (w *writer) tools(tools []msgTool) *Error {
 		return nil
 	}
 	w.dst = append(w.dst, `,"tools":[`...)
+	n := 0
 	for i := range tools {
 		t := &tools[i]
 		at := "tools." + strconv.Itoa(i)
 		if t.Type != "" && t.Type != "custom" {
-			return invalid(at + ".type: tool type " + strconv.Quote(t.Type) + " is not supported")
+			// A server tool (web search, code execution, …): Anthropic
+			// runs it, so only an anthropic pool, which gets the
+			// request as sent, can serve it (Asks.Check).
+			w.serverTools = true
+			continue
 		}
 		if t.Name == "" {
 			return invalid(at + ".name: field required")
@@ -587,9 +607,10 @@ func (w *writer) tools(tools []msgTool) *Error {
 		} else if schema[0] != '{' {
 			return invalid(at + ".input_schema: must be an object")
 		}
-		if i > 0 {
+		if n > 0 {
 			w.dst = append(w.dst, ',')
 		}
+		n++
 		w.dst = append(w.dst, `{"type":"function","function":{"name":`...)
 		w.dst = appendString(w.dst, t.Name)
 		if t.Description != "" {

@@ -85,6 +85,12 @@ func TestMessagesFieldsWithoutEquivalent(t *testing.T) {
 			refused: map[string]string{"claude-openai": "stop_sequences"},
 		},
 		{
+			name:    "server tool",
+			params:  anthropic.MessageNewParams{MaxTokens: 64, Messages: hello},
+			opts:    []aoption.RequestOption{aoption.WithJSONSet("tools", []any{map[string]any{"type": "web_search_20250305", "name": "web_search"}})},
+			refused: map[string]string{"claude-vllm": "tools", "claude-vllm-drop": "tools", "claude-openai": "tools", "claude-openai-drop": "tools"},
+		},
+		{
 			name:    "prefill",
 			params:  anthropic.MessageNewParams{MaxTokens: 64, Messages: prefill},
 			refused: map[string]string{"claude-openai": "messages", "claude-openai-drop": "messages"},
@@ -137,6 +143,34 @@ func TestMessagesFieldsWithoutEquivalent(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestMessagesServerSideToAnthropicPool: what only Anthropic runs (here
+// mcp_servers) is refused toward a chat-completions pool but reaches a
+// kind: anthropic pool as the client sent it.
+func TestMessagesServerSideToAnthropicPool(t *testing.T) {
+	hosted := anthropicReplica(t, "claude-sonnet-4-5", "hosted", "")
+	pa := poolCfg("hosted", "claude-sonnet-4-5", hosted.URL)
+	pa.Kind = pool.KindAnthropic
+	gen := newReplica(t, "llama", "gen")
+	pv := poolCfg("general", "llama", gen.URL)
+	h := newHarness(t, newConfig("general", pa, pv))
+	client := anthropic.NewClient(aoption.WithBaseURL(h.URL), aoption.WithAPIKey("sk-client"), aoption.WithMaxRetries(0))
+	mcp := aoption.WithJSONSet("mcp_servers", []any{map[string]any{"type": "url", "url": "https://mcp.example/sse", "name": "docs"}})
+	p := anthropic.MessageNewParams{Model: "claude-sonnet-4-5", MaxTokens: 64,
+		Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hello there"))}}
+	if _, err := client.Messages.New(context.Background(), p, mcp); err != nil {
+		t.Fatalf("to the anthropic pool: %v", err)
+	}
+	if b := string(hosted.LastRequest().Body); !strings.Contains(b, `"mcp_servers"`) {
+		t.Fatalf("the anthropic pool got %s, without mcp_servers", b)
+	}
+	p.Model = "llama"
+	_, err := client.Messages.New(context.Background(), p, mcp)
+	var ae *anthropic.Error
+	if !errors.As(err, &ae) || ae.StatusCode != 400 || !strings.Contains(ae.RawJSON(), `"message":"tools: `) {
+		t.Fatalf("to the vllm pool: %v, want a 400 naming tools", err)
 	}
 }
 
