@@ -4,9 +4,9 @@
 //
 //   - ToChat turns a Messages request body into a chat-completions request
 //     body as vLLM takes it; ToChatAsks also says what the request asks
-//     that not every chat-completions pool serves as asked (Asks: thinking,
-//     top_k, a prefill, stop sequences, server tools), and Asks.Check refuses it, naming
-//     the field, for a pool that cannot;
+//     that not every chat-completions pool serves as asked (Asks:
+//     thinking, top_k, a prefill, stop sequences, server tools), and
+//     Asks.Check refuses it, naming the field, for a pool that cannot;
 //   - FromChat turns a (non-streamed) chat completion into a Messages
 //     response;
 //   - Stream turns a chat-completions SSE stream into Messages SSE events,
