@@ -72,10 +72,13 @@ bench-gateway: build
 
 # The gateway and simulated replicas as processes under mixed traffic,
 # faults, replica kills and config reloads (not part of `make test`):
-# SOAK_DURATION of traffic (default 3m); SOAK_OUT=FILE (relative to this
-# directory) also writes the summary as markdown.
+# SOAK_DURATION of traffic (default 3m); SOAK_OUT=X.md (relative to this
+# directory) also writes the summary as markdown and the heap profiles
+# beside it (X-heap-warmup.pb.gz, X-heap-mid.pb.gz, X-heap-end.pb.gz);
+# SOAK_CLIENTS (default 16) and SOAK_THINK (default 40ms) scale the traffic
+# down for a long run; SOAK_TIMEOUT bounds the whole test (30m).
 soak: setup
-	SOAK_DURATION=$${SOAK_DURATION:-3m} $(GO) test -tags 'soak nomsgpack ort' -run TestSoak -timeout 30m -count=1 -v ./cmd/triage
+	SOAK_DURATION=$${SOAK_DURATION:-3m} $(GO) test -tags 'soak nomsgpack ort' -run TestSoak -timeout $${SOAK_TIMEOUT:-30m} -count=1 -v ./cmd/triage
 
 clean:
 	rm -rf bin

@@ -130,6 +130,24 @@ func decodeRequest(body []byte, req *msgRequest) *Error {
 			}
 		case "stop_sequences":
 			req.StopSequences = sc.strings()
+		case "mcp_servers":
+			if v := sc.raw(); len(v) > 0 && string(v) != "null" && !emptyArray(v) {
+				req.MCP = true
+			}
+		case "thinking":
+			if sc.isNull() {
+				return true
+			}
+			var typ string
+			ok := sc.object(func(k []byte) bool {
+				if string(k) == "type" {
+					typ = sc.text()
+					return !sc.bad
+				}
+				return sc.skip(0)
+			})
+			req.Thinking = typ != "disabled"
+			return ok
 		case "stream":
 			req.Stream = sc.boolean()
 		case "metadata":

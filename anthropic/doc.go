@@ -3,7 +3,10 @@
 // a pool that speaks chat completions (vLLM, say):
 //
 //   - ToChat turns a Messages request body into a chat-completions request
-//     body;
+//     body as vLLM takes it; ToChatAsks also says what the request asks
+//     that not every chat-completions pool serves as asked (Asks:
+//     thinking, top_k, a prefill, stop sequences, server tools), and
+//     Asks.Check refuses it, naming the field, for a pool that cannot;
 //   - FromChat turns a (non-streamed) chat completion into a Messages
 //     response;
 //   - Stream turns a chat-completions SSE stream into Messages SSE events,
@@ -16,8 +19,9 @@
 // pool that speaks Messages (api.anthropic.com or a compatible server):
 //
 //   - ChatToMessages turns a chat-completions request body into a Messages
-//     request body, refusing with a 400 what Messages cannot express where
-//     dropping it would change the answer;
+//     request body, refusing with a 400 naming the field what Messages
+//     cannot express, or, for a pool that opts in, dropping the sampling
+//     settings among them;
 //   - MessagesToChat turns a (non-streamed) Messages response into a chat
 //     completion;
 //   - ChatStream turns a Messages SSE stream into chat-completions chunks,

@@ -35,6 +35,7 @@ type chatReq struct {
 	toolChoice    []byte // raw; read once the tools are known
 	noParallel    bool   // parallel_tool_calls: false
 	unsupported   string // the first field that cannot be served, as a message
+	drop          bool   // drop sampling settings Messages lacks instead of refusing them
 }
 
 type chatMsg struct {
@@ -82,7 +83,13 @@ type chatTool struct {
 // What Messages cannot express is refused rather than dropped when it would
 // change the answer (n above 1, logprobs, penalties, logit_bias, a JSON
 // response format, audio, reasoning_effort, web search, the deprecated
-// functions, a temperature above 1); settings that only concern OpenAI's
+// functions, a temperature above 1, and vLLM's sampling and decoding
+// extensions: repetition_penalty, min_p, min_tokens, ignore_eos,
+// stop_token_ids, best_of, use_beam_search, guided decoding). With drop
+// (a pool's drop_unsupported), the sampling settings that only tune how
+// the answer is drawn — the penalties, logit_bias, min_p, min_tokens,
+// ignore_eos, stop_token_ids — are dropped instead; what would change the
+// answer's shape or number is refused even so. Settings that only concern OpenAI's
 // side or speed (stream_options, seed, store, metadata, service_tier,
 // prediction, prompt_cache_key, verbosity, an image's detail, a message's
 // name) and fields it does not know are ignored. System and developer messages, wherever they stand, become the
@@ -92,8 +99,8 @@ type chatTool struct {
 //
 // Errors are 400s naming the offending field; the caller renders them in
 // the client's shape.
-func ChatToMessages(body []byte, model string, defaultMaxTokens int64) ([]byte, *Error) {
-	var req chatReq
+func ChatToMessages(body []byte, model string, defaultMaxTokens int64, drop bool) ([]byte, *Error) {
+	req := chatReq{drop: drop}
 	if e := decodeChatRequest(body, &req); e != nil {
 		return nil, e
 	}
@@ -815,6 +822,20 @@ func decodeChatRequest(body []byte, req *chatReq) *Error {
 			req.unsupported = field + ": " + msg
 		}
 	}
+	// lossy refuses a sampling setting Messages has no equivalent for,
+	// unless the pool drops them.
+	lossy := func(msg string) {
+		if !req.drop {
+			refuse(msg + "; set drop_unsupported on the pool to send the request without it")
+		}
+	}
+	unit := func(n []byte, neutral float64) bool { // n is absent, null or neutral
+		if n == nil {
+			return true
+		}
+		f, err := strconv.ParseFloat(string(n), 64)
+		return err == nil && f == neutral
+	}
 	ok := sc.object(func(key []byte) bool {
 		field = string(key)
 		switch field {
@@ -888,14 +909,44 @@ func decodeChatRequest(body []byte, req *chatReq) *Error {
 				refuse("log probabilities are not available")
 			}
 		case "frequency_penalty", "presence_penalty":
-			if n := sc.num(); n != nil {
-				if f, err := strconv.ParseFloat(string(n), 64); err != nil || f != 0 {
-					refuse("penalties are not supported")
-				}
+			if !unit(sc.num(), 0) {
+				lossy("Messages has no penalties")
+			}
+		case "repetition_penalty":
+			if !unit(sc.num(), 1) {
+				lossy("Messages has no penalties")
+			}
+		case "min_p":
+			if !unit(sc.num(), 0) {
+				lossy("Messages has no min_p sampling")
+			}
+		case "min_tokens":
+			if !unit(sc.num(), 0) {
+				lossy("Messages has no minimum length")
+			}
+		case "ignore_eos":
+			if sc.boolean() {
+				lossy("Messages always stops at the end of the turn")
+			}
+		case "stop_token_ids":
+			if v := sc.raw(); len(v) > 0 && string(v) != "null" && !emptyArray(v) {
+				lossy("Messages stops on strings only (stop)")
 			}
 		case "logit_bias":
 			if v := sc.raw(); len(v) > 0 && string(v) != "null" && !emptyObject(v) {
-				refuse("logit_bias is not supported")
+				lossy("logit_bias is not supported")
+			}
+		case "best_of":
+			if !unit(sc.num(), 1) {
+				refuse("Messages draws one answer")
+			}
+		case "use_beam_search":
+			if sc.boolean() {
+				refuse("Messages has no beam search")
+			}
+		case "guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs":
+			if v := sc.raw(); len(v) > 0 && string(v) != "null" {
+				refuse("Messages has no guided decoding")
 			}
 		case "response_format":
 			if v := sc.raw(); len(v) > 0 && string(v) != "null" && formatType(v) != "text" {
@@ -1172,6 +1223,14 @@ func (s *scanner) relit(start int) []byte {
 		return nil
 	}
 	return appendString(make([]byte, 0, len(str)+8), string(str))
+}
+
+// emptyArray reports whether raw is an array with no elements.
+func emptyArray(raw []byte) bool {
+	sc := scanner{b: raw}
+	n := 0
+	sc.array(func() bool { n++; return sc.skip(0) })
+	return n == 0 && !sc.bad
 }
 
 func emptyObject(raw []byte) bool {

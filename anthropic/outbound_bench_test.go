@@ -81,7 +81,7 @@ func BenchmarkChatToMessages(b *testing.B) {
 			b.SetBytes(int64(len(bc.body)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, e := ChatToMessages(bc.body, "claude-sonnet-4", 4096); e != nil {
+				if _, e := ChatToMessages(bc.body, "claude-sonnet-4", 4096, false); e != nil {
 					b.Fatal(e.Message)
 				}
 			}

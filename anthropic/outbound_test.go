@@ -84,7 +84,7 @@ func TestChatToMessages(t *testing.T) {
 			`{"model":"m","max_tokens":1,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"f","input":{"a":"\ufffd"}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":"x"}]}],"tools":[{"name":"f","input_schema":{"type":"object","description":"\ufffd"}}]}`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, e := ChatToMessages([]byte(tc.in), tc.model, tc.def)
+			got, e := ChatToMessages([]byte(tc.in), tc.model, tc.def, false)
 			if e != nil {
 				t.Fatalf("error %d %s: %s", e.Status, e.Type, e.Message)
 			}
@@ -160,7 +160,7 @@ func TestChatToMessagesErrors(t *testing.T) {
 		{"tool_choice required without tools", `{"model":"m","max_tokens":1,"tool_choice":"required",` + user + `}`, "tool_choice"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, e := ChatToMessages([]byte(tc.in), "", 0)
+			out, e := ChatToMessages([]byte(tc.in), "", 0, false)
 			if e == nil {
 				t.Fatalf("no error; got %s", out)
 			}
@@ -395,7 +395,7 @@ func FuzzChatToMessages(f *testing.F) {
 	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,QQ=="}}]}],"tools":[{"type":"function","function":{"name":"x","parameters":{"properties":{"a":"\u00e9"}}}}],"tool_choice":{"type":"function","function":{"name":"x"}}}`))
 	f.Add([]byte("{\"model\":\"m\",\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"a\",\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"a\\\":\\\"\xff\\\\ud800\\\"}\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"a\",\"content\":\"\\ud800\"}]}"))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		out, e := ChatToMessages(body, "", 64)
+		out, e := ChatToMessages(body, "", 64, false)
 		if e != nil {
 			if e.Status != 400 || e.Type != TypeInvalidRequest || e.Message == "" || !json.Valid(e.Body()) {
 				t.Fatalf("bad error %+v", e)
@@ -756,7 +756,7 @@ func TestChatToMessagesKeepsSharedFields(t *testing.T) {
 	r := rand.New(rand.NewSource(5))
 	for i := 0; i < 3000; i++ {
 		body, def := randomChatRequest(r)
-		msgs, e := ChatToMessages(body, "", def)
+		msgs, e := ChatToMessages(body, "", def, false)
 		if e != nil {
 			t.Fatalf("%s\n%s", e.Message, body)
 		}
@@ -1361,4 +1361,114 @@ func FuzzChatStream(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestChatToMessagesNoEquivalent: vLLM's sampling extensions, which
+// Messages has no equivalent for, are refused naming the field; with drop
+// (a pool's drop_unsupported) the settings that only tune sampling are
+// left out, while what would change the answer's shape is refused even so.
+// Neutral values (a penalty of 1, min_p 0) are no request at all.
+func TestChatToMessagesNoEquivalent(t *testing.T) {
+	const user = `"messages":[{"role":"user","content":"hi"}]`
+	for _, tc := range []struct {
+		name, extra, field string
+		droppable          bool
+	}{
+		{"repetition_penalty", `"repetition_penalty":1.2`, "repetition_penalty", true},
+		{"min_p", `"min_p":0.05`, "min_p", true},
+		{"min_tokens", `"min_tokens":16`, "min_tokens", true},
+		{"ignore_eos", `"ignore_eos":true`, "ignore_eos", true},
+		{"stop_token_ids", `"stop_token_ids":[128001]`, "stop_token_ids", true},
+		{"frequency_penalty", `"frequency_penalty":0.5`, "frequency_penalty", true},
+		{"presence_penalty", `"presence_penalty":-0.5`, "presence_penalty", true},
+		{"logit_bias", `"logit_bias":{"50256":-100}`, "logit_bias", true},
+		{"best_of", `"best_of":3`, "best_of", false},
+		{"use_beam_search", `"use_beam_search":true`, "use_beam_search", false},
+		{"guided_json", `"guided_json":{"type":"object"}`, "guided_json", false},
+		{"guided_choice", `"guided_choice":["a","b"]`, "guided_choice", false},
+		{"n", `"n":2`, "n", false},
+		{"logprobs", `"logprobs":true`, "logprobs", false},
+	} {
+		body := []byte(`{"model":"m","max_tokens":8,` + tc.extra + `,` + user + `}`)
+		t.Run(tc.name, func(t *testing.T) {
+			out, e := ChatToMessages(body, "", 0, false)
+			if e == nil || e.Status != 400 || e.Type != TypeInvalidRequest || !strings.HasPrefix(e.Message, tc.field+": ") {
+				t.Fatalf("ChatToMessages(%s) = %s, %+v; want a 400 naming %s", tc.extra, out, e, tc.field)
+			}
+			out, e = ChatToMessages(body, "", 0, true)
+			switch {
+			case tc.droppable && e != nil:
+				t.Fatalf("with drop: %+v, want it dropped", e)
+			case tc.droppable && strings.Contains(string(out), tc.field):
+				t.Fatalf("with drop: %s still has %s", out, tc.field)
+			case !tc.droppable && (e == nil || !strings.HasPrefix(e.Message, tc.field+": ")):
+				t.Fatalf("with drop: %s, %+v; want a 400 naming %s even so", out, e, tc.field)
+			}
+		})
+	}
+	for _, neutral := range []string{`"repetition_penalty":1`, `"min_p":0`, `"min_tokens":0`, `"ignore_eos":false`, `"stop_token_ids":[]`,
+		`"best_of":1`, `"use_beam_search":false`, `"guided_json":null`, `"min_p":null`} {
+		if out, e := ChatToMessages([]byte(`{"model":"m","max_tokens":8,`+neutral+`,`+user+`}`), "", 0, false); e != nil {
+			t.Errorf("ChatToMessages(%s) = %+v; a neutral value asks nothing", neutral, e)
+		} else if strings.Contains(string(out), strings.Split(neutral, `"`)[1]) {
+			t.Errorf("ChatToMessages(%s) = %s; sent on", neutral, out)
+		}
+	}
+}
+
+// TestToChatAsks: what a Messages request asks that not every pool can
+// serve, and Check's verdict for each kind of pool, with and without
+// drop_unsupported.
+func TestToChatAsks(t *testing.T) {
+	const user = `"messages":[{"role":"user","content":"hi"}]`
+	const prefill = `"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"{\"a\":"}]`
+	type verdict struct{ vllm, openai, vllmDrop, openaiDrop string } // "" serves, else the field the 400 names
+	for _, tc := range []struct {
+		name, body string
+		asks       Asks
+		want       verdict
+	}{
+		{"plain", `{"model":"m","max_tokens":8,` + user + `}`, 0, verdict{}},
+		{"thinking", `{"model":"m","max_tokens":2048,"thinking":{"type":"enabled","budget_tokens":1024},` + user + `}`, AsksThinking,
+			verdict{vllm: "thinking", openai: "thinking"}},
+		{"thinking disabled", `{"model":"m","max_tokens":8,"thinking":{"type":"disabled"},` + user + `}`, 0, verdict{}},
+		{"top_k", `{"model":"m","max_tokens":8,"top_k":40,` + user + `}`, AsksTopK, verdict{openai: "top_k"}},
+		{"stop_sequences", `{"model":"m","max_tokens":8,"stop_sequences":["END"],` + user + `}`, AsksStopSequences, verdict{openai: "stop_sequences"}},
+		{"prefill", `{"model":"m","max_tokens":8,` + prefill + `}`, AsksPrefill, verdict{openai: "messages", openaiDrop: "messages"}},
+		{"server tool", `{"model":"m","max_tokens":8,"tools":[{"type":"web_search_20250305","name":"web_search"},{"name":"f","input_schema":{"type":"object"}}],` + user + `}`,
+			AsksServerTools, verdict{"tools", "tools", "tools", "tools"}},
+		{"mcp_servers", `{"model":"m","max_tokens":8,"mcp_servers":[{"type":"url","url":"https://mcp.example/sse","name":"x"}],` + user + `}`,
+			AsksServerTools, verdict{"tools", "tools", "tools", "tools"}},
+		{"mcp_servers empty", `{"model":"m","max_tokens":8,"mcp_servers":[ ],` + user + `}`, 0, verdict{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, asks, e := ToChatAsks([]byte(tc.body), "", 0)
+			if e != nil || asks != tc.asks {
+				t.Fatalf("ToChatAsks() = %v, %+v; want asks %v", asks, e, tc.asks)
+			}
+			for _, c := range []struct {
+				vllm, drop bool
+				want       string
+			}{{true, false, tc.want.vllm}, {false, false, tc.want.openai}, {true, true, tc.want.vllmDrop}, {false, true, tc.want.openaiDrop}} {
+				e := asks.Check(c.vllm, c.drop)
+				if c.want == "" && e != nil || c.want != "" && (e == nil || e.Status != 400 || !strings.HasPrefix(e.Message, c.want+": ")) {
+					t.Errorf("Check(vllm %v, drop %v) = %+v, want %q", c.vllm, c.drop, e, c.want)
+				}
+			}
+			if strings.Contains(string(out), "thinking") || strings.Contains(string(out), "web_search") || strings.Contains(string(out), "mcp") {
+				t.Errorf("ToChat sent on what chat completions lacks: %s", out)
+			}
+			if tc.name == "server tool" && !strings.Contains(string(out), `"tools":[{"type":"function","function":{"name":"f"`) {
+				t.Errorf("ToChat() = %s: the custom tool beside the server tool is lost", out)
+			}
+			prefilled := strings.Contains(string(out), `"continue_final_message":true,"add_generation_prompt":false`)
+			if prefilled != (asks&AsksPrefill != 0) {
+				t.Errorf("ToChat() = %s; continue_final_message %v, want %v", out, prefilled, asks&AsksPrefill != 0)
+			}
+		})
+	}
+	out, _, e := ToChatAsks([]byte(`{"model":"m","max_tokens":8,"top_k":40,`+user+`}`), "", AsksTopK)
+	if e != nil || strings.Contains(string(out), "top_k") {
+		t.Fatalf("ToChatAsks(omit top_k) = %s, %+v", out, e)
+	}
 }

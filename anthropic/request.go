@@ -26,6 +26,11 @@ type msgRequest struct {
 	} `json:"metadata"`
 	Tools      []msgTool      `json:"tools"`
 	ToolChoice *msgToolChoice `json:"tool_choice"`
+	// Thinking: the thinking field asks for extended thinking (any type
+	// but "disabled").
+	Thinking bool `json:"-"`
+	// MCP: mcp_servers names servers for Anthropic's MCP connector.
+	MCP bool `json:"-"`
 }
 
 type msgMessage struct {
@@ -78,6 +83,58 @@ type msgToolChoice struct {
 	DisableParallelToolUse bool   `json:"disable_parallel_tool_use"`
 }
 
+// Asks is what a Messages request asks that not every chat-completions
+// pool can serve as asked; Check weighs it against the pool a request is
+// routed to.
+type Asks uint8
+
+const (
+	// AsksThinking: extended thinking (the thinking field, any type but
+	// disabled). Chat completions has no request field for it.
+	AsksThinking Asks = 1 << iota
+	// AsksTopK: top_k. vLLM takes it; OpenAI's API refuses it.
+	AsksTopK
+	// AsksPrefill: a final assistant message, which Messages continues.
+	// vLLM continues it too (continue_final_message, which ToChat sends);
+	// OpenAI's API answers it anew.
+	AsksPrefill
+	// AsksStopSequences: stop_sequences. vLLM says which one stopped it,
+	// so the answer's stop_reason is stop_sequence and names it; OpenAI's
+	// API does not, and the answer would say end_turn.
+	AsksStopSequences
+	// AsksServerTools: a server tool (a tools entry whose type is not
+	// custom: web search, code execution and the like) or mcp_servers,
+	// which Anthropic runs on its side; ToChat leaves them out.
+	AsksServerTools
+)
+
+// Check is the refusal, a 400 naming the field, of the first thing a asks
+// that a pool cannot serve as asked: vllm says whether the pool is vLLM
+// (else an OpenAI-compatible server), drop whether the pool opts into
+// dropping what has no equivalent there (thinking, top_k) and into a
+// stop_reason of end_turn where a stop sequence matched. A prefill an
+// OpenAI-compatible pool cannot continue, and a server tool, are refused
+// even so: dropping them would answer another question. Nil: the pool
+// serves the request.
+func (a Asks) Check(vllm, drop bool) *Error {
+	const opt = "; set drop_unsupported on the pool to send it without, or route the request to a kind: anthropic pool"
+	switch {
+	case a&AsksServerTools != 0:
+		return invalid("tools: a server tool (a type other than custom) or mcp_servers runs on Anthropic's side, which a chat-completions pool lacks; route the request to a kind: anthropic pool")
+	case a&AsksPrefill != 0 && !vllm:
+		return invalid("messages: the last message is an assistant turn to continue (a prefill), which an OpenAI-compatible pool answers anew instead; route it to a kind: vllm or anthropic pool")
+	case drop:
+		return nil
+	case a&AsksThinking != 0:
+		return invalid("thinking: extended thinking has no chat-completions equivalent" + opt)
+	case a&AsksTopK != 0 && !vllm:
+		return invalid("top_k: an OpenAI-compatible pool does not accept it" + opt)
+	case a&AsksStopSequences != 0 && !vllm:
+		return invalid("stop_sequences: an OpenAI-compatible pool does not say which sequence stopped it, so stop_reason could not be stop_sequence; set drop_unsupported on the pool to accept end_turn instead, or route the request to a kind: vllm or anthropic pool")
+	}
+	return nil
+}
+
 // ToChat translates an Anthropic Messages request body into an OpenAI
 // chat-completions request body. model, when not empty, replaces the
 // request's model (the router names the pool's model). Errors are 400s in
@@ -87,17 +144,56 @@ type msgToolChoice struct {
 // decodes it fully, unlike the span extraction of package openai (see
 // decode.go for why not with encoding/json); the output is appended by
 // hand.
+//
+// The body is for vLLM: top_k is sent, and a final assistant message is
+// sent with continue_final_message (and add_generation_prompt off) so the
+// model continues it as Messages does. ToChatAsks also says what the
+// request asks that other pools may not serve.
 func ToChat(body []byte, model string) ([]byte, *Error) {
+	out, _, e := ToChatAsks(body, model, 0)
+	return out, e
+}
+
+// ToChatAsks is ToChat, also saying what the request asks (Asks.Check),
+// and leaving out of the body what omit names of AsksTopK and
+// AsksPrefill's continue_final_message, for a pool that drops them.
+func ToChatAsks(body []byte, model string, omit Asks) ([]byte, Asks, *Error) {
 	var req msgRequest
 	if e := decodeRequest(body, &req); e != nil {
-		return nil, e
+		return nil, 0, e
 	}
+	out, serverTools, e := toChat(&req, body, model, omit)
+	if e != nil {
+		return nil, 0, e
+	}
+	var asks Asks
+	if serverTools || req.MCP {
+		asks |= AsksServerTools
+	}
+	if req.Thinking {
+		asks |= AsksThinking
+	}
+	if req.TopK != nil {
+		asks |= AsksTopK
+	}
+	if req.Messages[len(req.Messages)-1].Role == "assistant" {
+		asks |= AsksPrefill
+	}
+	if len(req.StopSequences) > 0 {
+		asks |= AsksStopSequences
+	}
+	return out, asks, nil
+}
+
+// toChat writes req's chat body; serverTools says whether it left server
+// tools out.
+func toChat(req *msgRequest, body []byte, model string, omit Asks) (out []byte, serverTools bool, e *Error) {
 	maxTokens, e := parseMaxTokens(req.MaxTokens)
 	if e != nil {
-		return nil, e
+		return nil, false, e
 	}
 	if len(req.Messages) == 0 {
-		return nil, invalid("messages: at least one message is required")
+		return nil, false, invalid("messages: at least one message is required")
 	}
 	if model == "" {
 		model = req.Model
@@ -108,12 +204,12 @@ func ToChat(body []byte, model string) ([]byte, *Error) {
 	w.dst = appendString(w.dst, model)
 	w.dst = append(w.dst, `,"messages":[`...)
 	if e := w.system(req.System); e != nil {
-		return nil, e
+		return nil, false, e
 	}
 	var seen map[string]struct{} // tool_use ids so far; made at the first
 	for i := range req.Messages {
 		if e := w.message(i, &req.Messages[i], &seen); e != nil {
-			return nil, e
+			return nil, false, e
 		}
 	}
 	w.dst = append(w.dst, ']')
@@ -129,8 +225,8 @@ func ToChat(body []byte, model string) ([]byte, *Error) {
 		dst = append(dst, `,"top_p":`...)
 		dst = appendFloat(dst, *req.TopP)
 	}
-	if req.TopK != nil {
-		// Not an OpenAI field, but vLLM (the pools this serves) takes it.
+	if req.TopK != nil && omit&AsksTopK == 0 {
+		// Not an OpenAI field, but vLLM takes it.
 		dst = append(dst, `,"top_k":`...)
 		dst = strconv.AppendInt(dst, *req.TopK, 10)
 	}
@@ -153,16 +249,21 @@ func ToChat(body []byte, model string) ([]byte, *Error) {
 		dst = append(dst, `,"user":`...)
 		dst = appendString(dst, req.Metadata.UserID)
 	}
+	if req.Messages[len(req.Messages)-1].Role == "assistant" && omit&AsksPrefill == 0 {
+		// A prefill: vLLM continues the final message instead of
+		// opening a new one after it, as Messages does.
+		dst = append(dst, `,"continue_final_message":true,"add_generation_prompt":false`...)
+	}
 	w.dst = dst
 	if e := w.tools(req.Tools); e != nil {
-		return nil, e
+		return nil, false, e
 	}
 	if req.ToolChoice != nil {
 		if e := w.toolChoice(req.ToolChoice); e != nil {
-			return nil, e
+			return nil, false, e
 		}
 	}
-	return append(w.dst, '}'), nil
+	return append(w.dst, '}'), w.serverTools, nil
 }
 
 // parseMaxTokens requires max_tokens, as Anthropic does: there is no
@@ -182,9 +283,10 @@ func parseMaxTokens(raw json.RawMessage) (int64, *Error) {
 // writer accumulates the chat body. scratch is reused for compacting tool
 // inputs, which become JSON strings.
 type writer struct {
-	dst      []byte
-	scratch  []byte
-	messages int // messages written so far, for the separating commas
+	dst         []byte
+	scratch     []byte
+	messages    int  // messages written so far, for the separating commas
+	serverTools bool // tools left out: server tools, which Anthropic runs
 }
 
 func (w *writer) open(role string) {
@@ -485,11 +587,16 @@ func (w *writer) tools(tools []msgTool) *Error {
 		return nil
 	}
 	w.dst = append(w.dst, `,"tools":[`...)
+	n := 0
 	for i := range tools {
 		t := &tools[i]
 		at := "tools." + strconv.Itoa(i)
 		if t.Type != "" && t.Type != "custom" {
-			return invalid(at + ".type: tool type " + strconv.Quote(t.Type) + " is not supported")
+			// A server tool (web search, code execution, …): Anthropic
+			// runs it, so only an anthropic pool, which gets the
+			// request as sent, can serve it (Asks.Check).
+			w.serverTools = true
+			continue
 		}
 		if t.Name == "" {
 			return invalid(at + ".name: field required")
@@ -500,9 +607,10 @@ func (w *writer) tools(tools []msgTool) *Error {
 		} else if schema[0] != '{' {
 			return invalid(at + ".input_schema: must be an object")
 		}
-		if i > 0 {
+		if n > 0 {
 			w.dst = append(w.dst, ',')
 		}
+		n++
 		w.dst = append(w.dst, `{"type":"function","function":{"name":`...)
 		w.dst = appendString(w.dst, t.Name)
 		if t.Description != "" {

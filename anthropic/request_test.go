@@ -108,7 +108,6 @@ func TestToChatErrors(t *testing.T) {
 		{"tool_result image", `{"max_tokens":1,"messages":[{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"f","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":[{"type":"image","source":{"type":"url","url":"u"}}]}]}]}`, "messages.1.content.0.content.0.type"},
 		{"system number", `{"max_tokens":1,"system":5,` + user + `}`, "system"},
 		{"system image", `{"max_tokens":1,"system":[{"type":"image"}],` + user + `}`, "system.0.type"},
-		{"server tool", `{"max_tokens":1,"tools":[{"type":"web_search_20250305","name":"web_search"}],` + user + `}`, "tools.0.type"},
 		{"tool no name", `{"max_tokens":1,"tools":[{"input_schema":{}}],` + user + `}`, "tools.0.name"},
 		{"tool schema not object", `{"max_tokens":1,"tools":[{"name":"f","input_schema":"x"}],` + user + `}`, "tools.0.input_schema"},
 		{"tool_choice unknown", `{"max_tokens":1,"tool_choice":{"type":"maybe"},` + user + `}`, "tool_choice.type"},

@@ -97,7 +97,7 @@ func rtCase(t *testing.T, i int, seed int64) {
 	if e != nil {
 		t.Fatalf("ToChat: %s", e.Message)
 	}
-	out, e = ChatToMessages(chat, "", 0) // no default: max_tokens must come through
+	out, e = ChatToMessages(chat, "", 0, false) // no default: max_tokens must come through
 	if e != nil {
 		t.Fatalf("ChatToMessages: %s", e.Message)
 	}

@@ -104,6 +104,7 @@ type objects struct {
 	PDBs            map[string]*policyv1.PodDisruptionBudget
 	HPAs            map[string]*autoscalingv2.HorizontalPodAutoscaler
 	ServiceMonitors map[string]*serviceMonitor
+	Secrets         map[string]*corev1.Secret
 	kinds           []string // "Kind/name", in rendering order
 }
 
@@ -122,6 +123,14 @@ type serviceMonitor struct {
 			Scheme        string `json:"scheme"`
 			Interval      string `json:"interval"`
 			ScrapeTimeout string `json:"scrapeTimeout"`
+			TLSConfig     *struct {
+				CA *struct {
+					Secret    *corev1.SecretKeySelector    `json:"secret"`
+					ConfigMap *corev1.ConfigMapKeySelector `json:"configMap"`
+				} `json:"ca"`
+				ServerName         string `json:"serverName"`
+				InsecureSkipVerify bool   `json:"insecureSkipVerify"`
+			} `json:"tlsConfig"`
 		} `json:"endpoints"`
 	} `json:"spec"`
 }
@@ -137,6 +146,7 @@ func decode(t *testing.T, out string) *objects {
 		Deployments: map[string]*appsv1.Deployment{}, Services: map[string]*corev1.Service{},
 		ConfigMaps: map[string]*corev1.ConfigMap{}, PDBs: map[string]*policyv1.PodDisruptionBudget{},
 		HPAs: map[string]*autoscalingv2.HorizontalPodAutoscaler{}, ServiceMonitors: map[string]*serviceMonitor{},
+		Secrets: map[string]*corev1.Secret{},
 	}
 	for i, doc := range docSep.Split(out, -1) {
 		js, err := yaml.YAMLToJSON([]byte(doc))
@@ -168,6 +178,9 @@ func decode(t *testing.T, out string) *objects {
 		case "autoscaling/v2 HorizontalPodAutoscaler":
 			v := &autoscalingv2.HorizontalPodAutoscaler{}
 			obj, name = v, func() string { o.HPAs[v.Name] = v; return v.Name }
+		case "v1 Secret":
+			v := &corev1.Secret{}
+			obj, name = v, func() string { o.Secrets[v.Name] = v; return v.Name }
 		case "monitoring.coreos.com/v1 ServiceMonitor":
 			v := &serviceMonitor{}
 			obj, name = v, func() string { o.ServiceMonitors[v.Name] = v; return v.Name }
@@ -778,6 +791,7 @@ func TestExampleValues(t *testing.T) {
 func TestFullValues(t *testing.T) {
 	o := mustRender(t, "-f", filepath.Join(chartDir(), "ci", "full-values.yaml"))
 	d, c := o.gateway(t)
+	t.Setenv("REDIS_PASSWORD", "from-the-generated-secret") // what the pod's env gets from the Secret
 	cfg := o.loadConfig(t)
 	pod := d.Spec.Template.Labels
 
@@ -850,9 +864,10 @@ func TestFullValues(t *testing.T) {
 // ids through the chart's Redis.
 func TestRedisWithDefaultConfig(t *testing.T) {
 	o := mustRender(t, "--set", "redis.enabled=true")
+	t.Setenv("REDIS_PASSWORD", "from-the-generated-secret") // what the pod's env gets from the Secret
 	cfg := o.loadConfig(t)
-	if rs := o.Services[release+"-redis"]; rs == nil || cfg.Access.Redis.Addr != rs.Name+":6379" {
-		t.Errorf("access.redis.addr %q; want the chart's Redis Service on 6379 (rendered: %v)", cfg.Access.Redis.Addr, o.kinds)
+	if rs := o.Services[release+"-redis"]; rs == nil || cfg.Access.Redis.Addr != rs.Name+":6379" || cfg.Access.Redis.PasswordEnv != "REDIS_PASSWORD" {
+		t.Errorf("access.redis %+v; want the chart's Redis Service on 6379, with its password (rendered: %v)", cfg.Access.Redis, o.kinds)
 	}
 }
 
@@ -931,6 +946,10 @@ func TestBadValuesRefused(t *testing.T) {
 			[]string{"config.triage.access.state_file", "the pod's filesystem is read-only: set dataDir.enabled"}},
 		{"usage log outside the writable directory", []string{"--set", "dataDir.enabled=true,config.triage.access.usage_log=usage.jsonl"},
 			[]string{`config.triage.access.usage_log: "usage.jsonl" is a file the gateway writes; put it under dataDir.mountPath (/var/lib/triage/)`}},
+		{"TLS for an external Redis", []string{"--set", "redis.enabled=true,redis.mode=external,redis.external.addr=redis:6379,redis.tls.enabled=true"},
+			[]string{"redis.tls.enabled: it serves the chart's own Redis"}},
+		{"Redis TLS set twice", []string{"--set", "redis.enabled=true,redis.tls.enabled=true,config.triage.access.redis.tls.enabled=true"},
+			[]string{"config.triage.access.redis.tls: the chart sets it when redis.tls.enabled"}},
 		{"HPA bounds", []string{"--set", "autoscaling.enabled=true,autoscaling.minReplicas=5,autoscaling.maxReplicas=3"},
 			[]string{"autoscaling.minReplicas (5) is above autoscaling.maxReplicas (3)"}},
 		{"HPA without a CPU request", []string{"--set", "autoscaling.enabled=true,resources.requests.cpu=null"},

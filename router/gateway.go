@@ -136,6 +136,7 @@ type poolEntry struct {
 	askUsage  bool
 	kind      string // pool.Config.Kind
 	maxTokens int64  // pool.Config.DefaultMaxTokens
+	drop      bool   // pool.Config.DropUnsupported
 	m         *metrics.Pool
 }
 
@@ -295,7 +296,7 @@ func (g *Gateway) Apply(cfg *config.Config, routing *rules.Set) error {
 			if err != nil {
 				return fmt.Errorf("pools[%d]: %w", i, err)
 			}
-			e = &poolEntry{pool: p, policy: proxy.PolicyOf(&pc), model: pc.Model, tok: openai.Quote(pc.Model), askUsage: pc.AsksStreamUsage(), kind: pc.Kind, maxTokens: pc.DefaultMaxTokens, m: g.metrics.Pool(pc.Name)}
+			e = &poolEntry{pool: p, policy: proxy.PolicyOf(&pc), model: pc.Model, tok: openai.Quote(pc.Model), askUsage: pc.AsksStreamUsage(), kind: pc.Kind, maxTokens: pc.DefaultMaxTokens, drop: pc.DropUnsupported, m: g.metrics.Pool(pc.Name)}
 		}
 		s.pools = append(s.pools, e)
 		s.byName[pc.Name] = e

@@ -246,8 +246,11 @@ func (g *Gateway) serve(c *gin.Context, sh shape) {
 		_ = fd.EnableFullDuplex()
 	}
 	orig := body // the client's own body, before any translation
+	// What a Messages request asks that not every pool serves as asked.
+	var asks anthropic.Asks
 	if sh == shapeMessages {
-		chat, ae := anthropic.ToChat(body, "")
+		chat, a, ae := anthropic.ToChatAsks(body, "", 0)
+		asks = a
 		if ae != nil {
 			al.status, al.err = ae.Status, ae
 			writeAnthropic(w, ae)
@@ -442,7 +445,11 @@ func (g *Gateway) serve(c *gin.Context, sh shape) {
 	case sh == shapeMessages:
 		// The chat request asks for usage itself (message_delta reports
 		// it), and the answer goes back as a Messages answer.
-		fr.Translate, fr.WriteError = &messagesOut{model: e.model}, shapeMessages.writeError
+		if oe := toChatPool(&fr, e, asks, orig); oe != nil {
+			al.status, al.err = oe.Status, oe
+			sh.writeError(w, oe)
+			return
+		}
 	case sh == shapeResponses:
 		// Responses streams report usage in their last event unasked.
 		fr.Prefer = prefer

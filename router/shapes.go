@@ -8,6 +8,7 @@ import (
 
 	"github.com/triagegw/triage/anthropic"
 	"github.com/triagegw/triage/openai"
+	"github.com/triagegw/triage/router/pool"
 	"github.com/triagegw/triage/router/proxy"
 )
 
@@ -181,6 +182,28 @@ func includeUsage(body []byte, req *openai.Request) bool {
 	return json.Unmarshal(body[req.StreamOptions.Start:req.StreamOptions.End], &so) == nil && so.IncludeUsage
 }
 
+// toChatPool readies a Messages client's request, translated to a chat
+// completion at the edge, for the vllm or openai pool it was routed to:
+// what the request asks that the pool cannot serve as asked is refused,
+// naming the field, unless the pool drops it (drop_unsupported); an openai
+// pool that drops top_k gets the request translated again without it.
+func toChatPool(fr *proxy.Request, e *poolEntry, asks anthropic.Asks, orig []byte) *openai.Error {
+	vllm := e.kind != pool.KindOpenAI
+	if ae := asks.Check(vllm, e.drop); ae != nil {
+		return &openai.Error{Status: ae.Status, Message: ae.Message, Type: openai.TypeInvalidRequest}
+	}
+	if !vllm && asks&anthropic.AsksTopK != 0 {
+		chat, _, ae := anthropic.ToChatAsks(orig, e.model, anthropic.AsksTopK)
+		if ae != nil {
+			return &openai.Error{Status: ae.Status, Message: ae.Message, Type: openai.TypeInvalidRequest}
+		}
+		fr.Body = chat
+		fr.ModelSpan, fr.ModelTok = openai.Span{}, nil // named the pool's model
+	}
+	fr.Translate, fr.WriteError = &messagesOut{model: e.model}, shapeMessages.writeError
+	return nil
+}
+
 // toAnthropicPool readies a request for a pool that speaks Anthropic's
 // Messages API: a Messages client's body goes as it came (with the pool's
 // model), a chat completion is translated and its answer translated back.
@@ -199,7 +222,7 @@ func toAnthropicPool(fr *proxy.Request, e *poolEntry, sh shape, orig []byte, req
 		}
 		fr.WriteError = shapeMessages.writeError
 	case fr.Path == "/v1/chat/completions":
-		mb, ae := anthropic.ChatToMessages(fr.Body, e.model, e.maxTokens)
+		mb, ae := anthropic.ChatToMessages(fr.Body, e.model, e.maxTokens, e.drop)
 		if ae != nil {
 			return &openai.Error{Status: ae.Status, Message: ae.Message, Type: openai.TypeInvalidRequest}
 		}

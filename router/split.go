@@ -39,6 +39,8 @@ type splitState struct {
 	// version is each arm's rules version, by rules.Arm.
 	version [3]string
 	out     io.Writer // the split log; nil: none
+	// unassigned counts requests left outside the split.
+	unassigned prometheus.Counter
 }
 
 // applySplit resolves the split of the rules s is built with, opening its
@@ -48,7 +50,7 @@ func (g *Gateway) applySplit(s *snapshot, routing *rules.Set) error {
 	if arms == nil {
 		return nil
 	}
-	st := &splitState{arms: arms}
+	st := &splitState{arms: arms, unassigned: g.split.m.Unassigned}
 	for _, a := range []rules.Arm{rules.ArmA, rules.ArmB} {
 		set := routing
 		if a == rules.ArmB {
@@ -76,9 +78,11 @@ func (g *Gateway) applySplit(s *snapshot, routing *rules.Set) error {
 // assignArm puts a request on an arm of the rules' split (rules.ArmNone
 // without one) and marks sig with it, so that the arm's rules decide: by
 // the principal access control named, else the conversation (the session
-// header, else the fingerprint), else the request id, which is not sticky.
-// It says which arm in x-triage-arm when the rules explain. Without a
-// split it costs a nil check.
+// header, else the fingerprint), else, only with split.by_request, the
+// request id, which is not sticky. A request with nothing to assign it by
+// stays outside the split (rules.ArmNone: A's rules decide, neither arm
+// counts it). It says which arm in x-triage-arm when the rules explain.
+// Without a split it costs a nil check.
 func (s *snapshot) assignArm(h http.Header, sig *rules.Signals, al *accessLine) rules.Arm {
 	st := s.split
 	if st == nil {
@@ -90,8 +94,12 @@ func (s *snapshot) assignArm(h http.Header, sig *rules.Signals, al *accessLine) 
 	case principal != "":
 	case sig.Session != "":
 		by, key = rules.BySession, sig.Session
-	default:
+	case st.arms.ByRequest():
 		by, key = rules.ByRequest, id
+	default:
+		sig.Arm, al.armBy = rules.ArmNone, ""
+		st.unassigned.Inc()
+		return rules.ArmNone
 	}
 	sig.Arm, al.armBy = st.arms.Assign(by, key), by
 	if al.trace != nil && al.trace.span.IsRecording() {

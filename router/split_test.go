@@ -16,6 +16,7 @@ import (
 	"github.com/triagegw/triage/router/access"
 	"github.com/triagegw/triage/router/config"
 	"github.com/triagegw/triage/rules"
+	"github.com/triagegw/triage/shadow"
 	"github.com/triagegw/triage/split"
 )
 
@@ -160,12 +161,140 @@ func TestSplitBySession(t *testing.T) {
 	}
 }
 
+// TestSplitShadowNamesServingArm: with a split and a shadow both on, each
+// shadow record names the arm that served the request and that arm's
+// rules version, and its live decision is the one that arm's rules made.
+func TestSplitShadowNamesServingArm(t *testing.T) {
+	cfg, set, dir := splitFixture(t, "split: {rules: candidate.yaml, weight: 0.5, names: [control, next]}\n"+
+		"shadow: {rules: shadow.yaml, log: shadow.jsonl}\n")
+	var names []string
+	byArm := map[rules.Arm]string{}
+	for i := 0; len(byArm) < 2; i++ {
+		name := fmt.Sprintf("user%d", i)
+		names = append(names, name)
+		if arm := set.Split().Assign(rules.ByPrincipal, name); byArm[arm] == "" {
+			byArm[arm] = name
+		}
+	}
+	keys := filepath.Join(dir, "keys.jsonl")
+	secrets := writeKeys(t, keys, names...)
+	cfg.Access = access.Config{KeysFile: keys, Policies: []access.Policy{{Group: "*"}}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	hs := newHarness(t, newConfig("general", poolCfg("general", "llama", cfg.Pools[0].Replicas[0].URL)))
+	var mu sync.Mutex
+	var logged bytes.Buffer
+	hs.gw.shadowLog = func(p string) (io.Writer, error) {
+		if p != filepath.Join(dir, "shadow.jsonl") {
+			return nil, fmt.Errorf("unexpected log %s", p)
+		}
+		return writerFunc(func(b []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return logged.Write(b) }), nil
+	}
+	if err := hs.gw.Apply(cfg, set); err != nil {
+		t.Fatal(err)
+	}
+	for _, arm := range []rules.Arm{rules.ArmA, rules.ArmB} {
+		r := hs.do(t, "POST", "/v1/chat/completions", `{"model":"auto","messages":[{"role":"user","content":"how do I rebase onto main"}]}`,
+			"Authorization", "Bearer "+secrets[byArm[arm]])
+		if want := map[rules.Arm]string{rules.ArmA: "code", rules.ArmB: "legal"}[arm]; r.status != 200 || r.header.Get("X-Sim-Replica") != want {
+			t.Fatalf("arm %d: status %d replica %q, want %s", arm, r.status, r.header.Get("X-Sim-Replica"), want)
+		}
+	}
+	waitFor(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Count(logged.String(), "\n") >= 2
+	}, "two shadow records")
+	mu.Lock()
+	text := logged.String()
+	mu.Unlock()
+	want := map[string]struct{ version, pool string }{
+		"control": {set.Version(), "code"},
+		"next":    {set.Split().Candidate().Version(), "legal"},
+	}
+	if set.Version() == set.Split().Candidate().Version() {
+		t.Fatal("the arms' rules have the same version: the test cannot tell them apart")
+	}
+	seen := map[string]bool{}
+	for _, l := range strings.Split(strings.TrimSpace(text), "\n") {
+		var r shadow.Record
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatalf("shadow line %q: %v", l, err)
+		}
+		w, ok := want[r.Arm]
+		if !ok || r.Live.Version != w.version || r.Live.Pool != w.pool || r.Shadow.Pool != "general" {
+			t.Fatalf("shadow record arm %q live version %q pool %q shadow pool %q; want version %q pool %q, shadow general",
+				r.Arm, r.Live.Version, r.Live.Pool, r.Shadow.Pool, w.version, w.pool)
+		}
+		seen[r.Arm] = true
+	}
+	if len(seen) != 2 {
+		t.Fatalf("shadow records for arms %v, want both:\n%s", seen, text)
+	}
+}
+
+// TestSplitByRequestOptIn: a request with neither a principal nor a
+// conversation (a completion) stays outside the split, decided by A's
+// rules and counted as unassigned, unless split.by_request assigns it by
+// its request id; the rules then warn that it is not sticky.
+func TestSplitByRequestOptIn(t *testing.T) {
+	const completion = `{"model":"auto","prompt":"how do I rebase onto main"}`
+	t.Run("off", func(t *testing.T) {
+		cfg, set, _ := splitFixture(t, "split: {rules: candidate.yaml, weight: 0.5}\n")
+		if len(set.Warnings()) != 0 {
+			t.Fatalf("Warnings() = %v, want none", set.Warnings())
+		}
+		hs := newHarness(t, cfg)
+		if err := hs.gw.Apply(cfg, set); err != nil {
+			t.Fatal(err)
+		}
+		for range 8 {
+			r := hs.do(t, "POST", "/v1/completions", completion)
+			if r.status != 200 || r.header.Get("X-Triage-Arm") != "" || r.header.Get("X-Sim-Replica") != "code" {
+				t.Fatalf("status %d arm %q replica %q, want 200 on no arm, A's route to code", r.status, r.header.Get("X-Triage-Arm"), r.header.Get("X-Sim-Replica"))
+			}
+		}
+		m := scrape(t, hs)
+		if !strings.Contains(m, "triage_split_unassigned_total 8") || !strings.Contains(m, `triage_split_requests_total{arm="a",route="coding",status="2xx"} 0`) {
+			t.Fatalf("want 8 unassigned and none on an arm:\n%s", grep(m, "split"))
+		}
+	})
+	t.Run("on", func(t *testing.T) {
+		cfg, set, _ := splitFixture(t, "split: {rules: candidate.yaml, weight: 0.5, by_request: true}\n")
+		w := set.Warnings()
+		if len(w) != 1 || !strings.Contains(w[0].Error(), "rules.yaml:7:") || !strings.Contains(w[0].Msg, "not sticky") {
+			t.Fatalf("Warnings() = %v, want one for split.by_request at its line", w)
+		}
+		hs := newHarness(t, cfg)
+		if err := hs.gw.Apply(cfg, set); err != nil {
+			t.Fatal(err)
+		}
+		arms := map[string]int{}
+		for range 32 {
+			r := hs.do(t, "POST", "/v1/completions", completion)
+			arm := r.header.Get("X-Triage-Arm")
+			if r.status != 200 || r.header.Get("X-Sim-Replica") != map[string]string{"a": "code", "b": "legal"}[arm] {
+				t.Fatalf("status %d arm %q replica %q", r.status, arm, r.header.Get("X-Sim-Replica"))
+			}
+			arms[arm]++
+		}
+		if arms["a"] == 0 || arms["b"] == 0 {
+			t.Fatalf("32 requests by request id all on one arm: %v", arms)
+		}
+		if m := scrape(t, hs); !strings.Contains(m, "triage_split_unassigned_total 0") {
+			t.Fatalf("want none unassigned:\n%s", grep(m, "split"))
+		}
+	})
+}
+
 // splitFixture is the gateway the split tests share: pools general, code
 // and legal, each on a simulated replica of its own, a tier 1 that calls
 // "rebase" code, and gatewayRules compiled with extra appended, whose split
 // names candidate.yaml: the same rules with the code route sent to legal,
-// so the arms route one class to two pools. dir holds the rules files (and
-// whatever the split logs).
+// so the arms route one class to two pools. When extra has a shadow
+// section, it names shadow.yaml: the same rules with the code route sent
+// to general. dir holds the rules files (and whatever the split logs).
 func splitFixture(t *testing.T, extra string) (cfg *config.Config, set *rules.Set, dir string) {
 	t.Helper()
 	gen := newReplica(t, "llama", "gen")
@@ -183,10 +312,18 @@ func splitFixture(t *testing.T, extra string) (cfg *config.Config, set *rules.Se
 	if err := os.WriteFile(live, []byte(gatewayRules+extra), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return cfg, compileSplitFile(t, live, cfg, tier1, compileRulesFile(t, cand, cfg, tier1, nil)), dir
+	var sh *rules.Set
+	if strings.Contains(extra, "shadow:") {
+		p := filepath.Join(dir, "shadow.yaml")
+		if err := os.WriteFile(p, []byte(strings.Replace(gatewayRules, "pool: code, fallback: general", "pool: general", 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		sh = compileRulesFile(t, p, cfg, tier1, nil)
+	}
+	return cfg, compileSplitFile(t, live, cfg, tier1, compileRulesFile(t, cand, cfg, tier1, nil), sh), dir
 }
 
-func compileSplitFile(t *testing.T, p string, cfg interface{ PoolNames() map[string]bool }, tier1 classifier.Classifier, b *rules.Set) *rules.Set {
+func compileSplitFile(t *testing.T, p string, cfg interface{ PoolNames() map[string]bool }, tier1 classifier.Classifier, b, shadow *rules.Set) *rules.Set {
 	t.Helper()
 	f, err := rules.ParseFile(p)
 	if err != nil {
@@ -195,7 +332,7 @@ func compileSplitFile(t *testing.T, p string, cfg interface{ PoolNames() map[str
 	classes := []string{"code", "law", "other"}
 	head := classifier.Linear{Kind: "softmax", Classes: classes, Dims: 1, W: make([]float32, 3), B: make([]float32, 3)}
 	h := &classifier.Heads{Format: 1, Name: "t", Version: "1", Classes: classes, Dir: "/h", Tier1: &classifier.Tier{Head: head}}
-	s, err := rules.Compile(f, rules.Env{Pools: cfg.PoolNames(), Heads: h, Tier1: tier1, Split: b})
+	s, err := rules.Compile(f, rules.Env{Pools: cfg.PoolNames(), Heads: h, Tier1: tier1, Split: b, Shadow: shadow})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,14 @@ type Split struct {
 	// a and b. Assignment hashes them too: renaming the arms reshuffles
 	// who is on which.
 	Names [2]string
+	// ByRequest assigns a request that has neither a principal nor a
+	// conversation (a session header or a fingerprint) by its request id:
+	// each such request is drawn anew, so one caller's requests land on
+	// both arms. Off (the default), such requests are decided by these
+	// rules (A's) outside the split: not counted on either arm, not
+	// logged, counted in triage_split_unassigned_total. Loading rules with
+	// it on logs a warning.
+	ByRequest bool
 }
 
 // Arm is a side of a live split.
@@ -63,7 +71,8 @@ func (p *parser) parseSplit(n *yaml.Node, f *File) {
 				p.bad(n, fmt.Sprintf("split.weight: want a share strictly between 0 and 1 (the B arm's), got %q; without a split remove the section, for all traffic make the candidate the rules", n.Value))
 			}
 		},
-		"log": func(n *yaml.Node) { f.Split.Log = p.str(n) },
+		"log":        func(n *yaml.Node) { f.Split.Log = p.str(n) },
+		"by_request": func(n *yaml.Node) { f.Split.ByRequest = p.boolean(n); f.pos["split.by_request"] = pos(n) },
 		"names": func(n *yaml.Node) {
 			names := p.strs(n)
 			if len(names) != 2 {
@@ -93,11 +102,12 @@ func (p *parser) parseSplit(n *yaml.Node, f *File) {
 
 // Arms is a compiled split: immutable, safe for concurrent use.
 type Arms struct {
-	b      *Set
-	weight float64
-	names  [2]string
-	log    string
-	salt   uint64
+	b         *Set
+	weight    float64
+	names     [2]string
+	log       string
+	salt      uint64
+	byRequest bool
 }
 
 // compileSplit checks the split section against env and builds its Arms
@@ -136,7 +146,7 @@ func compileSplit(f *File, env Env, bad func(Pos, string, ...any)) *Arms {
 			return nil
 		}
 	}
-	a := &Arms{b: b, weight: sp.Weight, names: sp.Names, log: sp.Log}
+	a := &Arms{b: b, weight: sp.Weight, names: sp.Names, log: sp.Log, byRequest: sp.ByRequest}
 	if a.names[0] == "" {
 		a.names = [2]string{"a", "b"}
 	}
@@ -158,6 +168,15 @@ func (s *Set) arm(a Arm) *Set {
 	}
 	return s
 }
+
+// ByRequest says whether a request with nothing sticky to assign it by is
+// assigned by its request id (split.by_request) rather than left outside
+// the split, on A's rules.
+func (a *Arms) ByRequest() bool { return a.byRequest }
+
+// ArmVersion is the rules version of the set that decides a request on arm
+// a: the candidate's for ArmB, else these rules'.
+func (s *Set) ArmVersion(a Arm) string { return s.arm(a).Version() }
 
 // Candidate is the B arm's rule set.
 func (a *Arms) Candidate() *Set { return a.b }

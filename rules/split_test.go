@@ -195,3 +195,17 @@ func TestSplitAssignAllocs(t *testing.T) {
 		t.Errorf("Assign allocates %v times", allocs)
 	}
 }
+
+// TestSplitByRequestParse: split.by_request is a boolean, off by default.
+func TestSplitByRequestParse(t *testing.T) {
+	f, err := Parse("rules.yaml", []byte(splitBase+"split: {rules: c.yaml, weight: 0.5}\n"))
+	if err != nil || f.Split.ByRequest {
+		t.Fatalf("Parse() = %+v, %v; want by_request off", f.Split, err)
+	}
+	if f, err = Parse("rules.yaml", []byte(splitBase+"split: {rules: c.yaml, weight: 0.5, by_request: true}\n")); err != nil || !f.Split.ByRequest {
+		t.Fatalf("Parse() = %+v, %v; want by_request on", f.Split, err)
+	}
+	if _, err = Parse("rules.yaml", []byte(splitBase+"split: {rules: c.yaml, weight: 0.5, by_request: sometimes}\n")); err == nil || !strings.Contains(err.Error(), "rules.yaml:6:") {
+		t.Fatalf("Parse(by_request: sometimes) = %v, want an error at line 6", err)
+	}
+}

@@ -19,12 +19,16 @@ type Record struct {
 	Time      time.Time `json:"time"`
 	RequestID string    `json:"request_id"`
 	Model     string    `json:"model"`
-	Live      Side      `json:"live"`
-	Shadow    Side      `json:"shadow"`
+	// Arm is the split arm that served the request; empty without a
+	// split, or for a request the split left out.
+	Arm    string `json:"arm,omitempty"`
+	Live   Side   `json:"live"`
+	Shadow Side   `json:"shadow"`
 }
 
-// Side is one side's decision, the version of the rules that made it and
-// how long it took, in microseconds.
+// Side is one side's decision, the version of the rules that made it (for
+// the live side under a split, the serving arm's rules) and how long it
+// took, in microseconds.
 type Side struct {
 	rules.Decision
 	Version string  `json:"version"`
@@ -53,6 +57,7 @@ type job struct {
 	id      string
 	sig     rules.Signals
 	live    rules.Decision
+	arm     string
 	version string
 	took    time.Duration
 }
@@ -74,6 +79,8 @@ func NewRunner(n int, c Counter) *Runner {
 
 // Offer queues a shadow decision of a request the live rules decided as
 // live, when they have a shadow set and its sample takes the request.
+// Under a split, sig.Arm names the arm whose rules decided it, and the
+// record names that arm and its rules version.
 // out is the shadow log (nil: agreement is counted, nothing logged). It
 // copies what it keeps of sig and never blocks.
 func (r *Runner) Offer(live *rules.Set, out io.Writer, id string, sig *rules.Signals, dec rules.Decision, took time.Duration) {
@@ -85,7 +92,11 @@ func (r *Runner) Offer(live *rules.Set, out io.Writer, id string, sig *rules.Sig
 		r.c.ShadowDropped()
 		return
 	}
-	j := &job{set: set, out: out, at: time.Now(), id: id, live: dec, version: live.Version(), took: took,
+	var arm string
+	if sp := live.Split(); sp != nil {
+		arm = sp.Name(sig.Arm)
+	}
+	j := &job{set: set, out: out, at: time.Now(), id: id, live: dec, arm: arm, version: live.ArmVersion(sig.Arm), took: took,
 		sig: rules.Signals{Model: sig.Model, Text: strings.Clone(sig.Text), Header: sig.Header.Clone(), Session: sig.Session}}
 	if j.sig.Header == nil {
 		j.sig.Header = http.Header{}
@@ -119,7 +130,7 @@ func (r *Runner) decide(ctx context.Context, j *job, line []byte) []byte {
 		return line
 	}
 	rec := Record{
-		Time: j.at.UTC(), RequestID: j.id, Model: j.sig.Model,
+		Time: j.at.UTC(), RequestID: j.id, Model: j.sig.Model, Arm: j.arm,
 		Live:   Side{Decision: j.live, Version: j.version, Micros: micros(j.took)},
 		Shadow: Side{Decision: d, Version: j.set.Version(), Micros: micros(took)},
 	}

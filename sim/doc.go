@@ -41,6 +41,14 @@
 // does: a tool without a function name, a tool_choice without tools, an
 // unknown tool_choice or one naming no tool is a 400.
 //
+// # Stop strings
+//
+// A chat request's "stop" (a string or an array of strings) cuts an answer
+// that is not streamed before the earliest stop string its text holds, as
+// vLLM does: finish_reason "stop", the string named in the choice's
+// stop_reason (null otherwise), and the completion tokens those of the text
+// kept. Streamed answers ignore it.
+//
 // # Responses API
 //
 // POST /v1/responses takes "input" (a string, or an array of items:

@@ -130,6 +130,7 @@ type chatRequest struct {
 	StreamOptions *streamOptions  `json:"stream_options"`
 	Tools         json.RawMessage `json:"tools"`
 	ToolChoice    json.RawMessage `json:"tool_choice"`
+	Stop          json.RawMessage `json:"stop"` // a string or an array of strings
 }
 
 type completionRequest struct {
@@ -371,7 +372,8 @@ type generation struct {
 	stream       bool
 	usage        bool // the stream ends with a usage chunk (stream_options.include_usage)
 	promptTokens int
-	call         *call // chat only: the answer is this tool call instead of text
+	call         *call    // chat only: the answer is this tool call instead of text
+	stop         []string // chat only: stop strings, honoured in answers not streamed
 }
 
 func parseGeneration(ep endpoint, body []byte) (generation, string, error) {
@@ -397,6 +399,14 @@ func parseGeneration(ep endpoint, body []byte) (generation, string, error) {
 		g.usage, err = streamUsage(req.Stream, req.StreamOptions)
 		if err != nil {
 			return g, req.Model, err
+		}
+		if len(req.Stop) > 0 && string(req.Stop) != "null" {
+			var one string
+			if json.Unmarshal(req.Stop, &one) == nil {
+				g.stop = []string{one}
+			} else if json.Unmarshal(req.Stop, &g.stop) != nil {
+				return g, req.Model, fmt.Errorf("stop: must be a string or an array of strings")
+			}
 		}
 		msgs := *req.Messages
 		g.call, err = chatToolCall(req.Tools, req.ToolChoice, msgs[len(msgs)-1].Role == "tool")
@@ -440,13 +450,37 @@ func (s *Server) completion(g generation, id int64, n int) completionResponse {
 		resp.Usage = &usage{PromptTokens: g.promptTokens, CompletionTokens: k, TotalTokens: g.promptTokens + k}
 	case g.chat:
 		resp.ID, resp.Object = "chatcmpl-"+strconv.FormatInt(id, 10), "chat.completion"
-		resp.Choices = []chatChoice{{Message: textMessage(s.content(n)), FinishReason: "stop"}}
+		text, matched := cutStop(s.content(n), g.stop)
+		ch := chatChoice{Message: textMessage(text), FinishReason: "stop"}
+		if matched != "" {
+			// As vLLM does: the stop string is left out of the text and
+			// named in stop_reason.
+			ch.StopReason = matched
+			k := len(strings.Fields(text))
+			resp.Usage = &usage{PromptTokens: g.promptTokens, CompletionTokens: k, TotalTokens: g.promptTokens + k}
+		}
+		resp.Choices = []chatChoice{ch}
 	default:
 		stop := "stop"
 		resp.ID, resp.Object = "cmpl-"+strconv.FormatInt(id, 10), "text_completion"
 		resp.Choices = []textChoice{{Text: s.content(n), FinishReason: &stop}}
 	}
 	return resp
+}
+
+// cutStop cuts text before the earliest of stops it holds, returning the
+// stop string that matched ("" for none).
+func cutStop(text string, stops []string) (string, string) {
+	at, matched := -1, ""
+	for _, st := range stops {
+		if i := strings.Index(text, st); st != "" && i >= 0 && (at < 0 || i < at) {
+			at, matched = i, st
+		}
+	}
+	if at < 0 {
+		return text, ""
+	}
+	return text[:at], matched
 }
 
 // answerValue is the JSON answer to a request that is not streamed.

@@ -121,6 +121,18 @@ func (l *gatewayLoader) load() (router.Loaded, error) {
 	return router.Loaded{Config: c, Rules: rt.set, Files: files}, nil
 }
 
+// warnRules logs what the rules' compiler found allowed but probably
+// wrong (a route that can never fire, a split assigning by request id),
+// at start and at each reload that applies them.
+func warnRules(log *slog.Logger, ld router.Loaded) {
+	if ld.Rules == nil {
+		return
+	}
+	for _, w := range ld.Rules.Warnings() {
+		log.Warn("rules: "+w.Msg, "file", w.File, "line", w.Line)
+	}
+}
+
 // serve runs the gateway on first until ctx ends, then drains it.
 func serve(ctx context.Context, o serveOptions, l *gatewayLoader, first router.Loaded, envWarnings []string, hup <-chan os.Signal, stderr io.Writer) error {
 	cfg := first.Config
@@ -130,6 +142,7 @@ func serve(ctx context.Context, o serveOptions, l *gatewayLoader, first router.L
 	for _, w := range envWarnings {
 		log.Warn(w)
 	}
+	warnRules(log, first)
 	if first.Rules != nil && first.Rules.NeedsTier2() && !onnx.Available() {
 		log.Warn("the rules enable tier 2 but this build has no ONNX runtime: escalations fall back to tier 1's verdict (reason tier2_unavailable); build with CGO_ENABLED=1 -tags ort (make build does)")
 	}
@@ -173,6 +186,7 @@ func serve(ctx context.Context, o serveOptions, l *gatewayLoader, first router.L
 	rl := &router.Reloader{Gateway: gw, Load: l.load, Log: log, Before: l.reloadTLS(log),
 		Applied: func(ld router.Loaded) {
 			_ = lg.level.UnmarshalText([]byte(ld.Config.Log.Level))
+			warnRules(log, ld)
 			if ld.Config.Server.TLS != cfg.Server.TLS {
 				log.Warn("server.tls changed; it takes effect at restart")
 			}

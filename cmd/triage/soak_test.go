@@ -44,13 +44,18 @@ import (
 	"github.com/triagegw/triage/internal/testenv"
 )
 
+// The traffic's default shape; SOAK_CLIENTS and SOAK_THINK scale it down
+// for a long run.
+var (
+	soakClients  = 16
+	soakMaxThink = 40 * time.Millisecond // a client's pause between requests, uniform in [0, this)
+)
+
 const (
-	soakClients     = 16
 	soakReloadEvery = 3 * time.Second
 	soakKillEvery   = 10 * time.Second
-	soakMaxThink    = 40 * time.Millisecond // a client's pause between requests, uniform in [0, this)
-	soakGoroutines  = 5                     // goroutines the gateway may keep above its warm-up baseline
-	soakRSSRatio    = 1.25                  // RSS growth that fails the run, when also above soakRSSBytes
+	soakGoroutines  = 5    // goroutines the gateway may keep above its warm-up baseline
+	soakRSSRatio    = 1.25 // RSS growth that fails the run, when also above soakRSSBytes
 	soakRSSBytes    = 8 << 20
 )
 
@@ -188,6 +193,23 @@ func TestSoak(t *testing.T) {
 		}
 		duration = d
 	}
+	if v := os.Getenv("SOAK_CLIENTS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("SOAK_CLIENTS=%q: want a positive number of clients", v)
+		}
+		soakClients = n
+	}
+	if v := os.Getenv("SOAK_THINK"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			t.Fatalf("SOAK_THINK=%q: want a positive Go duration", v)
+		}
+		soakMaxThink = d
+	}
+	// RSS is sampled under traffic about 30 times a run, at least every
+	// minute, for the curve in the report.
+	sampleEvery := min(max(duration/30, 5*time.Second), time.Minute)
 	root := repoRoot()
 	models := filepath.Join(root, "var", "models")
 	if _, err := os.Stat(filepath.Join(models, "tables", "subjects-tier1.tbl")); err != nil {
@@ -233,9 +255,13 @@ func TestSoak(t *testing.T) {
 
 	// The soak: traffic, reloads and kills.
 	t.Logf("soak: %v of traffic, a config rewrite every %v, a replica killed every %v", duration, soakReloadEvery, soakKillEvery)
+	var curve []memSample
+	var profMid []byte
+	soakStart := time.Now()
 	s.traffic("soak", duration, func(ctx context.Context, wg *sync.WaitGroup) {
 		wg.Go(func() { s.reloads(ctx, models) })
 		wg.Go(func() { s.killer(ctx) })
+		wg.Go(func() { curve, profMid = s.sampleMemory(ctx, soakStart, sampleEvery, duration/2) })
 	})
 	rss1, gor1, heap1, prof1 := s.quiesce(gor0 + soakGoroutines)
 
@@ -253,6 +279,22 @@ func TestSoak(t *testing.T) {
 	r.duration, r.warmup = duration, warmup
 	r.writes, r.reloads, r.invalid = s.writes, int(reloads), int(invalid)
 	r.rss0, r.rss1, r.gor0, r.gor1, r.heap0, r.heap1 = rss0, rss1, gor0, gor1, heap0, heap1
+	r.curve = curve
+	if os.Getenv("SOAK_OUT") != "" {
+		// The heap after the warm-up, halfway and at the end, for
+		// go tool pprof -diff_base, beside SOAK_OUT and named after it
+		// (X.md: X-heap-warmup.pb.gz, …).
+		if dir, err := s.keepDir(root); err == nil {
+			base := strings.TrimSuffix(filepath.Base(os.Getenv("SOAK_OUT")), ".md")
+			for name, prof := range map[string][]byte{"warmup": prof0, "mid": profMid, "end": prof1} {
+				if len(prof) > 0 {
+					if err := os.WriteFile(filepath.Join(dir, base+"-heap-"+name+".pb.gz"), prof, 0o644); err != nil {
+						t.Errorf("writing the %s heap profile: %v", name, err)
+					}
+				}
+			}
+		}
+	}
 	if strings.Contains(clientLog.String(), "Unsolicited response") {
 		r.problems = append(r.problems, "the gateway sent bytes on an idle client connection (Go's client logged: "+
 			firstLine(clientLog.String(), "Unsolicited response")+")")
@@ -528,6 +570,56 @@ func (s *soak) quiesce(want int) (rss, goroutines, heap int, heapProfile []byte)
 	return rss, goroutines, heap, heapProfile
 }
 
+// memSample is the gateway's memory at one time under traffic.
+type memSample struct {
+	at              time.Duration // since the soak began
+	rss, heap, sys  int
+	goroutines, req int
+}
+
+// sampleMemory scrapes the gateway's RSS, heap in use, memory obtained
+// from the OS and goroutines every interval until ctx ends, under traffic
+// (so with requests in flight: the quiesced figures are the endpoints), and
+// takes a heap profile at the first sample past mid. It returns when ctx
+// ends.
+func (s *soak) sampleMemory(ctx context.Context, start time.Time, every, mid time.Duration) (curve []memSample, midProfile []byte) {
+	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return curve, midProfile
+		case <-tick.C:
+		}
+		resp, err := c.Get(s.gw.url("/metrics"))
+		if err != nil {
+			continue // counted by the requests' own outcomes; a gap in the curve
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		m := string(body)
+		s.mu.Lock()
+		n := len(s.outcomes)
+		s.mu.Unlock()
+		smp := memSample{
+			at:         time.Since(start).Round(time.Second),
+			rss:        int(plainMetric(m, "process_resident_memory_bytes")),
+			heap:       int(plainMetric(m, "go_memstats_heap_inuse_bytes")),
+			sys:        int(plainMetric(m, "go_memstats_sys_bytes")),
+			goroutines: int(plainMetric(m, "go_goroutines")),
+			req:        n,
+		}
+		curve = append(curve, smp)
+		if midProfile == nil && smp.at >= mid {
+			if resp, err := c.Get("http://" + s.debugAddr + "/debug/pprof/heap"); err == nil {
+				midProfile, _ = io.ReadAll(resp.Body)
+				resp.Body.Close()
+			}
+		}
+	}
+}
+
 // plainMetric is the value of an unlabelled sample, 0 if absent.
 func plainMetric(exposition, name string) float64 {
 	for _, line := range strings.Split(exposition, "\n") {
@@ -749,6 +841,7 @@ type soakReport struct {
 	rss0, rss1         int
 	gor0, gor1         int
 	heap0, heap1       int
+	curve              []memSample
 	latJSON, latStream []time.Duration
 	problems           []string
 	phaseCount         map[string]int
@@ -1048,6 +1141,15 @@ func (r *soakReport) markdown() string {
 	row("latency of successes, stream p50 / p99", fmt.Sprintf("%v / %v", pct(r.latStream, 50), pct(r.latStream, 99)))
 	all := append(slices.Clone(r.latJSON), r.latStream...)
 	row("latency of successes, all p50 / p99", fmt.Sprintf("%v / %v", pct(all, 50), pct(all, 99)))
+
+	if len(r.curve) > 0 {
+		fmt.Fprintf(&b, "\n## Gateway memory under traffic, sampled from /metrics\n\n"+
+			"Client think time uniform in [0, %v). RSS is process_resident_memory_bytes; heap, go_memstats_heap_inuse_bytes; from the OS, go_memstats_sys_bytes.\n\n"+
+			"| time | requests so far | RSS | heap in use | from the OS | goroutines |\n|---|---|---|---|---|---|\n", soakMaxThink)
+		for _, c := range r.curve {
+			fmt.Fprintf(&b, "| %v | %d | %s | %s | %s | %d |\n", c.at, c.req, mib(c.rss), mib(c.heap), mib(c.sys), c.goroutines)
+		}
+	}
 
 	if len(r.failures) > 0 {
 		b.WriteString("\n## Failures by reason — what the client saw\n\n| reason — symptom | requests |\n|---|---|\n")

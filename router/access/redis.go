@@ -73,6 +73,8 @@ type RedisConfig struct {
 	// outage). The store only reports failures (errors, Healthy); the
 	// Limiter applies this.
 	FailClosed bool `koanf:"fail_closed"`
+	// TLS speaks to Redis over TLS; off by default.
+	TLS RedisTLS `koanf:"tls"`
 }
 
 // Enabled reports whether Redis is configured.
@@ -114,6 +116,9 @@ func (c *RedisConfig) Validate() []error {
 	}
 	if c.DB < 0 {
 		bad("db", "must not be negative, got %d", c.DB)
+	}
+	if _, tlsErrs := c.TLS.config(); len(tlsErrs) > 0 {
+		errs = append(errs, tlsErrs...)
 	}
 	switch {
 	case c.Timeout < 0:
@@ -176,11 +181,17 @@ func NewRedisStore(cfg RedisConfig, log *slog.Logger) (*RedisStore, error) {
 		password = os.Getenv(cfg.PasswordEnv)
 	}
 	t := cfg.Timeout
+	tlsConfig, tlsErrs := cfg.TLS.config()
+	if len(tlsErrs) > 0 {
+		return nil, errors.Join(tlsErrs...)
+	}
 	client := redis.NewClient(&redis.Options{
 		Addr:     cfg.Addr,
 		Username: cfg.Username,
 		Password: password,
 		DB:       cfg.DB,
+		// Nil unless access.redis.tls.enabled.
+		TLSConfig: tlsConfig,
 		// RESP2: the commands used need nothing of RESP3, and every
 		// Redis-compatible server speaks it.
 		Protocol:     2,

@@ -15,6 +15,9 @@ type Split struct {
 	duration *prometheus.HistogramVec
 	// LogDropped counts split log lines the queue had no room for.
 	LogDropped prometheus.Counter
+	// Unassigned counts requests left outside the split: nothing sticky
+	// to assign them by, and split.by_request off.
+	Unassigned prometheus.Counter
 
 	mu   sync.Mutex
 	arms map[string]*SplitArm
@@ -36,9 +39,13 @@ func NewSplit(reg prometheus.Registerer) *Split {
 			Name: "triage_split_log_dropped_total",
 			Help: "Split log lines dropped because the queue to the log file was full.",
 		}),
+		Unassigned: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "triage_split_unassigned_total",
+			Help: "Requests a live A/B split left outside both arms, decided by the A rules: no principal and no conversation to assign them by stickily, and split.by_request off.",
+		}),
 		arms: map[string]*SplitArm{},
 	}
-	reg.MustRegister(m.requests, m.duration, m.LogDropped)
+	reg.MustRegister(m.requests, m.duration, m.LogDropped, m.Unassigned)
 	return m
 }
 

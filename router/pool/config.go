@@ -43,6 +43,18 @@ type Config struct {
 	// for a chat completion that sets none (Messages requires one).
 	// Default 4096.
 	DefaultMaxTokens int64 `koanf:"default_max_tokens"`
+	// DropUnsupported lets the pool serve a translated request without
+	// the settings its API has no equivalent for, instead of refusing it
+	// with a 400 naming the field (the default). Toward a kind: anthropic
+	// pool, a chat completion's sampling extensions (frequency, presence
+	// and repetition penalties, logit_bias, min_p, min_tokens, ignore_eos,
+	// stop_token_ids) are dropped; toward a vllm or openai pool, a Messages
+	// request's thinking (and, for openai, top_k) is dropped, and for
+	// openai a stop sequence that matched is answered as end_turn. What
+	// would change the answer's shape or count (n, logprobs, a JSON
+	// format, beam search, guided decoding, a prefill an openai pool
+	// cannot continue) is refused even so. Default false.
+	DropUnsupported bool `koanf:"drop_unsupported"`
 	// MaxIdleConns caps idle keep-alive connections kept per replica.
 	// Default 64.
 	MaxIdleConns int `koanf:"max_idle_conns"`

@@ -62,6 +62,40 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 {{- end -}}
 
+{{/*
+triage.redisSecret: the Secret name and key holding the Redis password the
+gateway sends ("" when none): the internal Redis's (auth.existingSecret, or
+the Secret the chart generates), or external.passwordSecret.
+*/}}
+{{- define "triage.redisSecretName" -}}
+{{- if eq .Values.redis.mode "external" -}}
+{{- .Values.redis.external.passwordSecret.name -}}
+{{- else if .Values.redis.auth.existingSecret -}}
+{{- .Values.redis.auth.existingSecret -}}
+{{- else -}}
+{{- printf "%s-auth" (include "triage.redisName" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "triage.redisSecretKey" -}}
+{{- if eq .Values.redis.mode "external" -}}
+{{- .Values.redis.external.passwordSecret.key -}}
+{{- else -}}
+{{- .Values.redis.auth.key -}}
+{{- end -}}
+{{- end -}}
+
+{{/* TLS between the gateway and the chart's own Redis. */}}
+{{- define "triage.redisTLS" -}}
+{{- if and .Values.redis.enabled (eq .Values.redis.mode "internal") .Values.redis.tls.enabled -}}true{{- end -}}
+{{- end -}}
+
+{{- define "triage.redisTLSSecret" -}}
+{{- .Values.redis.tls.existingSecret | default (printf "%s-tls" (include "triage.redisName" .) | trunc 63 | trimSuffix "-") -}}
+{{- end -}}
+
+{{- define "triage.redisTLSDir" -}}/etc/triage/redis-tls{{- end -}}
+
 {{- define "triage.configDir" -}}/etc/triage/config{{- end -}}
 
 {{/*
@@ -89,8 +123,17 @@ cannot express.
 {{- fail "config.triage.access.redis.addr: the chart sets it when redis.enabled (redis.mode internal, or redis.external.addr); leave it out" -}}
 {{- end -}}
 {{- $_ := set $redis "addr" (include "triage.redisAddr" .) -}}
-{{- if and (eq .Values.redis.mode "external") .Values.redis.external.passwordSecret.name -}}
+{{- if include "triage.redisSecretName" . -}}
 {{- $_ := set $redis "password_env" "REDIS_PASSWORD" -}}
+{{- end -}}
+{{- if and (eq .Values.redis.mode "external") .Values.redis.tls.enabled -}}
+{{- fail "redis.tls.enabled: it serves the chart's own Redis (redis.mode internal) over TLS; for an external Redis set config.triage.access.redis.tls, with its CA mounted through extraVolumes" -}}
+{{- end -}}
+{{- if include "triage.redisTLS" . -}}
+{{- if hasKey $redis "tls" -}}
+{{- fail "config.triage.access.redis.tls: the chart sets it when redis.tls.enabled; leave it out" -}}
+{{- end -}}
+{{- $_ := set $redis "tls" (dict "enabled" true "ca_file" (printf "%s/ca.crt" (include "triage.redisTLSDir" .))) -}}
 {{- end -}}
 {{- $_ := set $access "redis" $redis -}}
 {{- $_ := set $c "access" $access -}}
