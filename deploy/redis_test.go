@@ -294,8 +294,8 @@ func TestRedisTLSEndToEnd(t *testing.T) {
 		time.Sleep(50 * time.Millisecond) // the server's listen is not an event this process can wait on
 	}
 	defer store.Close()
-	if n, err := store.AddTokens(t.Context(), "chart-tls", 7, time.Minute); err != nil || n != 7 {
-		t.Fatalf("AddTokens over TLS = %d, %v", n, err)
+	if n, err := store.Report(t.Context(), "chart-tls", "r1", 1, 7, time.Minute); err != nil || n != 7 {
+		t.Fatalf("Report over TLS = %d, %v", n, err)
 	}
 	// In the clear, the port answers nothing a client can use.
 	plain := rcfg

@@ -92,9 +92,9 @@ func TestRedisTLS(t *testing.T) {
 			if !tc.healthy {
 				return
 			}
-			total, err := s.AddTokens(t.Context(), "tls-test:"+tc.name, 5, time.Minute)
+			total, err := s.Report(t.Context(), "tls-test:"+tc.name, "r1", 1, 5, time.Minute)
 			if err != nil || total != 5 {
-				t.Fatalf("AddTokens over TLS = %d, %v", total, err)
+				t.Fatalf("Report over TLS = %d, %v", total, err)
 			}
 		})
 	}
