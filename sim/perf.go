@@ -29,10 +29,12 @@ import (
 // later prompt that starts with the same text (vLLM's automatic prefix
 // caching), and the least recently used unused blocks are evicted when
 // space is needed. A prompt is the request's messages rendered in order
-// (role and text of each) or its prompt, BytesPerToken bytes to a token;
-// the blocks of generated tokens are not kept for reuse (vLLM keeps them),
-// so a next turn reuses its previous turn's prompt and pays for the
-// answer. Responses, Messages and embeddings requests are not modelled.
+// (role and text of each) or its prompt, BytesPerToken bytes to a token.
+// When a chat sequence ends, the blocks of its answer are kept too, as
+// the next turn will render it ("assistant: " and the text), so that a
+// conversation's next turn finds its whole history, as with vLLM, which
+// keeps the KV of generated tokens. Responses, Messages and embeddings
+// requests are not modelled.
 //
 // GET /metrics then answers vLLM's gauges and counters:
 // vllm:num_requests_running, vllm:num_requests_waiting,
@@ -141,6 +143,7 @@ type kvBlock struct {
 // seqState is a sequence in the engine.
 type seqState struct {
 	blocks   []uint64 // its prompt's chained block hashes
+	answer   []uint64 // those of its prompt and answer beyond blocks, kept when it ends
 	prompt   int      // tokens
 	out      int      // tokens to generate
 	cached   int      // prompt tokens found in the cache
@@ -194,15 +197,25 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 var errTooLong = errors.New("the prompt and its output exceed the KV cache")
 
 // submit queues a sequence for prompt (rendered text) generating out
-// tokens, unless it could never fit in the cache.
-func (e *engine) submit(prompt []byte, out int) (*seqState, error) {
+// tokens, unless it could never fit in the cache; answer, when not empty,
+// is the answer as the next turn's prompt will render it.
+func (e *engine) submit(prompt, answer []byte, out int) (*seqState, error) {
 	bt := e.p.BlockTokens * e.p.BytesPerToken // bytes per block
 	q := &seqState{prompt: max(1, (len(prompt)+e.p.BytesPerToken-1)/e.p.BytesPerToken), out: max(out, 1),
 		tok: make(chan struct{}, max(out, 1)+1), admit: make(chan struct{}), finish: make(chan struct{})}
+	full := prompt
+	if len(answer) > 0 {
+		full = append(prompt[:len(prompt):len(prompt)], answer...)
+	}
 	var crc uint32
-	for at := 0; at+bt <= len(prompt); at += bt {
-		crc = crc32.Update(crc, castagnoli, prompt[at:at+bt])
-		q.blocks = append(q.blocks, uint64(crc)<<32|uint64(len(q.blocks)+1))
+	for at := 0; at+bt <= len(full); at += bt {
+		crc = crc32.Update(crc, castagnoli, full[at:at+bt])
+		h := uint64(crc)<<32 | uint64(len(q.blocks)+len(q.answer)+1)
+		if at+bt <= len(prompt) {
+			q.blocks = append(q.blocks, h)
+		} else {
+			q.answer = append(q.answer, h)
+		}
 	}
 	if len(q.blocks)+(q.out+e.p.BlockTokens-1)/e.p.BlockTokens > e.p.KVBlocks {
 		return nil, fmt.Errorf("%w: %d prompt tokens and %d to generate need more than its %d blocks of %d tokens",
@@ -297,20 +310,48 @@ func (e *engine) pin(b *kvBlock) {
 	b.refs++
 }
 
-// release ends q: its prompt blocks become unused, most recently used.
+// release ends q: its prompt blocks become unused, most recently used,
+// and, when it generated its whole answer, the answer's blocks join them.
 func (e *engine) release(q *seqState) {
 	for _, b := range q.pinned {
 		b.refs--
 		if b.refs == 0 {
 			e.inUse--
-			b.prev, b.next = e.lru.prev, &e.lru
-			e.lru.prev.next = b
-			e.lru.prev = b
+			e.touch(b)
 		}
 	}
 	q.pinned = nil
 	e.private -= q.private
+	if q.done >= q.out {
+		for _, h := range q.answer {
+			if b := e.cache[h]; b != nil {
+				if b.refs == 0 {
+					e.unlink(b)
+					e.touch(b)
+				}
+				continue
+			}
+			if len(e.cache)+e.private >= e.p.KVBlocks {
+				if e.lru.next == &e.lru {
+					break // every block is in use
+				}
+				v := e.lru.next
+				e.unlink(v)
+				delete(e.cache, v.hash)
+			}
+			b := &kvBlock{hash: h}
+			e.cache[h] = b
+			e.touch(b)
+		}
+	}
 	close(q.finish)
+}
+
+// touch puts the unused block b at the most recently used end.
+func (e *engine) touch(b *kvBlock) {
+	b.prev, b.next = e.lru.prev, &e.lru
+	e.lru.prev.next = b
+	e.lru.prev = b
 }
 
 func (e *engine) run() {

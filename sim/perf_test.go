@@ -171,3 +171,35 @@ func TestPerfOff(t *testing.T) {
 		t.Fatalf("usage without the model has prompt_tokens_details: %s", b)
 	}
 }
+
+// A conversation's next turn finds its whole history cached: the earlier
+// prompt and the answer the replica generated.
+func TestPerfKeepsAnswers(t *testing.T) {
+	_, ts := newSim(t, Options{Perf: fastPerf(), Chunks: 40})
+	msgs := []map[string]string{{"role": "system", "content": strings.Repeat("rules of the house ", 30)}, {"role": "user", "content": "first question"}}
+	send := func() (prompt, cached int, answer string) {
+		b, _ := json.Marshal(map[string]any{"model": testModel, "messages": msgs})
+		resp := post(t, context.Background(), ts.URL+"/v1/chat/completions", string(b), nil)
+		defer resp.Body.Close()
+		var out struct {
+			Choices []struct{ Message struct{ Content string } }
+			Usage   struct {
+				PromptTokens        int `json:"prompt_tokens"`
+				PromptTokensDetails struct {
+					CachedTokens int `json:"cached_tokens"`
+				} `json:"prompt_tokens_details"`
+			}
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || len(out.Choices) == 0 {
+			t.Fatalf("decode: %v", err)
+		}
+		return out.Usage.PromptTokens, out.Usage.PromptTokensDetails.CachedTokens, out.Choices[0].Message.Content
+	}
+	p1, _, answer := send()
+	msgs = append(msgs, map[string]string{"role": "assistant", "content": answer}, map[string]string{"role": "user", "content": "second question"})
+	p2, c2, _ := send()
+	// Uncached: the new user message and the partial blocks at the ends.
+	if c2 < p1 || p2-c2 > 3*16 {
+		t.Fatalf("turn 2: %d of %d prompt tokens cached, want the whole first turn (%d) and its answer but for the last blocks", c2, p2, p1)
+	}
+}

@@ -650,7 +650,11 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, ep endpoint)
 		return
 	}
 	if s.engine != nil && (ep == endpointChat || ep == endpointCompletions) {
-		q, err := s.engine.submit(p.gen.prompt, ov.chunks)
+		var answer []byte
+		if p.gen.chat && p.gen.call == nil {
+			answer = append(append([]byte("assistant: "), s.content(ov.chunks)...), '\n')
+		}
+		q, err := s.engine.submit(p.gen.prompt, answer, ov.chunks)
 		if err != nil { // vLLM's answer to a prompt beyond max_model_len
 			s.fail(w, http.StatusBadRequest, err.Error())
 			return
