@@ -217,7 +217,7 @@ type Prefix struct {
 	BlockBytes int `koanf:"block_bytes"`
 	// IndexBlocks bounds each replica's index of the blocks sent to it
 	// recently, in blocks; the least recently sent are forgotten first.
-	// Each costs 16 bytes of memory. Default 16384 (8 MiB of prompt text,
+	// Each costs 8 bytes of memory. Default 16384 (8 MiB of prompt text,
 	// about 2M tokens: several times what a replica such as
 	// Llama-3.1-8B on one 80 GB H100 keeps in its KV cache, so the index
 	// forgets after the replica does).

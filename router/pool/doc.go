@@ -13,9 +13,12 @@
 // hash chained to the ones before, so that a conversation's next turn
 // extends its previous key; the hash up to the end of its first user
 // message identifies the conversation. Each Backend keeps an index of the
-// blocks sent to it: a set-associative table of four-entry buckets with
-// least-recently-used replacement, bounded by Prefix.IndexBlocks, looked
-// up by binary search over the chained blocks, never allocating.
+// blocks sent to it: a set-associative table of eight-entry buckets (one
+// cache line; an entry is a block's key and a 16-bit stamp in one word)
+// with least-recently-used replacement, bounded by Prefix.IndexBlocks,
+// looked up by binary search over the chained blocks, never allocating;
+// a block sent again is restamped only when its stamp is old, so the hit
+// path is loads.
 // PickKey's choice is numbered in choosePrefix's comment: the longest
 // match that goes beyond the blocks conversations share, within the load
 // bound of consistent hashing with bounded loads (Prefix.LoadFactor);

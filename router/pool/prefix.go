@@ -67,9 +67,6 @@ func (p *Pool) Key(k *Key, prompt []byte, conv int) {
 			crc = crc32.Update(crc, castagnoli, prompt[at:end])
 		}
 		k.Blocks[k.N] = mix64(uint64(crc)<<32 | uint64(k.N+1))
-		if k.Blocks[k.N] == 0 {
-			k.Blocks[k.N] = 1 // 0 marks an empty entry of the index
-		}
 		k.N++
 		at = end
 	}
@@ -99,9 +96,22 @@ func rank(conv uint64, b *Backend) float64 {
 	return -float64(b.Weight) / math.Log(u)
 }
 
-// bucketWays is the number of entries in a bucket of the index: four
-// key/stamp pairs, one 64-byte cache line.
-const bucketWays = 4
+// bucketWays is the number of entries in a bucket of the index: eight
+// of them, one 64-byte cache line.
+const bucketWays = 8
+
+// An entry of the index packs a block's key (its high 48 bits; the low
+// bits chose the bucket) with a 16-bit stamp of when it was last sent:
+// one word, so a lookup or a refresh touches one cache line per block.
+const stampBits = 16
+
+const stampMask = 1<<stampBits - 1
+
+// refreshAge is how old (in adds to the index) an entry's stamp must be
+// before a request that sends its block again rewrites it: a hot
+// conversation's blocks are not stored on every request, which keeps the
+// hit path to loads.
+const refreshAge = 64
 
 // index is an approximate, bounded record of the prefix blocks sent to one
 // replica recently: a set-associative table with least-recently-used
@@ -109,29 +119,33 @@ const bucketWays = 4
 // Concurrent use is safe; racing updates may lose an entry or keep a stale
 // one, which costs a cache hit, never a wrong answer.
 type index struct {
-	keys   []atomic.Uint64
-	stamps []atomic.Uint64
-	mask   uint64 // buckets - 1
-	clock  atomic.Uint64
-	live   atomic.Bool // some entry may be set
+	entries []atomic.Uint64
+	mask    uint64 // buckets - 1
+	clock   atomic.Uint64
+	live    atomic.Bool // some entry may be set
 }
 
 // newIndex makes an index of at least blocks entries (rounded up to a
 // power of two buckets).
 func newIndex(blocks int) *index {
 	buckets := uint64(1) << bits.Len(uint(max(blocks/bucketWays, 1)-1))
-	return &index{
-		keys:   make([]atomic.Uint64, buckets*bucketWays),
-		stamps: make([]atomic.Uint64, buckets*bucketWays),
-		mask:   buckets - 1,
+	return &index{entries: make([]atomic.Uint64, buckets*bucketWays), mask: buckets - 1}
+}
+
+// tag is what an entry keeps of key: never 0, which marks an empty entry.
+func tag(key uint64) uint64 {
+	if t := key &^ stampMask; t != 0 {
+		return t
 	}
+	return 1 << stampBits
 }
 
 // has reports whether key is in the index.
 func (x *index) has(key uint64) bool {
+	t := tag(key)
 	base := (key & x.mask) * bucketWays
 	for i := base; i < base+bucketWays; i++ {
-		if x.keys[i].Load() == key {
+		if x.entries[i].Load()&^stampMask == t {
 			return true
 		}
 	}
@@ -160,7 +174,7 @@ func (x *index) match(k *Key) int {
 // convTag is the index entry that records that conversation conv was
 // sent to the replica: its blocks up to the end of its first user message
 // end in a partial block on its first turn, which no block records.
-func convTag(conv uint64) uint64 { return mix64(conv^0x6a09e667f3bcc908) | 1 }
+func convTag(conv uint64) uint64 { return mix64(conv ^ 0x6a09e667f3bcc908) }
 
 // add records k's blocks, and its conversation, as sent now, replacing
 // the least recently used entry of a full bucket.
@@ -168,29 +182,39 @@ func (x *index) add(k *Key) {
 	if k.Conv == 0 {
 		return
 	}
-	now := x.clock.Add(1)
-	x.live.Store(true)
+	now := x.clock.Add(1) & stampMask
+	if !x.live.Load() {
+		x.live.Store(true)
+	}
 	x.put(convTag(k.Conv), now)
 	for _, key := range k.Blocks[:k.N] {
 		x.put(key, now)
 	}
 }
 
-// put records key as sent at now.
+// put records key as sent at now (a 16-bit stamp; ages are taken modulo
+// 2^16, so an entry untouched for 65536 adds may look young: approximate).
 func (x *index) put(key, now uint64) {
+	t := tag(key)
 	base := (key & x.mask) * bucketWays
-	victim, oldest := base, uint64(math.MaxUint64)
+	victim, oldest := base, uint64(0)
 	for i := base; i < base+bucketWays; i++ {
-		if x.keys[i].Load() == key {
-			x.stamps[i].Store(now)
+		e := x.entries[i].Load()
+		age := (now - e) & stampMask
+		if e&^stampMask == t {
+			if age >= refreshAge {
+				x.entries[i].Store(t | now)
+			}
 			return
 		}
-		if s := x.stamps[i].Load(); s < oldest {
-			victim, oldest = i, s
+		if e == 0 {
+			age = stampMask + 1 // an empty entry is the first to take
+		}
+		if age > oldest {
+			victim, oldest = i, age
 		}
 	}
-	x.keys[victim].Store(key)
-	x.stamps[victim].Store(now)
+	x.entries[victim].Store(t | now)
 }
 
 // clear forgets every entry: the replica is gone, and its cache with it.
@@ -198,8 +222,7 @@ func (x *index) clear() {
 	if !x.live.Swap(false) {
 		return
 	}
-	for i := range x.keys {
-		x.keys[i].Store(0)
-		x.stamps[i].Store(0)
+	for i := range x.entries {
+		x.entries[i].Store(0)
 	}
 }
