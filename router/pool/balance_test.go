@@ -235,7 +235,6 @@ func BenchmarkPickPrefixHit(b *testing.B) {
 				be.Release()
 			}
 			k := keyOf(p, conversation("sys", 3, turns))
-			b.ReportMetric(float64(k.N), "blocks")
 			b.ReportAllocs()
 			for b.Loop() {
 				be, c, _ := p.PickKey(k, nil)
@@ -244,6 +243,7 @@ func BenchmarkPickPrefixHit(b *testing.B) {
 				}
 				be.Release()
 			}
+			b.ReportMetric(float64(k.N), "blocks")
 		})
 	}
 }
@@ -261,6 +261,7 @@ func BenchmarkKey(b *testing.B) {
 			for b.Loop() {
 				p.Key(&k, msgs, conv)
 			}
+			b.ReportMetric(float64(len(msgs)), "bytes")
 		})
 	}
 }
