@@ -379,3 +379,26 @@ func hex4(b []byte) uint16 {
 	}
 	return v
 }
+
+// FirstUserEnd is the offset in body just past the first user message of
+// a chat request's messages (the system prompt, tools' messages and the
+// first question: what identifies a conversation as it grows), or 0 when
+// it has none. r must come from Extract on body.
+func FirstUserEnd(body []byte, r *Request) int {
+	if r.Messages.Len() == 0 {
+		return 0
+	}
+	end := 0
+	forElements(body, r.Messages, func(el Span) bool {
+		if body[el.Start] != '{' {
+			return true
+		}
+		sc := scanner{b: body[:el.End], i: el.Start}
+		if m := readMessage(&sc); roleIs(body, m.role, "user") {
+			end = el.End
+			return false
+		}
+		return true
+	})
+	return end
+}

@@ -133,3 +133,28 @@ func TestFingerprint(t *testing.T) {
 		t.Fatalf("a completion has fingerprint %x, want 0", got)
 	}
 }
+
+func TestFirstUserEnd(t *testing.T) {
+	for _, tc := range []struct{ body, want string }{
+		{`{"model":"m","messages":[{"role":"system","content":"s"},{"role":"user","content":"q1"},{"role":"assistant","content":"a"},{"role":"user","content":"q2"}]}`,
+			`{"role":"user","content":"q1"}`},
+		{`{"model":"m","messages":[{"content":"q1","role":"user"}]}`, `{"content":"q1","role":"user"}`},
+		{`{"model":"m","messages":[{"role":"system","content":"s"}]}`, ""},
+		{`{"model":"m","prompt":"p"}`, ""},
+	} {
+		r, err := Extract([]byte(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		end := FirstUserEnd([]byte(tc.body), &r)
+		if tc.want == "" {
+			if end != 0 {
+				t.Errorf("FirstUserEnd(%s) = %d, want 0", tc.body, end)
+			}
+			continue
+		}
+		if got := tc.body[:end]; !strings.HasSuffix(got, tc.want) {
+			t.Errorf("FirstUserEnd(%s) ends the prefix at %q, want it to end with %s", tc.body, got, tc.want)
+		}
+	}
+}

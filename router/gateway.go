@@ -194,7 +194,7 @@ func New(cfg *config.Config, routing *rules.Set, o Options) (*Gateway, error) {
 	}
 	g.shadow = shadow.NewRunner(o.ShadowQueue, g.metrics)
 	g.split = newSplitter(o.Registry)
-	metrics.RegisterBackends(o.Registry, g.backendStates)
+	metrics.RegisterBackends(o.Registry, g.backendStates, g.choiceCounts)
 	metrics.RegisterBudgets(o.Registry, g.budgetStates)
 	metrics.RegisterShared(o.Registry, g.limiter.Degraded)
 	metrics.RegisterTier2(o.Registry, g.tier2State)
@@ -613,6 +613,14 @@ func (g *Gateway) saveBudgets() {
 }
 
 func (g *Gateway) onHealthChange(t pool.Transition) {
+	if t.Metrics {
+		if t.Healthy {
+			g.log.Info("replica metrics read again", "pool", t.Pool, "backend", t.Backend)
+		} else {
+			g.log.Warn("replica metrics unreadable: balancing on in-flight counts until they are", "pool", t.Pool, "backend", t.Backend, "error", t.Err)
+		}
+		return
+	}
 	if t.Healthy {
 		g.log.Info("backend healthy", "pool", t.Pool, "backend", t.Backend)
 		return
@@ -658,9 +666,29 @@ func (g *Gateway) tier2State() metrics.Tier2State {
 }
 
 func (g *Gateway) backendStates(yield func(metrics.BackendState)) {
+	now := time.Now()
 	for _, e := range g.snap.Load().pools {
 		for _, b := range e.pool.Backends() {
-			yield(metrics.BackendState{Pool: e.pool.Name(), Backend: b.Name, InFlight: b.InFlight(), Healthy: e.pool.Healthy(b)})
+			st := metrics.BackendState{Pool: e.pool.Name(), Backend: b.Name, InFlight: b.InFlight(), Healthy: e.pool.Healthy(b)}
+			if sc, ok := b.Scraped(); ok {
+				st.Scraped, st.Fresh = true, b.ScrapeFresh(now)
+				st.Running, st.Waiting, st.KVUsage = sc.Running, sc.Waiting, sc.KVUsage
+				st.PrefixQueries, st.PrefixHits = sc.PrefixQueries, sc.PrefixHits
+			}
+			yield(st)
+		}
+	}
+}
+
+// choiceCounts lists each pool's balancing choices made, for the
+// balancers that choose for reasons: round_robin and prefix pools, and
+// p2c pools' counts when they have any besides p2c.
+func (g *Gateway) choiceCounts(yield func(metrics.ChoiceCount)) {
+	for _, e := range g.snap.Load().pools {
+		for _, c := range pool.Choices {
+			if n := e.pool.ChoicesMade(c); n > 0 || (e.pool.Config().Balance == pool.BalancePrefix && (c == pool.ChoiceHit || c == pool.ChoiceMiss || c == pool.ChoiceLoad)) {
+				yield(metrics.ChoiceCount{Pool: e.pool.Name(), Choice: c.String(), N: n})
+			}
 		}
 	}
 }

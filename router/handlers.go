@@ -461,7 +461,9 @@ func (g *Gateway) serve(c *gin.Context, sh shape) {
 			fr.Edit, fr.StripUsage = ed, true
 		}
 	}
+	key := affinity(&fr, e, body, &req, semantic && s.rules.Explain())
 	res := g.tr.Forward(r.Context(), w, e.pool, &e.policy, &fr)
+	unkey(key)
 	switch {
 	case res.UsageFound:
 		adm.Settle(res.Usage.PromptTokens, res.Usage.CompletionTokens, e.pool.Name())

@@ -200,6 +200,24 @@
 // The others close it. A fault needs a hijackable connection: under HTTP/2
 // or a ResponseWriter that cannot be hijacked it answers 500 instead.
 //
+// # Performance model
+//
+// With [Options.Perf] enabled (`triage sim -perf`), chat and completion
+// requests are paced by a model of a vLLM replica instead of Latency and
+// ChunkDelay: a KV cache of fixed capacity in blocks with prefix reuse and
+// least-recently-used eviction, prefill time proportional to the prompt
+// tokens not found in the cache, a decode step per token, and a running
+// batch of bounded size behind a waiting queue. GET /metrics then answers
+// vLLM's vllm:num_requests_running, vllm:num_requests_waiting,
+// vllm:kv_cache_usage_perc, vllm:prefix_cache_queries_total and
+// vllm:prefix_cache_hits_total, and usage carries
+// prompt_tokens_details.cached_tokens. [Perf] documents each parameter and
+// where its default comes from (Llama-3.1-8B-Instruct in BF16 on one H100
+// SXM 80 GB). A prompt whose blocks could not fit in an empty cache is a
+// 400, as vLLM refuses a prompt beyond its context length. With the model
+// off (the default) the Server behaves as it always has, and /metrics is a
+// 404.
+//
 // # Concurrency
 //
 // Every method of [Server] is safe for concurrent use. Counters are
@@ -210,7 +228,10 @@
 // the request's goroutine and ends early when the request context is done.
 // The package starts goroutines only to serve the connections faults keep
 // open: one accept loop, started with the first such fault, and net/http's
-// goroutine per connection; [Server.Close] ends them.
+// goroutine per connection; and, with the performance model on, its
+// scheduler, one goroutine per Server that sleeps for each engine step
+// (the simulated GPU time) and hands tokens to the requests' goroutines
+// over channels. [Server.Close] ends them all.
 //
 // A dropped stream is produced by panicking with [http.ErrAbortHandler]
 // after the chunks already written have been flushed; net/http then closes

@@ -340,7 +340,14 @@ func (k *takeover) close() error {
 // Close closes the connections the Server kept open after faults (and
 // stops serving them). Connections net/http serves for the caller are the
 // caller's to close. Faults answered after Close close their connection.
-func (s *Server) Close() error { return s.kept.close() }
+// It also stops the performance model: requests it has not answered wait
+// for their clients to leave.
+func (s *Server) Close() error {
+	if s.engine != nil {
+		s.engine.close()
+	}
+	return s.kept.close()
+}
 
 // connListener is a net.Listener whose connections are handed to it.
 type connListener struct {

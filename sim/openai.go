@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
@@ -26,9 +27,24 @@ type apiError struct {
 }
 
 type usage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	TotalTokens      int `json:"total_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
+	PromptTokens        int            `json:"prompt_tokens"`
+	TotalTokens         int            `json:"total_tokens"`
+	CompletionTokens    int            `json:"completion_tokens"`
+	PromptTokensDetails *promptDetails `json:"prompt_tokens_details,omitempty"`
+}
+
+// promptDetails is vLLM's, with --enable-prompt-tokens-details.
+type promptDetails struct {
+	CachedTokens int `json:"cached_tokens"`
+}
+
+// genUsage is the usage of g with n completion tokens.
+func genUsage(g generation, n int) *usage {
+	u := &usage{PromptTokens: g.promptTokens, CompletionTokens: n, TotalTokens: g.promptTokens + n}
+	if g.perf {
+		u.PromptTokensDetails = &promptDetails{CachedTokens: g.cached}
+	}
+	return u
 }
 
 type assistantMessage struct {
@@ -374,6 +390,12 @@ type generation struct {
 	promptTokens int
 	call         *call    // chat only: the answer is this tool call instead of text
 	stop         []string // chat only: stop strings, honoured in answers not streamed
+	// prompt is the text the performance model keys its cache by: each
+	// message's role and text in order, or the prompt; perf and cached
+	// are set once the model has admitted it.
+	prompt []byte
+	perf   bool
+	cached int
 }
 
 func parseGeneration(ep endpoint, body []byte) (generation, string, error) {
@@ -393,6 +415,7 @@ func parseGeneration(ep endpoint, body []byte) (generation, string, error) {
 				return g, req.Model, err
 			}
 			words += len(strings.Fields(text))
+			g.prompt = append(append(append(append(g.prompt, m.Role...), ": "...), text...), '\n')
 		}
 		g.stream, g.promptTokens = req.Stream, max(1, words)
 		var err error
@@ -422,6 +445,9 @@ func parseGeneration(ep endpoint, body []byte) (generation, string, error) {
 	}
 	for _, in := range ins {
 		g.promptTokens += inputTokens(in)
+		if str, ok := in.(string); ok {
+			g.prompt = append(g.prompt, str...)
+		}
 	}
 	g.stream = req.Stream
 	g.usage, err = streamUsage(req.Stream, req.StreamOptions)
@@ -433,7 +459,7 @@ func (s *Server) completion(g generation, id int64, n int) completionResponse {
 	resp := completionResponse{
 		Created: time.Now().Unix(),
 		Model:   s.opt.Model,
-		Usage:   &usage{PromptTokens: g.promptTokens, CompletionTokens: n, TotalTokens: g.promptTokens + n},
+		Usage:   genUsage(g, n),
 	}
 	switch {
 	case g.call != nil:
@@ -447,7 +473,7 @@ func (s *Server) completion(g generation, id int64, n int) completionResponse {
 			FinishReason: "tool_calls",
 		}}
 		k := len(g.call.fragments(n))
-		resp.Usage = &usage{PromptTokens: g.promptTokens, CompletionTokens: k, TotalTokens: g.promptTokens + k}
+		resp.Usage = genUsage(g, k)
 	case g.chat:
 		resp.ID, resp.Object = "chatcmpl-"+strconv.FormatInt(id, 10), "chat.completion"
 		text, matched := cutStop(s.content(n), g.stop)
@@ -656,7 +682,7 @@ func (e *sse) event(i int) completionResponse {
 		}
 	default:
 		c.Choices = []any{}
-		c.Usage = &usage{PromptTokens: e.g.promptTokens, CompletionTokens: e.n, TotalTokens: e.g.promptTokens + e.n}
+		c.Usage = genUsage(e.g, e.n)
 	}
 	return c
 }
@@ -695,6 +721,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, ev events, ov ov
 		cut = cutAt(ev, dropAfter)
 	}
 	var buf []byte
+	paced := 0
 	send := func(b []byte) bool {
 		if _, err := w.Write(b); err != nil {
 			return false
@@ -706,7 +733,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, ev events, ov ov
 		if i == cut {
 			break
 		}
-		if ev.content(i) && !sleepCtx(ctx, ov.chunkDelay) {
+		if ev.content(i) && !s.pace(ctx, ov, &paced) {
 			s.cancelled.Add(1)
 			return
 		}
@@ -736,6 +763,20 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, ev events, ov ov
 	}
 	ev.done()
 	s.completed.Add(1)
+}
+
+// pace waits before a content chunk: the chunk delay, or, with the
+// performance model, the chunk's token (the first came before the head).
+// It reports whether the client is still there.
+func (s *Server) pace(ctx context.Context, ov overrides, n *int) bool {
+	*n++
+	if ov.seq == nil {
+		return sleepCtx(ctx, ov.chunkDelay)
+	}
+	if *n == 1 {
+		return ctx.Err() == nil
+	}
+	return ov.seq.next(ctx)
 }
 
 // ---- /v1/embeddings ----

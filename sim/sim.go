@@ -87,6 +87,8 @@ type Options struct {
 	// x-api-key header or as "Authorization: Bearer". The openai API
 	// ignores it. Default none: any key, or none, is accepted.
 	APIKey string
+	// Perf, when Enabled, models a vLLM replica's performance (Perf).
+	Perf Perf
 	// RequestLog, when set, gets one line per POST request once the
 	// replica has decided how to answer it, before any wait: its
 	// X-Request-Id, path, whether it streams and the answer ("ok", "error"
@@ -114,6 +116,7 @@ func (o *Options) RegisterFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.EmbeddingDims, "embedding-dims", o.EmbeddingDims, "embedding vector size, a count of floats (default 16)")
 	fs.Int64Var(&o.Seed, "seed", o.Seed, "seed of the random error, fault and drop choices, an integer (default 1; 0 means the default)")
 	fs.StringVar(&o.API, "api", o.API, "wire protocol served: openai (vLLM's OpenAI-compatible endpoints) or anthropic (the Messages API of api.anthropic.com, POST /v1/messages) (default openai)")
+	o.Perf.registerFlags(fs)
 	fs.StringVar(&o.APIKey, "api-key", o.APIKey, "key that -api anthropic requires in the x-api-key request header or as Authorization: Bearer (default none: any key, or none, is accepted)")
 }
 
@@ -137,6 +140,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.API == "" {
 		o.API = APIOpenAI
+	}
+	if o.Perf.Enabled {
+		o.Perf.withDefaults()
 	}
 	return o
 }
@@ -178,6 +184,9 @@ func (o Options) validate() error {
 	}
 	if o.API != APIOpenAI && o.API != APIAnthropic {
 		errs = append(errs, fmt.Errorf("api %q is not %s or %s", o.API, APIOpenAI, APIAnthropic))
+	}
+	if o.Perf.Enabled {
+		errs = append(errs, o.Perf.validate())
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("sim: invalid options: %w", err)
@@ -231,6 +240,8 @@ type Server struct {
 	last   Recorded
 
 	kept takeover // connections kept open after a fault
+
+	engine *engine // the performance model; nil when off
 }
 
 // New validates o (after applying defaults) and returns a healthy Server.
@@ -240,7 +251,7 @@ func New(o Options) (*Server, error) {
 		return nil, err
 	}
 	seed := uint64(o.Seed)
-	return &Server{
+	s := &Server{
 		opt:     o,
 		created: time.Now().Unix(),
 		// Random, not seeded: two replicas must not hand out the same
@@ -248,7 +259,11 @@ func New(o Options) (*Server, error) {
 		// would find a conversation instead of a 404.
 		nonce: fmt.Sprintf("%08x", rand.Uint32()),
 		rng:   rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-	}, nil
+	}
+	if o.Perf.Enabled && o.API == APIOpenAI {
+		s.engine = newEngine(o.Perf)
+	}
+	return s, nil
 }
 
 // SetHealthy sets the answer of GET /health: 200 when ok (the default),
@@ -322,6 +337,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch r.URL.Path {
+	case "/metrics":
+		if s.engine == nil {
+			s.fail(w, http.StatusNotFound, "Not Found: "+r.URL.Path)
+			return
+		}
+		if s.allowMethod(w, r, http.MethodGet) {
+			s.engine.serveMetrics(w, s.opt.Model)
+		}
 	case "/v1/models":
 		if !s.allowMethod(w, r, http.MethodGet, http.MethodHead) {
 			return
@@ -422,9 +445,10 @@ type overrides struct {
 	latency    time.Duration
 	chunks     int
 	chunkDelay time.Duration
-	status     int    // 0: none
-	dropAfter  int    // -1: none
-	fault      string // "": none
+	status     int       // 0: none
+	dropAfter  int       // -1: none
+	fault      string    // "": none
+	seq        *seqState // the performance model's sequence: paces the content
 }
 
 func (s *Server) parseOverrides(h http.Header) (overrides, error) {
@@ -625,6 +649,30 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, ep endpoint)
 		s.serveFault(w, r, fault, p, ov)
 		return
 	}
+	if s.engine != nil && (ep == endpointChat || ep == endpointCompletions) {
+		var answer []byte
+		if p.gen.chat && p.gen.call == nil {
+			answer = append(append([]byte("assistant: "), s.content(ov.chunks)...), '\n')
+		}
+		q, err := s.engine.submit(p.gen.prompt, answer, ov.chunks)
+		if err != nil { // vLLM's answer to a prompt beyond max_model_len
+			s.fail(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		defer s.engine.leave(q) // a no-op once it has ended
+		select {
+		case <-q.admit:
+		case <-r.Context().Done():
+			s.cancelled.Add(1)
+			return
+		}
+		p.gen.promptTokens, p.gen.cached, p.gen.perf = q.prompt, q.cached, true
+		if !q.next(r.Context()) { // the first token
+			s.cancelled.Add(1)
+			return
+		}
+		ov.seq = q
+	}
 	if !sleepCtx(r.Context(), ov.latency) {
 		s.cancelled.Add(1)
 		return
@@ -633,6 +681,14 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, ep endpoint)
 	case stream:
 		s.stream(w, r, s.newEvents(p, ov), ov, dropAfter, fault == FaultDieMidStream)
 	default:
+		if ov.seq != nil { // the whole generation comes before a JSON answer
+			select {
+			case <-ov.seq.finish:
+			case <-r.Context().Done():
+				s.cancelled.Add(1)
+				return
+			}
+		}
 		v := s.answerValue(p, ov)
 		if err := writeJSON(w, http.StatusOK, v); err != nil || r.Context().Err() != nil {
 			s.cancelled.Add(1)

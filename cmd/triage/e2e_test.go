@@ -952,6 +952,19 @@ func TestServeCheck(t *testing.T) {
 			stderr:   []string{"line 6, column 1: did not find expected key", "6 | - name: b"},
 		},
 		{
+			name:     "balance prefix on one replica: accepted with a note",
+			config:   "pools:\n  - name: a\n    model: m-a\n    balance: prefix\n    replicas:\n      - url: http://127.0.0.1:9\n",
+			wantCode: 0,
+			stdout:   []string{"ok"},
+			stderr:   []string{"warning: pools[0].balance: prefix with a single replica"},
+		},
+		{
+			name:     "an unknown balancing policy",
+			config:   "pools:\n  - name: a\n    model: m-a\n    balance: least_conn\n    replicas:\n      - url: http://127.0.0.1:9\n",
+			wantCode: 1,
+			stderr:   []string{`pools[0].balance: must be one of p2c, round_robin, prefix, got "least_conn"`},
+		},
+		{
 			// Every problem is reported at once, not just the first kind.
 			name:     "unknown field and missing model",
 			config:   "pools:\n  - name: a\n    replicas:\n      - url: http://127.0.0.1:9\n        wieght: 2\n",

@@ -59,7 +59,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	envWarnings := first.Config.EnvWarnings(os.Environ())
+	envWarnings := append(first.Config.EnvWarnings(os.Environ()), first.Config.Notes()...)
 	if o.check {
 		// What only the whole gateway knows: alias clashes, the access
 		// policies' names against the pools and rules, the keys file.

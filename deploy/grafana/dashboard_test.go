@@ -148,13 +148,24 @@ func scrapeBusyGateway(t *testing.T) string {
 	off := false
 	cfg := &config.Config{DefaultPool: "general"}
 	for _, p := range []struct{ name, model string }{{"general", "llama"}, {"code", "coder"}, {"legal", "saul"}} {
-		s, err := sim.New(sim.Options{Model: p.model, Name: p.name, Chunks: 4})
-		if err != nil {
-			t.Fatal(err)
+		pc := pool.Config{Name: p.name, Model: p.model, Health: pool.Health{Enabled: &off}}
+		replicas := 1
+		if p.name == "code" {
+			// Balanced by prefix over replicas modelled as vLLM's, whose
+			// /metrics the pool scrapes: the triage_replica_* gauges.
+			pc.Balance, replicas = pool.BalancePrefix, 2
 		}
-		rep := httptest.NewServer(s)
-		t.Cleanup(rep.Close)
-		cfg.Pools = append(cfg.Pools, pool.Config{Name: p.name, Model: p.model, Health: pool.Health{Enabled: &off}, Replicas: []pool.Replica{{URL: rep.URL}}})
+		for range replicas {
+			s, err := sim.New(sim.Options{Model: p.model, Name: p.name, Chunks: 4, Perf: sim.Perf{Enabled: pc.Balance == pool.BalancePrefix}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			rep := httptest.NewServer(s)
+			t.Cleanup(rep.Close)
+			pc.Replicas = append(pc.Replicas, pool.Replica{URL: rep.URL})
+		}
+		cfg.Pools = append(cfg.Pools, pc)
 	}
 	cfg.Access = access.Config{KeysFile: keys, Policies: []access.Policy{{Principal: "alice", Budget: access.Budget{TokensPerDay: 1_000_000}}}}
 	cfg.SetDefaults()
@@ -283,11 +294,12 @@ default: general
 		if r.StatusCode != 200 {
 			t.Fatalf("/metrics: %d", r.StatusCode)
 		}
-		if strings.Contains(m, `triage_shadow_decisions_total{result="agree"} 1`) && strings.Contains(m, `triage_shadow_decisions_total{result="differ"} 2`) {
+		if strings.Contains(m, `triage_shadow_decisions_total{result="agree"} 1`) && strings.Contains(m, `triage_shadow_decisions_total{result="differ"} 2`) &&
+			strings.Count(m, "\ntriage_replica_requests_running{") == 2 { // and both replicas' metrics scraped
 			return m
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the three shadow decisions were not counted:\n%s", m)
+			t.Fatalf("the three shadow decisions were not counted, or the code pool's replicas not scraped:\n%s", m)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -207,6 +207,16 @@ func (c *Config) SetDefaults() {
 	}
 }
 
+// Notes lists remarks on a valid config that may not be what was meant
+// (balance: prefix on a pool of one replica, say), each with its path.
+func (c *Config) Notes() []string {
+	var notes []string
+	for i := range c.Pools {
+		notes = append(notes, c.Pools[i].Notes(fmt.Sprintf("pools[%d]", i))...)
+	}
+	return notes
+}
+
 // Validate reports every problem in c, each with its path.
 func (c *Config) Validate() error {
 	var errs []error

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -255,12 +256,28 @@ type BackendState struct {
 	Pool, Backend string
 	InFlight      int64
 	Healthy       bool
+	// Scraped is set when the replica's own /metrics has been read (a
+	// pool that scrapes them); Fresh when the last read is recent enough
+	// to balance by. The figures are the replica's, as last read; NaN
+	// where it reports none.
+	Scraped, Fresh            bool
+	Running, Waiting, KVUsage float64
+	PrefixQueries, PrefixHits float64
 }
 
-// RegisterBackends registers triage_upstream_inflight and
-// triage_backend_healthy, read from list at every scrape.
-func RegisterBackends(reg prometheus.Registerer, list func(yield func(BackendState))) {
-	reg.MustRegister(&backendCollector{list: list})
+// ChoiceCount is how many requests a pool's balancer sent to a replica
+// for one reason (pool.Choice: prefix_hit, prefix_miss, prefix_load, ...).
+type ChoiceCount struct {
+	Pool, Choice string
+	N            uint64
+}
+
+// RegisterBackends registers triage_upstream_inflight,
+// triage_backend_healthy and the replicas' scraped state
+// (triage_replica_*), read from list at every scrape, and
+// triage_pool_replica_choices_total, read from choices.
+func RegisterBackends(reg prometheus.Registerer, list func(yield func(BackendState)), choices func(yield func(ChoiceCount))) {
+	reg.MustRegister(&backendCollector{list: list, choices: choices})
 }
 
 var (
@@ -268,15 +285,31 @@ var (
 		"Requests in flight to each replica.", []string{"pool", "backend"}, nil)
 	healthyDesc = prometheus.NewDesc("triage_backend_healthy",
 		"1 when the replica passes its health checks and is not ejected, else 0.", []string{"pool", "backend"}, nil)
+	scrapeUpDesc = prometheus.NewDesc("triage_replica_metrics_fresh",
+		"1 when the replica's own /metrics was read recently enough to balance by, else 0 (the pool then balances on in-flight counts).", []string{"pool", "backend"}, nil)
+	runningDesc = prometheus.NewDesc("triage_replica_requests_running",
+		"Requests the replica runs, as its /metrics last reported (vllm:num_requests_running).", []string{"pool", "backend"}, nil)
+	waitingDesc = prometheus.NewDesc("triage_replica_requests_waiting",
+		"Requests the replica queues, as its /metrics last reported (vllm:num_requests_waiting).", []string{"pool", "backend"}, nil)
+	kvDesc = prometheus.NewDesc("triage_replica_kv_cache_usage_ratio",
+		"Fraction of the replica's KV cache in use, as its /metrics last reported (vllm:kv_cache_usage_perc).", []string{"pool", "backend"}, nil)
+	pcQueriesDesc = prometheus.NewDesc("triage_replica_prefix_cache_queries_tokens_total",
+		"Prompt tokens the replica looked up in its prefix cache, as its /metrics last reported (vllm:prefix_cache_queries_total; resets when the replica restarts).", []string{"pool", "backend"}, nil)
+	pcHitsDesc = prometheus.NewDesc("triage_replica_prefix_cache_hits_tokens_total",
+		"Prompt tokens the replica found in its prefix cache, as its /metrics last reported (vllm:prefix_cache_hits_total; resets when the replica restarts).", []string{"pool", "backend"}, nil)
+	choicesDesc = prometheus.NewDesc("triage_pool_replica_choices_total",
+		"Requests given a replica, by why: p2c, round_robin, prefix_hit (the replica holding the longest prefix), prefix_miss (no replica held it: the conversation's home), prefix_load (the holder was over the load bound), preferred (a Responses chain's replica), only (one replica could take it).", []string{"pool", "choice"}, nil)
 )
 
 type backendCollector struct {
-	list func(yield func(BackendState))
+	list    func(yield func(BackendState))
+	choices func(yield func(ChoiceCount))
 }
 
 func (c *backendCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- inflightDesc
-	ch <- healthyDesc
+	for _, d := range []*prometheus.Desc{inflightDesc, healthyDesc, scrapeUpDesc, runningDesc, waitingDesc, kvDesc, pcQueriesDesc, pcHitsDesc, choicesDesc} {
+		ch <- d
+	}
 }
 
 func (c *backendCollector) Collect(ch chan<- prometheus.Metric) {
@@ -287,7 +320,29 @@ func (c *backendCollector) Collect(ch chan<- prometheus.Metric) {
 			h = 1
 		}
 		ch <- prometheus.MustNewConstMetric(healthyDesc, prometheus.GaugeValue, h, s.Pool, s.Backend)
+		if !s.Scraped {
+			return
+		}
+		fresh := 0.0
+		if s.Fresh {
+			fresh = 1
+		}
+		ch <- prometheus.MustNewConstMetric(scrapeUpDesc, prometheus.GaugeValue, fresh, s.Pool, s.Backend)
+		ch <- prometheus.MustNewConstMetric(runningDesc, prometheus.GaugeValue, s.Running, s.Pool, s.Backend)
+		ch <- prometheus.MustNewConstMetric(waitingDesc, prometheus.GaugeValue, s.Waiting, s.Pool, s.Backend)
+		if !math.IsNaN(s.KVUsage) {
+			ch <- prometheus.MustNewConstMetric(kvDesc, prometheus.GaugeValue, s.KVUsage, s.Pool, s.Backend)
+		}
+		if !math.IsNaN(s.PrefixQueries) && !math.IsNaN(s.PrefixHits) {
+			ch <- prometheus.MustNewConstMetric(pcQueriesDesc, prometheus.CounterValue, s.PrefixQueries, s.Pool, s.Backend)
+			ch <- prometheus.MustNewConstMetric(pcHitsDesc, prometheus.CounterValue, s.PrefixHits, s.Pool, s.Backend)
+		}
 	})
+	if c.choices != nil {
+		c.choices(func(n ChoiceCount) {
+			ch <- prometheus.MustNewConstMetric(choicesDesc, prometheus.CounterValue, float64(n.N), n.Pool, n.Choice)
+		})
+	}
 }
 
 // BudgetState is one shared token budget's state (see access.BudgetState).

@@ -24,7 +24,7 @@ func TestPoolObserversAndBackendGauges(t *testing.T) {
 	RegisterBackends(reg, func(yield func(BackendState)) {
 		yield(BackendState{Pool: "legal", Backend: "http://a:1", InFlight: 3, Healthy: true})
 		yield(BackendState{Pool: "legal", Backend: "http://b:1", InFlight: 0, Healthy: false})
-	})
+	}, nil)
 	want := `
 # HELP triage_requests_total Requests answered, by pool and HTTP status (499: the client left first).
 # TYPE triage_requests_total counter
@@ -86,6 +86,37 @@ triage_tokens_total{kind="prompt",pool="code",route="coding"} 7
 triage_tokens_total{kind="prompt",pool="code",route="none"} 16
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "triage_tokens_total"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReplicaScrapedState(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	RegisterBackends(reg, func(yield func(BackendState)) {
+		yield(BackendState{Pool: "code", Backend: "http://a:1", InFlight: 2, Healthy: true,
+			Scraped: true, Fresh: true, Running: 5, Waiting: 1, KVUsage: 0.25, PrefixQueries: 1000, PrefixHits: 800})
+		yield(BackendState{Pool: "code", Backend: "http://b:1", InFlight: 1, Healthy: true}) // never read: no triage_replica_* series
+	}, func(yield func(ChoiceCount)) {
+		yield(ChoiceCount{Pool: "code", Choice: "prefix_hit", N: 7})
+		yield(ChoiceCount{Pool: "code", Choice: "prefix_load", N: 1})
+	})
+	want := `
+# HELP triage_pool_replica_choices_total Requests given a replica, by why: p2c, round_robin, prefix_hit (the replica holding the longest prefix), prefix_miss (no replica held it: the conversation's home), prefix_load (the holder was over the load bound), preferred (a Responses chain's replica), only (one replica could take it).
+# TYPE triage_pool_replica_choices_total counter
+triage_pool_replica_choices_total{choice="prefix_hit",pool="code"} 7
+triage_pool_replica_choices_total{choice="prefix_load",pool="code"} 1
+# HELP triage_replica_kv_cache_usage_ratio Fraction of the replica's KV cache in use, as its /metrics last reported (vllm:kv_cache_usage_perc).
+# TYPE triage_replica_kv_cache_usage_ratio gauge
+triage_replica_kv_cache_usage_ratio{backend="http://a:1",pool="code"} 0.25
+# HELP triage_replica_prefix_cache_hits_tokens_total Prompt tokens the replica found in its prefix cache, as its /metrics last reported (vllm:prefix_cache_hits_total; resets when the replica restarts).
+# TYPE triage_replica_prefix_cache_hits_tokens_total counter
+triage_replica_prefix_cache_hits_tokens_total{backend="http://a:1",pool="code"} 800
+# HELP triage_replica_requests_waiting Requests the replica queues, as its /metrics last reported (vllm:num_requests_waiting).
+# TYPE triage_replica_requests_waiting gauge
+triage_replica_requests_waiting{backend="http://a:1",pool="code"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "triage_pool_replica_choices_total",
+		"triage_replica_kv_cache_usage_ratio", "triage_replica_prefix_cache_hits_tokens_total", "triage_replica_requests_waiting"); err != nil {
 		t.Fatal(err)
 	}
 }

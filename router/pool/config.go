@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -61,6 +62,20 @@ type Config struct {
 	// TLS configures connections to the pool's https replicas. Optional:
 	// without it they are verified against the system roots.
 	TLS TLS `koanf:"tls"`
+	// Balance is how a request's replica is chosen:
+	//   - "p2c" (the default): weighted power of two choices on the
+	//     gateway's in-flight requests;
+	//   - "round_robin": each available replica in turn, unweighted;
+	//   - "prefix": prefix-cache affinity for vLLM's automatic prefix
+	//     caching: the replica that was sent the longest prefix of the
+	//     request's conversation, unless its load is over the bound in
+	//     Prefix; requests without a conversation (embeddings) as p2c.
+	Balance string `koanf:"balance"`
+	// Prefix tunes balance: prefix.
+	Prefix Prefix `koanf:"prefix"`
+	// Metrics configures reading each replica's own /metrics (vLLM's
+	// queue and KV-cache figures), which balance: prefix weighs load by.
+	Metrics Metrics `koanf:"metrics"`
 	// StreamUsage asks the replicas for a stream's token usage
 	// (stream_options.include_usage) when the client did not, so limits,
 	// budgets, metrics and the usage log count streams too, and drops
@@ -205,6 +220,61 @@ type Breaker struct {
 	MaxCooldown time.Duration `koanf:"max_cooldown"`
 }
 
+// Prefix tunes prefix-cache affinity (Balance "prefix").
+type Prefix struct {
+	// BlockBytes is the size of the blocks a prompt is hashed in, in
+	// bytes of the request's messages array: a match is counted in whole
+	// blocks. Default 512 (about 128 tokens, eight of vLLM's 16-token KV
+	// blocks). 64..65536.
+	BlockBytes int `koanf:"block_bytes"`
+	// IndexBlocks bounds each replica's index of the blocks sent to it
+	// recently, in blocks; the least recently sent are forgotten first.
+	// Each costs 8 bytes of memory. Default 16384 (8 MiB of prompt text,
+	// about 2M tokens: several times what a replica such as
+	// Llama-3.1-8B on one 80 GB H100 keeps in its KV cache, so the index
+	// forgets after the replica does).
+	IndexBlocks int `koanf:"index_blocks"`
+	// LoadFactor bounds a replica's load (requests in flight, or as its
+	// /metrics reports them) to this multiple of the pool's mean, per unit
+	// of weight, rounded up (consistent hashing with bounded loads): a
+	// conversation whose replica is over it goes to the next in its
+	// rendezvous order that is not. Default 1.25. Above 1.
+	LoadFactor float64 `koanf:"load_factor"`
+}
+
+// Metrics configures the scraping of each replica's Prometheus /metrics,
+// off the request path: one goroutine per replica, each Interval. A
+// replica whose metrics cannot be read is balanced on the gateway's own
+// in-flight count until they can.
+type Metrics struct {
+	// Enabled turns scraping on. Default true for a kind: vllm pool with
+	// balance: prefix, false otherwise.
+	Enabled *bool `koanf:"enabled"`
+	// Path is requested on the replica's base URL. Default /metrics
+	// (vLLM's).
+	Path string `koanf:"path"`
+	// Interval between scrapes of one replica. Default 250ms.
+	Interval time.Duration `koanf:"interval"`
+	// Timeout of one scrape. Default 1s.
+	Timeout time.Duration `koanf:"timeout"`
+	// MaxBytes caps the body read; a longer one is a failed scrape.
+	// Default 4 MiB (vLLM's is tens of KiB).
+	MaxBytes int64 `koanf:"max_bytes"`
+}
+
+// ScrapesMetrics reports whether the replicas' /metrics are scraped.
+func (c *Config) ScrapesMetrics() bool { return c.Metrics.Enabled != nil && *c.Metrics.Enabled }
+
+// Notes are remarks on a valid config that is likely not what was meant,
+// each prefixed with path.
+func (c *Config) Notes(path string) []string {
+	var notes []string
+	if c.Balance == BalancePrefix && len(c.Replicas) == 1 {
+		notes = append(notes, path+".balance: prefix with a single replica: every request goes to it; affinity starts to matter with a second replica")
+	}
+	return notes
+}
+
 // Secret is a credential: printed as [redacted], so a config can be
 // logged whole.
 type Secret string
@@ -265,6 +335,26 @@ func (c *Config) SetDefaults() {
 	def(&c.Breaker.Cooldown, 10*time.Second)
 	def(&c.Breaker.MaxCooldown, 5*time.Minute)
 	defInt(&c.MaxIdleConns, 64)
+	if c.Balance == "" {
+		c.Balance = BalanceP2C
+	}
+	defInt(&c.Prefix.BlockBytes, 512)
+	defInt(&c.Prefix.IndexBlocks, 16384)
+	if c.Prefix.LoadFactor == 0 {
+		c.Prefix.LoadFactor = 1.25
+	}
+	if c.Metrics.Enabled == nil {
+		t := c.Kind == KindVLLM && c.Balance == BalancePrefix
+		c.Metrics.Enabled = &t
+	}
+	if c.Metrics.Path == "" {
+		c.Metrics.Path = "/metrics"
+	}
+	def(&c.Metrics.Interval, 250*time.Millisecond)
+	def(&c.Metrics.Timeout, time.Second)
+	if c.Metrics.MaxBytes == 0 {
+		c.Metrics.MaxBytes = 4 << 20
+	}
 	if c.DefaultMaxTokens == 0 {
 		c.DefaultMaxTokens = 4096
 	}
@@ -345,6 +435,30 @@ func (c *Config) Validate(path string) []error {
 	}
 	if c.Breaker.MaxCooldown < c.Breaker.Cooldown {
 		bad("breaker.max_cooldown", "must not be below breaker.cooldown (%s)", c.Breaker.Cooldown)
+	}
+	if !slices.Contains(Balances, c.Balance) {
+		bad("balance", "must be one of %s, got %q", strings.Join(Balances, ", "), c.Balance)
+	}
+	if c.Prefix.BlockBytes < 64 || c.Prefix.BlockBytes > 65536 {
+		bad("prefix.block_bytes", "must be between 64 and 65536, got %d", c.Prefix.BlockBytes)
+	}
+	if c.Prefix.IndexBlocks < 64 || c.Prefix.IndexBlocks > 1<<24 {
+		bad("prefix.index_blocks", "must be between 64 and 16777216, got %d", c.Prefix.IndexBlocks)
+	}
+	if !(c.Prefix.LoadFactor > 1 && c.Prefix.LoadFactor <= 100) {
+		bad("prefix.load_factor", "must be above 1 and at most 100, got %v", c.Prefix.LoadFactor)
+	}
+	if !strings.HasPrefix(c.Metrics.Path, "/") {
+		bad("metrics.path", "must start with '/', got %q", c.Metrics.Path)
+	}
+	if c.Metrics.Interval < 10*time.Millisecond {
+		bad("metrics.interval", "must be at least 10ms, got %s", c.Metrics.Interval)
+	}
+	if c.Metrics.Timeout <= 0 {
+		bad("metrics.timeout", "must be positive, got %s", c.Metrics.Timeout)
+	}
+	if c.Metrics.MaxBytes < 1024 {
+		bad("metrics.max_bytes", "must be at least 1024, got %d", c.Metrics.MaxBytes)
 	}
 	if c.MaxIdleConns < 0 {
 		bad("max_idle_conns", "must not be negative")

@@ -71,17 +71,27 @@ type Transition struct {
 	Pool, Backend string
 	Healthy       bool
 	Err           error // the failing check's error when !Healthy
+	// Metrics: the change is of the replica's /metrics scrape, not its
+	// health: !Healthy when a scrape first fails (reported once, not per
+	// scrape), Healthy when one succeeds again.
+	Metrics bool
 }
 
 // Run checks every replica at once and then each Interval (with up to 10%
 // jitter so replicas are not probed in lockstep), calling onChange (which
-// may be nil) on every change of verdict. It returns when ctx is done and all
-// checks have stopped. With checks disabled it returns at once.
+// may be nil) on every change of verdict; when the pool scrapes its
+// replicas' /metrics, it does so too (runScrapes). It returns when ctx is
+// done and all checks and scrapes have stopped. With checks and scrapes
+// disabled it returns at once.
 func (p *Pool) Run(ctx context.Context, onChange func(Transition)) {
+	var wg sync.WaitGroup
+	if p.scrapes {
+		wg.Go(func() { p.runScrapes(ctx, onChange) })
+	}
 	if !*p.cfg.Health.Enabled {
+		wg.Wait()
 		return
 	}
-	var wg sync.WaitGroup
 	for _, b := range p.backends {
 		wg.Go(func() {
 			for {

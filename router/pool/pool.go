@@ -51,6 +51,19 @@ type Backend struct {
 
 	inflight atomic.Int64
 
+	// Prefix affinity: the replica's rendezvous seed, and its index of the
+	// prefix blocks sent to it (nil unless the pool balances by prefix).
+	seed uint64
+	idx  *index
+
+	// The replica's own /metrics, as last scraped (scrape.go): queue is
+	// its running plus waiting requests, queueBase the gateway's in-flight
+	// count then, queueUntil the unix-nano time after which the figures
+	// are stale (0: none).
+	queue, queueBase, queueUntil atomic.Int64
+	scraped                      atomic.Pointer[Scraped]
+	scrapeErr                    string // the last failure reported; only the scraper touches it
+
 	// Active health: health is one of the state constants; only the
 	// backend's checker goroutine writes it.
 	health                  atomic.Int32
@@ -86,6 +99,11 @@ type Pool struct {
 	backends  []*Backend
 	now       func() time.Time
 	checker   Checker
+	policy    policy
+	rr        atomic.Uint64 // round robin's turn
+	scrapes   bool          // the replicas' /metrics are scraped
+	scraper   Scraper
+	counts    [len(choiceNames)]atomic.Uint64 // choices made, by Choice
 }
 
 // Option adjusts a Pool at construction.
@@ -97,9 +115,12 @@ func WithClock(now func() time.Time) Option { return func(p *Pool) { p.now = now
 // WithChecker replaces the HTTP health check.
 func WithChecker(c Checker) Option { return func(p *Pool) { p.checker = c } }
 
+// WithScraper replaces the HTTP scrape of the replicas' /metrics.
+func WithScraper(s Scraper) Option { return func(p *Pool) { p.scraper = s } }
+
 // New builds a pool from a validated config (SetDefaults and Validate first).
 func New(cfg Config, opts ...Option) (*Pool, error) {
-	p := &Pool{cfg: cfg, now: time.Now}
+	p := &Pool{cfg: cfg, now: time.Now, policy: policyOf(cfg.Balance), scrapes: cfg.ScrapesMetrics()}
 	var tlsCfg *tls.Config
 	var tlsID string
 	if cfg.TLS.Set() {
@@ -140,6 +161,10 @@ func New(cfg Config, opts ...Option) (*Pool, error) {
 		}
 		b.APIKey = string(r.APIKey)
 		b.Anthropic = cfg.Kind == KindAnthropic
+		b.seed = backendSeed(b.Name)
+		if p.policy == policyPrefix {
+			b.idx = newIndex(cfg.Prefix.IndexBlocks)
+		}
 		if !*cfg.Health.Enabled {
 			b.health.Store(healthUp)
 		}
@@ -150,6 +175,9 @@ func New(cfg Config, opts ...Option) (*Pool, error) {
 	}
 	if p.checker == nil {
 		p.checker = NewHTTPChecker()
+	}
+	if p.scraper == nil && p.scrapes {
+		p.scraper = NewHTTPScraper()
 	}
 	return p, nil
 }
@@ -180,44 +208,77 @@ func (p *Pool) Config() *Config { return &p.cfg }
 // Backends lists the replicas in config order.
 func (p *Pool) Backends() []*Backend { return p.backends }
 
-// Pick chooses a replica for one request and counts it in flight: two
-// candidates drawn at random in proportion to their weights among those
-// available and not in tried, and the one with fewer requests in flight per
-// unit of weight wins. A half-open replica is given out to one request at a
-// time (its probe). The caller must Release the backend and Report the
-// outcome.
+// Pick chooses a replica for one request and counts it in flight, by the
+// pool's balancing policy, among the replicas available and not in tried:
+//   - p2c: two candidates drawn at random in proportion to their weights,
+//     and the one with fewer requests in flight per unit of weight wins;
+//   - round_robin: the next replica in turn;
+//   - prefix: as p2c, since Pick has no key (PickKey).
+//
+// A half-open replica is given out to one request at a time (its probe).
+// The caller must Release the backend and Report the outcome.
 func (p *Pool) Pick(tried []*Backend) (*Backend, error) {
+	b, _, err := p.PickKey(nil, tried)
+	return b, err
+}
+
+// PickKey is Pick for a request whose prefix key is k (Pool.Key; nil or
+// empty: none): with balance prefix, the replica holding the longest
+// prefix of k, within the bound on load (choosePrefix). It also says why
+// it chose the replica.
+func (p *Pool) PickKey(k *Key, tried []*Backend) (*Backend, Choice, error) {
 	for range 4 { // lose a half-open probe race at most a few times
-		b := p.choose(tried)
+		b, c := p.choose(k, tried)
 		if b == nil {
-			return nil, ErrNoBackend
+			return nil, c, ErrNoBackend
 		}
 		if b.openUntil.Load() != 0 && !b.probing.CompareAndSwap(false, true) {
 			tried = append(tried[:len(tried):len(tried)], b) // copy: never touch the caller's array
 			continue
 		}
 		b.inflight.Add(1)
-		return b, nil
+		p.counts[c].Add(1)
+		return b, c, nil
 	}
-	return nil, ErrNoBackend
+	return nil, ChoiceP2C, ErrNoBackend
 }
 
 // PickNamed is Pick, preferring the replica named name (Backend.Name)
 // while it is available: a conversation whose state lives on one replica
 // (a Responses chain, in vLLM's memory) goes back to it.
 func (p *Pool) PickNamed(name string) (*Backend, error) {
+	b, _, err := p.PickNamedKey(name, nil)
+	return b, err
+}
+
+// PickNamedKey is PickNamed, with PickKey's key and choice when the named
+// replica is not available.
+func (p *Pool) PickNamedKey(name string, k *Key) (*Backend, Choice, error) {
 	if name != "" {
 		for _, b := range p.backends {
 			if b.Name == name && b.health.Load() != healthDown && b.openUntil.Load() == 0 {
 				b.inflight.Add(1)
-				return b, nil
+				if b.idx != nil && k != nil {
+					b.idx.add(k)
+				}
+				p.counts[ChoicePreferred].Add(1)
+				return b, ChoicePreferred, nil
 			}
 		}
 	}
-	return p.Pick(nil)
+	return p.PickKey(k, nil)
 }
 
-func (p *Pool) choose(tried []*Backend) *Backend {
+// ChoicesMade is how many times Pick and its variants gave a replica
+// for reason c since the pool was built.
+func (p *Pool) ChoicesMade(c Choice) uint64 {
+	if int(c) >= len(p.counts) {
+		return 0
+	}
+	return p.counts[c].Load()
+}
+
+func (p *Pool) choose(k *Key, tried []*Backend) (*Backend, Choice) {
 	var now int64 // read the clock only when some breaker is open
 	avail := func(b *Backend) bool {
 		if b.health.Load() == healthDown {
@@ -240,9 +301,18 @@ func (p *Pool) choose(tried []*Backend) *Backend {
 	}
 	if len(p.backends) == 1 {
 		if b := p.backends[0]; avail(b) {
-			return b
+			if b.idx != nil && k != nil {
+				b.idx.add(k)
+			}
+			return b, ChoiceOnly
 		}
-		return nil
+		return nil, ChoiceOnly
+	}
+	switch {
+	case p.policy == policyRoundRobin:
+		return p.chooseRoundRobin(avail), ChoiceRoundRobin
+	case p.policy == policyPrefix && k != nil && k.Conv != 0:
+		return p.choosePrefix(k, avail)
 	}
 	var total int64
 	var n int
@@ -256,18 +326,18 @@ func (p *Pool) choose(tried []*Backend) *Backend {
 	}
 	switch n {
 	case 0:
-		return nil
+		return nil, ChoiceP2C
 	case 1:
-		return only
+		return only, ChoiceOnly
 	}
 	a := p.draw(total, nil, avail)
 	c := p.draw(total-a.Weight, a, avail)
 	// Fewer in flight per unit of weight wins; a tie goes to the first draw,
 	// which was weight-proportional, so an idle pool splits by weight.
 	if a.inflight.Load()*c.Weight <= c.inflight.Load()*a.Weight {
-		return a
+		return a, ChoiceP2C
 	}
-	return c
+	return c, ChoiceP2C
 }
 
 // draw picks an available backend other than skip with probability
@@ -389,7 +459,8 @@ func (p *Pool) Healthy(b *Backend) bool { return p.State(b) == StateHealthy }
 // Available reports whether Pick could find a replica now: one not failing
 // its checks and not ejected (an unchecked one counts).
 func (p *Pool) Available() bool {
-	return p.choose(nil) != nil
+	b, _ := p.choose(nil, nil)
+	return b != nil
 }
 
 // Ready reports whether some replica is confirmed healthy.

@@ -49,6 +49,12 @@ type Request struct {
 	// Prefer names the replica (pool.Backend.Name) to try first while it
 	// is available: the one holding a conversation's state.
 	Prefer string
+	// Key, when not nil, is the request's prefix key (pool.Pool.Key), for
+	// a pool that balances by prefix.
+	Key *pool.Key
+	// ExplainChoice sets X-Triage-Replica-Choice on the response: why the
+	// replica that answered was chosen (pool.Choice).
+	ExplainChoice bool
 	// Peek, when not nil, sees the first bytes of a 2xx body, read by
 	// read, before the client does, with the replica answering, until it
 	// returns true (a response id, say, recorded before the client can
@@ -121,6 +127,7 @@ type Result struct {
 	TTFB     time.Duration // from Start to the response head reaching the client; 0 if none did
 	Bytes    int64         // response body bytes sent to the client
 	Attempts int           // upstream attempts made
+	Choice   pool.Choice   // why Backend was chosen
 	Err      error         // the cause of a failure, for the log; never shown to the client
 	// Aborted means the response broke after its head was sent: the caller
 	// must abort the client connection (panic(http.ErrAbortHandler)) so the
@@ -152,9 +159,9 @@ func (t *Transport) Forward(ctx context.Context, w http.ResponseWriter, p *pool.
 	var b *pool.Backend
 	var err error
 	if req.Prefer != "" {
-		b, err = p.PickNamed(req.Prefer)
+		b, res.Choice, err = p.PickNamedKey(req.Prefer, req.Key)
 	} else {
-		b, err = p.Pick(nil)
+		b, res.Choice, err = p.PickKey(req.Key, nil)
 	}
 	if err != nil {
 		res.Err = err
@@ -186,7 +193,8 @@ func (t *Transport) Forward(ctx context.Context, w http.ResponseWriter, p *pool.
 			p.Report(b, pool.Failure)
 			var late *lateHeadError
 			if (notSent(err) || errors.As(err, &late)) && canRetry() {
-				if next, perr := p.Pick(tried); perr == nil {
+				if next, c, perr := p.PickKey(req.Key, tried); perr == nil {
+					res.Choice = c
 					req.attemptDone(0, retryReason(err), err)
 					b = next
 					continue
@@ -199,7 +207,8 @@ func (t *Transport) Forward(ctx context.Context, w http.ResponseWriter, p *pool.
 		// request: what is needed of it is read first.
 		status := up.status
 		if retryStatus(status) && canRetry() {
-			if next, perr := p.Pick(tried); perr == nil {
+			if next, c, perr := p.PickKey(req.Key, tried); perr == nil {
+				res.Choice = c
 				up.close()
 				b.Release()
 				p.Report(b, pool.Failure)
@@ -210,6 +219,9 @@ func (t *Transport) Forward(ctx context.Context, w http.ResponseWriter, p *pool.
 			}
 		}
 		res.Err = nil
+		if req.ExplainChoice {
+			w.Header()["X-Triage-Replica-Choice"] = choiceValues[res.Choice : res.Choice+1 : res.Choice+1]
+		}
 		res = t.relay(ctx, w, up, pol, req, deadline, res)
 		b.Release()
 		req.attemptDone(status, "", res.Err)
@@ -224,6 +236,16 @@ func (t *Transport) Forward(ctx context.Context, w http.ResponseWriter, p *pool.
 		return res
 	}
 }
+
+// choiceValues are the X-Triage-Replica-Choice values, indexed by
+// pool.Choice: a header set without allocating.
+var choiceValues = func() []string {
+	v := make([]string, len(pool.Choices))
+	for _, c := range pool.Choices {
+		v[c] = c.String()
+	}
+	return v
+}()
 
 func (t *Transport) fail(w http.ResponseWriter, req *Request, res Result, e *openai.Error) Result {
 	if req.WriteError != nil {
