@@ -32,6 +32,6 @@ func (g *Gateway) recordSample(s *snapshot, al *accessLine) {
 }
 
 func (g *Gateway) sampleCounts() metrics.SampleCounts {
-	w, d, c, f := g.sampler.Counts()
-	return metrics.SampleCounts{Written: w, Dropped: d, Capped: c, Failed: f}
+	c := g.sampler.Counts()
+	return metrics.SampleCounts{Written: c.Written, Dropped: c.Dropped, Capped: c.Capped, Failed: c.Failed}
 }

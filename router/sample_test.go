@@ -93,8 +93,8 @@ func TestSampling(t *testing.T) {
 	if r := recs[1]; r.Text != "how do I rebase onto main" || r.Decision.Route != "coding" {
 		t.Errorf("second record %+v", r)
 	}
-	if w, d, c, _ := hs.gw.sampler.Counts(); w != 2 || d != 0 || c != 1 {
-		t.Errorf("written %d dropped %d capped %d, want 2 0 1", w, d, c)
+	if c := hs.gw.sampler.Counts(); c.Written != 2 || c.Dropped != 0 || c.Capped != 1 {
+		t.Errorf("counts %+v, want 2 written, 0 dropped, 1 capped", c)
 	}
 	m := hs.do(t, "GET", "/metrics", "")
 	if !strings.Contains(m.body, `triage_samples_total{outcome="capped"} 1`) || !strings.Contains(m.body, `triage_samples_total{outcome="written"} 2`) {

@@ -70,7 +70,7 @@ type Sampler struct {
 	hour  atomic.Int64 // the hour the count is of (Unix hours)
 	count atomic.Int64 // records taken in that hour
 
-	written, dropped, capped, failed atomic.Uint64
+	taken, written, dropped, capped, failed atomic.Uint64
 }
 
 type job struct {
@@ -97,6 +97,7 @@ func (s *Sampler) Take(o *Options, now time.Time) bool {
 		return false
 	}
 	if o.PerHour <= 0 {
+		s.taken.Add(1)
 		return true
 	}
 	h := now.Unix() / 3600
@@ -109,6 +110,7 @@ func (s *Sampler) Take(o *Options, now time.Time) bool {
 		s.capped.Add(1)
 		return false
 	}
+	s.taken.Add(1)
 	return true
 }
 
@@ -146,11 +148,16 @@ func (s *Sampler) Offer(rec Record, text string, set *rules.Set, out io.Writer, 
 	}
 }
 
-// Counts are what the sampler did since it started: records written,
-// dropped for want of room in the queue, not taken because of the hourly
-// cap, and failed to format.
-func (s *Sampler) Counts() (written, dropped, capped, failed uint64) {
-	return s.written.Load(), s.dropped.Load(), s.capped.Load(), s.failed.Load()
+// Counts are what a Sampler did since it started: requests taken,
+// records written, dropped for want of room in the queue, requests not
+// taken because of the hourly cap, and records that failed to format.
+type Counts struct {
+	Taken, Written, Dropped, Capped, Failed uint64
+}
+
+// Counts returns what the sampler did so far.
+func (s *Sampler) Counts() Counts {
+	return Counts{Taken: s.taken.Load(), Written: s.written.Load(), Dropped: s.dropped.Load(), Capped: s.capped.Load(), Failed: s.failed.Load()}
 }
 
 // tier2Budget bounds the worker's wait for tier 2's verdict on a record.

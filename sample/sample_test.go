@@ -23,8 +23,8 @@ func TestTakeCapsPerHour(t *testing.T) {
 	if want := []bool{true, true, true, false, false}; !equal(got, want) {
 		t.Fatalf("Take in one hour = %v, want %v", got, want)
 	}
-	if _, _, capped, _ := s.Counts(); capped != 2 {
-		t.Errorf("capped = %d, want 2", capped)
+	if c := s.Counts(); c.Capped != 2 || c.Taken != 3 {
+		t.Errorf("counts %+v, want 3 taken, 2 capped", c)
 	}
 	if !s.Take(o, at.Add(time.Minute)) {
 		t.Error("Take in the next hour = false: the cap is per hour")
@@ -71,8 +71,8 @@ func TestOfferNeverBlocks(t *testing.T) {
 	for range 5 {
 		s.Offer(Record{Time: time.Now()}, "text", nil, nil, o)
 	}
-	if _, dropped, _, _ := s.Counts(); dropped != 3 {
-		t.Errorf("dropped = %d, want 3 (queue of 2, 5 offered)", dropped)
+	if d := s.Counts().Dropped; d != 3 {
+		t.Errorf("dropped = %d, want 3 (queue of 2, 5 offered)", d)
 	}
 }
 
@@ -134,7 +134,7 @@ func TestRecordRedacted(t *testing.T) {
 			t.Errorf("line %d: decision %+v, want %+v", i, r.Decision, dec)
 		}
 	}
-	if w, _, _, _ := s.Counts(); w != 2 {
+	if w := s.Counts().Written; w != 2 {
 		t.Errorf("written = %d, want 2", w)
 	}
 }
