@@ -69,11 +69,18 @@ func TestRedactLeavesNothing(t *testing.T) {
 func FuzzRedact(f *testing.F) {
 	f.Add("write to a@b.co or +1 555 123 4567")
 	f.Add("4111 1111 1111 1111")
+	f.Add("xoxb-0123456789 and eyJa.eyJb.c with a+b/c=d0123456789012345678901234")
+	f.Add("API-KEY: abcdefgh12 Bearer x")
 	f.Fuzz(func(t *testing.T, s string) {
 		r := Redact(s)
 		// Idempotent: a redacted text has nothing more to redact.
 		if again := Redact(r); again != r {
 			t.Errorf("Redact(Redact(%q)) = %q, want %q", s, again, r)
+		}
+		// The pass that picks the expressions never skips one that
+		// would have matched.
+		if all := redact(s, clues{at: true, digits: 99, token: 99, secretWord: true, jwt: true}); all != r {
+			t.Errorf("Redact(%q) = %q, but every expression gives %q", s, r, all)
 		}
 		if email.MatchString(r) {
 			t.Errorf("Redact(%q) = %q still holds an e-mail address", s, r)
