@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/triagegw/triage/classifier"
+	"github.com/triagegw/triage/datasets"
 	"github.com/triagegw/triage/rules"
 	"github.com/triagegw/triage/sample"
 )
@@ -194,6 +195,11 @@ func TestSessionLabelUndoResume(t *testing.T) {
 	}
 	if ls := readLabels(t, out); len(ls) != 1 || ls[0].ID != first.ID {
 		t.Errorf("labels file after undo = %+v", ls)
+	}
+	// What eval and calibrate read.
+	ds, err := datasets.ReadJSONL(out)
+	if err != nil || len(ds.Rows) != 1 || ds.Rows[0].Text != first.Text || ds.Rows[0].Label != "law" || ds.Rows[0].Source != "traffic" {
+		t.Errorf("datasets.ReadJSONL(labels) = %+v, %v", ds, err)
 	}
 	if fi, err := os.Stat(out); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("labels file mode %v, %v; want 0600", fi.Mode().Perm(), err)

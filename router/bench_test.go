@@ -120,9 +120,9 @@ func BenchmarkRequestPath(b *testing.B) {
 
 // BenchmarkSampling is the request path of a request routed by subject
 // (tier 1 and the rules, then forwarding to an instant upstream), with
-// prompt sampling off and at the default rate, 1 in 100, without the
-// hourly cap (every chosen request recorded: the most it costs at that
-// rate). The sampler's worker runs meanwhile, on the same cores: it
+// prompt sampling off, at the default rate, 1 in 100, and at every
+// request (what one record costs), without the hourly cap (every chosen
+// request recorded: the most it costs at that rate). The sampler's worker runs meanwhile, on the same cores: it
 // redacts and writes each record to a real file, so its cost shows in the
 // throughput too. Compare ns/op of off and rate=0.01:
 //
@@ -132,10 +132,10 @@ func BenchmarkSampling(b *testing.B) {
 	text := "My landlord says I have to pay for repainting the whole flat after three years. " +
 		"The lease says normal wear and tear is excluded. Can he keep my deposit for that? " +
 		"He also wants me to pay the cleaning company he picked. What are my rights here, and how do I reply to him?"
-	for _, on := range []bool{false, true} {
-		name := "sample=off"
+	for _, rate := range []float64{0, 0.01, 1} {
+		name, on := "sample=off", rate > 0
 		if on {
-			name = "sample=rate=0.01"
+			name = fmt.Sprintf("sample=rate=%g", rate)
 		}
 		b.Run(name, func(b *testing.B) {
 			cfg := newConfig("general", poolCfg("general", "llama", up), poolCfg("legal", "saul", up), poolCfg("code", "coder", up))
@@ -147,7 +147,7 @@ func BenchmarkSampling(b *testing.B) {
 			files := logsink.NewFiles(ctx)
 			if on {
 				cfg.Sample.Path = filepath.Join(b.TempDir(), "samples.jsonl")
-				cfg.Sample.MaxPerHour = 1 << 30
+				cfg.Sample.Rate, cfg.Sample.MaxPerHour = rate, 1<<30
 			}
 			gw, err := New(cfg, set, Options{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), AccessLog: io.Discard, SampleLog: files.OpenPrivate})
 			if err != nil {
