@@ -112,11 +112,8 @@ func scan(s string) clues {
 		if b == '@' {
 			c.at = true
 		}
-		if letter && !c.secretWord {
-			switch b | 0x20 {
-			case 'b', 't', 'k', 's', 'p':
-				c.secretWord = secretAt(s[i:])
-			}
+		if letter && !c.secretWord && (i == 0 || !wordByte(s[i-1])) {
+			c.secretWord = secretAt(s[i:])
 		}
 		c.digits = max(c.digits, digits)
 		c.token = max(c.token, token)
@@ -128,12 +125,30 @@ func scan(s string) clues {
 // secretAt reports whether s starts with a word the bearer expression
 // looks for.
 func secretAt(s string) bool {
-	for _, w := range [...]string{"bearer", "token", "key", "api_key", "api-key", "apikey", "secret", "password"} {
+	var words []string
+	switch s[0] | 0x20 {
+	case 'a':
+		words = []string{"api_key", "api-key", "apikey"}
+	case 'b':
+		words = []string{"bearer"}
+	case 'p':
+		words = []string{"password"}
+	case 's':
+		words = []string{"secret"}
+	case 't':
+		words = []string{"token"}
+	}
+	for _, w := range words {
 		if len(s) >= len(w) && strings.EqualFold(s[:len(w)], w) {
 			return true
 		}
 	}
 	return false
+}
+
+// wordByte is what \b counts as part of a word.
+func wordByte(b byte) bool {
+	return b|0x20 >= 'a' && b|0x20 <= 'z' || b >= '0' && b <= '9' || b == '_'
 }
 
 func redactPhones(s string, marked bool) string {
