@@ -17,6 +17,8 @@ func lock(f *os.File) error {
 	if err != nil {
 		return err
 	}
+	lockMu.Lock()
 	lockFiles[f] = l.Name()
+	lockMu.Unlock()
 	return l.Close()
 }

@@ -304,10 +304,12 @@ func (s *Session) Close() error {
 		errs = append(errs, s.unsure.close())
 	}
 	if s.labels != nil {
+		lockMu.Lock()
 		if p, ok := lockFiles[s.labels.f]; ok {
 			os.Remove(p)
 			delete(lockFiles, s.labels.f)
 		}
+		lockMu.Unlock()
 		errs = append(errs, s.labels.close())
 	}
 	return errors.Join(errs...)

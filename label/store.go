@@ -7,14 +7,18 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"time"
 )
 
-// ErrLocked is the error of a labels file another process is writing.
+// errLocked is lock's error for a labels file another process holds.
 var errLocked = errors.New("locked")
 
 // lockFiles are the lock files of systems without flock, by labels file.
-var lockFiles = map[*os.File]string{}
+var (
+	lockMu    sync.Mutex
+	lockFiles = map[*os.File]string{}
+)
 
 // Labelled is one line of the labels file: the standard labelled JSONL
 // (text, label, source, id), with when it was labelled.

@@ -11,9 +11,9 @@ import (
 // classifier's text, and a record queued for the sampler's worker, which
 // asks the tiers, redacts and writes off the request path.
 
-// sampleText is the classifier's text to keep for a sample when this
-// request is taken, "" otherwise. Called while text is valid (before the
-// signals' buffer is released).
+// sampleText keeps a copy of the classifier's text in al when sampling
+// takes this request. Called while text is valid (before the signals'
+// buffer is released).
 func (g *Gateway) sampleText(s *snapshot, al *accessLine, text string) {
 	if s.sampleOut == nil || text == "" || !g.sampler.Take(&s.sampleOpts, al.start) {
 		return
