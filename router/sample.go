@@ -33,5 +33,5 @@ func (g *Gateway) recordSample(s *snapshot, al *accessLine) {
 
 func (g *Gateway) sampleCounts() metrics.SampleCounts {
 	c := g.sampler.Counts()
-	return metrics.SampleCounts{Written: c.Written, Dropped: c.Dropped, Capped: c.Capped, Failed: c.Failed}
+	return metrics.SampleCounts{Written: c.Written, Dropped: c.Dropped, Capped: c.Capped}
 }

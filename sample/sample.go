@@ -2,7 +2,6 @@ package sample
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"math/rand/v2"
 	"strings"
@@ -70,7 +69,7 @@ type Sampler struct {
 	hour  atomic.Int64 // the hour the count is of (Unix hours)
 	count atomic.Int64 // records taken in that hour
 
-	taken, written, dropped, capped, failed atomic.Uint64
+	taken, written, dropped, capped atomic.Uint64
 }
 
 type job struct {
@@ -149,15 +148,15 @@ func (s *Sampler) Offer(rec Record, text string, set *rules.Set, out io.Writer, 
 }
 
 // Counts are what a Sampler did since it started: requests taken,
-// records written, dropped for want of room in the queue, requests not
-// taken because of the hourly cap, and records that failed to format.
+// records written, dropped for want of room in the queue, and requests
+// not taken because of the hourly cap.
 type Counts struct {
-	Taken, Written, Dropped, Capped, Failed uint64
+	Taken, Written, Dropped, Capped uint64
 }
 
 // Counts returns what the sampler did so far.
 func (s *Sampler) Counts() Counts {
-	return Counts{Taken: s.taken.Load(), Written: s.written.Load(), Dropped: s.dropped.Load(), Capped: s.capped.Load(), Failed: s.failed.Load()}
+	return Counts{Taken: s.taken.Load(), Written: s.written.Load(), Dropped: s.dropped.Load(), Capped: s.capped.Load()}
 }
 
 // tier2Budget bounds the worker's wait for tier 2's verdict on a record.
@@ -197,12 +196,7 @@ func (s *Sampler) write(ctx context.Context, j *job, line []byte) []byte {
 		}
 	}
 	rec.Text = Redact(j.text)
-	b, err := json.Marshal(rec)
-	if err != nil {
-		s.failed.Add(1)
-		return line
-	}
-	line = append(append(line, b...), '\n')
+	line = append(appendRecord(line, rec), '\n')
 	_, _ = j.out.Write(line) // one Write per line: the sink keeps lines whole
 	s.written.Add(1)
 	return line
