@@ -217,7 +217,7 @@ func TestResumeRefusesBadLabels(t *testing.T) {
 {"text":"a","label":"business"}
 `), 0o600)
 	_, err := Open(Options{Samples: []string{sp}, Out: out, Classes: []string{"law", "business"}})
-	for _, want := range []string{out + `:2: label "cooking" is not one of the classes`, out + `:3: "a" is labelled again (first on line 1)`} {
+	for _, want := range []string{out + `:2: label "cooking" is not one of the classes`, out + `:3: prompt ` + TextID("a") + ` is labelled again (first on line 1)`} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Open = %v, want %q", err, want)
 		}

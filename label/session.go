@@ -191,7 +191,7 @@ func (s *Session) resume() error {
 			l.ID = TextID(l.Text)
 		}
 		if prev, dup := known[l.ID]; dup {
-			problems = append(problems, fmt.Errorf("%s:%d: %q is labelled again (first on line %d)", s.o.Out, n, clip(l.Text), prev))
+			problems = append(problems, fmt.Errorf("%s:%d: prompt %s is labelled again (first on line %d)", s.o.Out, n, l.ID, prev))
 			return nil
 		}
 		known[l.ID] = n
@@ -279,13 +279,6 @@ func (s *Session) lineStarts(marks []struct {
 		marks[i].m.off = starts[marks[i].m.kind+marks[i].m.id]
 	}
 	return nil
-}
-
-func clip(s string) string {
-	if len(s) > 60 {
-		return s[:60] + "…"
-	}
-	return s
 }
 
 // ReadInfo is what reading the sample found besides its prompts.
