@@ -50,13 +50,13 @@ func listPackages(t *testing.T, tags ...string) []pkg {
 // machine: which package may depend on which.
 func TestImportDirections(t *testing.T) {
 	pkgs := listPackages(t)
-	leaf := []string{"rules", "classifier", "models", "datasets", "evaluation", "training", "sim", "internal", "openai", "anthropic", "shadow",
+	leaf := []string{"rules", "classifier", "models", "datasets", "evaluation", "training", "sim", "internal", "openai", "anthropic", "shadow", "sample", "label",
 		"router/pool", "router/access", "router/metrics", "router/proxy", "router/config", "router/h1", "router/tlsconf", "router/tracing"}
 	// Wire formats: the API shapes clients speak. Routing decides on
 	// rules.Signals, which each wire format extracts; nothing below the
 	// edge reads a wire format.
 	wire := []string{"openai", "anthropic"}
-	wireFree := []string{"rules", "classifier", "models", "datasets", "evaluation", "training", "shadow"}
+	wireFree := []string{"rules", "classifier", "models", "datasets", "evaluation", "training", "shadow", "sample", "label"}
 	for _, p := range pkgs {
 		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, mod), "/")
 		isLeaf := false
@@ -143,8 +143,8 @@ var toolchain = []string{
 // without tier 2's build tag; nor does any package cmd/triage's serve path
 // imports.
 func TestGatewayWithoutToolchain(t *testing.T) {
-	servesWith := []string{"router", "rules", "classifier", "openai", "shadow"} // with their subpackages
-	servePath := []string{"main.go", "serve.go", "routing.go", "debug.go"}      // cmd/triage files
+	servesWith := []string{"router", "rules", "classifier", "openai", "shadow", "sample"} // with their subpackages
+	servePath := []string{"main.go", "serve.go", "routing.go", "debug.go"}                // cmd/triage files
 	isToolchain := func(path string) bool {
 		rel, ok := strings.CutPrefix(path, mod+"/")
 		return ok && slices.Contains(toolchain, rel)

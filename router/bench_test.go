@@ -2,6 +2,7 @@ package router
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/triagegw/triage/classifier"
+	"github.com/triagegw/triage/classifier/classifiertest"
+	"github.com/triagegw/triage/internal/logsink"
 	"github.com/triagegw/triage/internal/testenv"
 	"github.com/triagegw/triage/router/access"
 )
@@ -110,6 +114,66 @@ func BenchmarkRequestPath(b *testing.B) {
 					b.Fatalf("status %d: %s", w.Code, w.Body)
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkSampling is the request path of a request routed by subject
+// (tier 1 and the rules, then forwarding to an instant upstream), with
+// prompt sampling off, at the default rate, 1 in 100, and at every
+// request (what one record costs), without the hourly cap (every chosen
+// request recorded: the most it costs at that rate). The sampler's worker runs meanwhile, on the same cores: it
+// redacts and writes each record to a real file, so its cost shows in the
+// throughput too. Compare ns/op of off and rate=0.01:
+//
+//	go test ./router -run '^$' -bench Sampling -count 10 | benchstat -col /sample -
+func BenchmarkSampling(b *testing.B) {
+	up := instantUpstream(b, false)
+	text := "My landlord says I have to pay for repainting the whole flat after three years. " +
+		"The lease says normal wear and tear is excluded. Can he keep my deposit for that? " +
+		"He also wants me to pay the cleaning company he picked. What are my rights here, and how do I reply to him?"
+	for _, rate := range []float64{0, 0.01, 1} {
+		name, on := "sample=off", rate > 0
+		if on {
+			name = fmt.Sprintf("sample=rate=%g", rate)
+		}
+		b.Run(name, func(b *testing.B) {
+			cfg := newConfig("general", poolCfg("general", "llama", up), poolCfg("legal", "saul", up), poolCfg("code", "coder", up))
+			tier1 := &classifiertest.Fixed{Rules: []classifiertest.Rule{{Contains: "deposit", Class: "law", Score: 0.9}},
+				Default: classifier.Scored{Class: "other", Score: 0.8}}
+			set := compileRules(b, cfg, tier1, gatewayRules)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			files := logsink.NewFiles(ctx)
+			if on {
+				cfg.Sample.Path = filepath.Join(b.TempDir(), "samples.jsonl")
+				cfg.Sample.Rate, cfg.Sample.MaxPerHour = rate, 1<<30
+			}
+			gw, err := New(cfg, set, Options{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), AccessLog: io.Discard, SampleLog: files.OpenPrivate})
+			if err != nil {
+				b.Fatal(err)
+			}
+			done := make(chan struct{})
+			go func() { gw.Run(ctx); close(done) }()
+			h := gw.Handler()
+			body := `{"model":"auto","messages":[{"role":"user","content":"` + text + `"}],"max_tokens":64}`
+			b.ReportAllocs()
+			for b.Loop() {
+				req := httptest.NewRequest("POST", "/v1/chat/completions", strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, req)
+				if w.Code != 200 {
+					b.Fatalf("status %d: %s", w.Code, w.Body)
+				}
+			}
+			b.StopTimer()
+			c := gw.sampler.Counts()
+			b.ReportMetric(float64(c.Taken)/float64(b.N), "sampled/op")
+			b.ReportMetric(float64(c.Dropped)/float64(b.N), "dropped/op")
+			cancel()
+			<-done
+			files.Close()
 		})
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/triagegw/triage/router/proxy"
 	"github.com/triagegw/triage/router/tracing"
 	"github.com/triagegw/triage/rules"
+	"github.com/triagegw/triage/sample"
 	"github.com/triagegw/triage/shadow"
 )
 
@@ -59,6 +60,14 @@ type Options struct {
 	// rotated past maxBytes keeping keep old files; nil: no usage log. Give
 	// writers that do not block (logsink.Files).
 	UsageLog func(path string, maxBytes int64, keep int) (io.Writer, error)
+	// SampleLog returns the writer of the prompt sample at path
+	// (sample.path), mode 0600, rotated past maxBytes keeping keep old
+	// files; nil: no sampling. Give writers that do not block
+	// (logsink.Files.OpenPrivate).
+	SampleLog func(path string, maxBytes int64, keep int) (io.Writer, error)
+	// SampleQueue bounds the sampled requests waiting for the sampler's
+	// worker; default sample.DefaultQueue.
+	SampleQueue int
 	// ShadowQueue bounds the requests waiting for a shadow decision;
 	// default shadow.DefaultQueue.
 	ShadowQueue int
@@ -81,6 +90,8 @@ type Gateway struct {
 	split     *splitter
 	shadowLog func(string) (io.Writer, error)
 	usageLog  func(string, int64, int) (io.Writer, error)
+	sampleLog func(string, int64, int) (io.Writer, error)
+	sampler   *sample.Sampler
 	// tracer is nil with tracing off; tracing.* changes take a restart.
 	tracer *tracing.Tracer
 
@@ -123,6 +134,9 @@ type snapshot struct {
 	access *access.Snapshot
 	// usageOut is the usage log (access.usage_log); nil: none.
 	usageOut io.Writer
+	// sampleOut is the prompt sample (sample.path); nil: sampling off.
+	sampleOut  io.Writer
+	sampleOpts sample.Options
 }
 
 // poolEntry is a pool and what the request path needs of it, resolved once.
@@ -165,6 +179,8 @@ func New(cfg *config.Config, routing *rules.Set, o Options) (*Gateway, error) {
 		changed:   make(chan struct{}, 1),
 		shadowLog: o.ShadowLog,
 		usageLog:  o.UsageLog,
+		sampleLog: o.SampleLog,
+		sampler:   sample.New(o.SampleQueue),
 		limiter:   access.NewLimiter(),
 		responses: newResponseIndex(responseIndexSize),
 	}
@@ -198,6 +214,7 @@ func New(cfg *config.Config, routing *rules.Set, o Options) (*Gateway, error) {
 	metrics.RegisterBudgets(o.Registry, g.budgetStates)
 	metrics.RegisterShared(o.Registry, g.limiter.Degraded)
 	metrics.RegisterTier2(o.Registry, g.tier2State)
+	metrics.RegisterSampling(o.Registry, g.sampleCounts)
 	if err := g.Apply(cfg, routing); err != nil {
 		_ = g.Shutdown(context.Background())
 		return nil, err
@@ -337,6 +354,14 @@ func (g *Gateway) Apply(cfg *config.Config, routing *rules.Set) error {
 		}
 		if err := g.applySplit(s, routing); err != nil {
 			return err
+		}
+		if sc := cfg.Sample; sc.Enabled() && g.sampleLog != nil {
+			w, err := g.sampleLog(sc.Path, int64(sc.MaxBytes), sc.Keep)
+			if err != nil {
+				return fmt.Errorf("sample.path: %w", err)
+			}
+			s.sampleOut = w
+			s.sampleOpts = sample.Options{Rate: sc.Rate, PerHour: int64(sc.MaxPerHour), Principal: sc.Principal}
 		}
 	}
 	var jwt *access.JWT
@@ -552,6 +577,7 @@ func (g *Gateway) Run(ctx context.Context) {
 	}
 	reconcile()
 	wg.Go(func() { g.shadow.Run(ctx) })
+	wg.Go(func() { g.sampler.Run(ctx) })
 	wg.Go(func() { g.split.run(ctx) })
 	wg.Go(func() { g.limiter.Run(ctx) }) // shared limits' leases and budgets, with Redis
 	if g.share != nil {

@@ -349,6 +349,7 @@ func (g *Gateway) serve(c *gin.Context, sh shape) {
 		}
 		g.metrics.Decision(orDefault(dec.Route), dec.Reason, dec.Tier, al.decideTime.Seconds())
 		g.shadow.Offer(s.rules, s.shadowOut, id, &sig, dec, al.decideTime)
+		g.sampleText(s, &al, sig.Text)
 		release()
 	} else if dec, err = s.table.decide(&req); err != nil {
 		oe := openai.ModelNotFound(req.ModelName())
@@ -619,6 +620,8 @@ type accessLine struct {
 	trace      *reqTrace // nil: tracing off
 	arm        rules.Arm // the split arm; rules.ArmNone: no split
 	armBy      string    // what the arm was assigned by
+	sampleText string    // the classifier's text, when sampled; "": not sampled
+	sampleCut  bool      // sampleText was clipped
 }
 
 func (g *Gateway) account(s *snapshot, al *accessLine) {
@@ -663,6 +666,9 @@ func (g *Gateway) account(s *snapshot, al *accessLine) {
 	}
 	if al.arm != rules.ArmNone {
 		g.splitDone(s, al, poolName, end)
+	}
+	if al.sampleText != "" {
+		g.recordSample(s, al)
 	}
 	if !s.cfg.Log.AccessLog() && !res.Aborted {
 		return

@@ -16,7 +16,7 @@ import (
 	"github.com/triagegw/triage/rules"
 )
 
-func compileRules(t *testing.T, cfg *config.Config, tier1 classifier.Classifier, body string) *rules.Set {
+func compileRules(t testing.TB, cfg *config.Config, tier1 classifier.Classifier, body string) *rules.Set {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "rules.yaml")
 	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
@@ -27,7 +27,7 @@ func compileRules(t *testing.T, cfg *config.Config, tier1 classifier.Classifier,
 
 // compileRulesFile compiles the rules file at p against test heads with
 // the classes code, law and other, and the given shadow set (nil: none).
-func compileRulesFile(t *testing.T, p string, cfg *config.Config, tier1 classifier.Classifier, shadow *rules.Set) *rules.Set {
+func compileRulesFile(t testing.TB, p string, cfg *config.Config, tier1 classifier.Classifier, shadow *rules.Set) *rules.Set {
 	t.Helper()
 	f, err := rules.ParseFile(p)
 	if err != nil {

@@ -51,6 +51,7 @@ func commands() []command {
 		{"eval", "measure how well a tier or a rule set routes a labelled dataset", runEval},
 		{"ab", "compare two heads tiers (on classes) or two rule sets (on routes) on a labelled dataset", runAB},
 		{"calibrate", "fit per-class floors (and the temperature) to a target precision", runCalibrate},
+		{"label", "label a sample of live prompts in a local web page, with the keyboard", runLabel},
 		{"classify", "classify a text (the arguments joined) with a heads artifact (tier 1 or 2)", runClassify},
 		{"train", "train class heads on a labelled JSONL dataset", runTrain},
 		{"sim", "run a simulated vLLM replica (for trying triage out, tests and benchmarks)", runSim},

@@ -58,6 +58,7 @@ var readmeSkips = []struct{ prefix, why string }{
 	{"models gen-bert", "writes bge-small's 130 MB of weights; tier2_e2e_test.go generates a smaller one"},
 	{"keys create", "adds a key to the example's keys file; access_e2e_test.go creates and revokes keys in a copy"},
 	{"distill", "runs every vocabulary token through tier 2; distill_ort_test.go distills a small one"},
+	{"label", "serves a page until stopped; label/browser_test.go drives it in Chromium (label --status runs)"},
 }
 
 // parseREADME finds the README's triage commands (in code blocks and in
@@ -246,8 +247,8 @@ func TestREADMECommands(t *testing.T) {
 			skip = "its input " + strconv.Quote(p) + " stands for the user's own"
 		}
 		for _, s := range readmeSkips {
-			if skip != "" || slices.Contains(c.args, "--check") {
-				break // serve --check checks and exits
+			if skip != "" || slices.Contains(c.args, "--check") || slices.Contains(c.args, "--status") {
+				break // serve --check and label --status check and exit
 			}
 			if strings.HasPrefix(strings.Join(c.args, " ")+" ", s.prefix+" ") {
 				skip = s.why

@@ -153,7 +153,7 @@ func serve(ctx context.Context, o serveOptions, l *gatewayLoader, first router.L
 		}
 		defer stop()
 	}
-	gw, err := router.New(cfg, first.Rules, router.Options{Logger: log, AccessLog: lg.sink, Registry: lg.registry(), ShadowLog: lg.files.Open, UsageLog: lg.files.OpenRotating})
+	gw, err := router.New(cfg, first.Rules, router.Options{Logger: log, AccessLog: lg.sink, Registry: lg.registry(), ShadowLog: lg.files.Open, UsageLog: lg.files.OpenRotating, SampleLog: lg.files.OpenPrivate})
 	if err != nil {
 		return err
 	}

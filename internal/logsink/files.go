@@ -38,6 +38,17 @@ func (l *Files) Open(path string) (io.Writer, error) { return l.OpenRotating(pat
 // a new one started. maxBytes 0: never rotated. The settings of the first
 // open of a path stay.
 func (l *Files) OpenRotating(path string, maxBytes int64, keep int) (io.Writer, error) {
+	return l.open(path, maxBytes, keep, 0o644)
+}
+
+// OpenPrivate is OpenRotating for a file only its owner may read (mode
+// 0600, and so are the rotated files): a file that exists with a wider
+// mode is narrowed when opened.
+func (l *Files) OpenPrivate(path string, maxBytes int64, keep int) (io.Writer, error) {
+	return l.open(path, maxBytes, keep, 0o600)
+}
+
+func (l *Files) open(path string, maxBytes int64, keep int, mode os.FileMode) (io.Writer, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if w := l.sinks[path]; w != nil {
@@ -46,7 +57,7 @@ func (l *Files) OpenRotating(path string, maxBytes int64, keep int) (io.Writer, 
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, err
 	}
-	f, err := openRotating(path, maxBytes, keep)
+	f, err := openRotating(path, maxBytes, keep, mode)
 	if err != nil {
 		return nil, err
 	}
@@ -95,17 +106,18 @@ type rotating struct {
 	path     string
 	maxBytes int64
 	keep     int
+	mode     os.FileMode
 	f        *os.File
 	size     int64
 }
 
-func openRotating(path string, maxBytes int64, keep int) (*rotating, error) {
-	r := &rotating{path: path, maxBytes: maxBytes, keep: max(keep, 1)}
+func openRotating(path string, maxBytes int64, keep int, mode os.FileMode) (*rotating, error) {
+	r := &rotating{path: path, maxBytes: maxBytes, keep: max(keep, 1), mode: mode}
 	return r, r.open()
 }
 
 func (r *rotating) open() error {
-	f, err := os.OpenFile(r.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(r.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, r.mode)
 	if err != nil {
 		return err
 	}
@@ -113,6 +125,14 @@ func (r *rotating) open() error {
 	if err != nil {
 		f.Close()
 		return err
+	}
+	if r.mode&0o077 == 0 && st.Mode().Perm()&0o077 != 0 {
+		// A private file others could read (made before, or by hand):
+		// narrowed before anything is written to it.
+		if err := f.Chmod(r.mode); err != nil {
+			f.Close()
+			return err
+		}
 	}
 	r.f, r.size = f, st.Size()
 	return nil

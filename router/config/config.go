@@ -55,6 +55,9 @@ type Config struct {
 	// Tracing exports OpenTelemetry spans over OTLP/HTTP; off without an
 	// endpoint. Changing it takes a restart.
 	Tracing tracing.Config `koanf:"tracing"`
+	// Sample keeps a redacted sample of routed prompts for labelling;
+	// off without a path.
+	Sample Sample `koanf:"sample"`
 
 	// Path is the file the config was loaded from (not a config key).
 	Path string `koanf:"-"`
@@ -145,6 +148,36 @@ type Log struct {
 	Access *bool `koanf:"access"`
 }
 
+// Sample is the sample of live prompts kept for `triage label`: off
+// unless Path is set. Each record holds the conversation text the
+// classifier saw, redacted (e-mail addresses, phone and card-like numbers,
+// API-key-like strings), the decision and the rules version; the
+// principal only with Principal. Changes apply on reload; the file's
+// rotation settings are those of its first open.
+type Sample struct {
+	// Path is the JSONL file records are appended to (mode 0600), relative
+	// to the config. Default: none, sampling off.
+	Path string `koanf:"path"`
+	// Rate is the share of requests routed by subject that are sampled,
+	// above 0 and at most 1. Default 0.01.
+	Rate float64 `koanf:"rate"`
+	// MaxPerHour caps the records taken in one clock hour. Default 1000.
+	MaxPerHour int `koanf:"max_per_hour"`
+	// MaxBytes rotates the file past this size, a number of bytes or a
+	// size such as 64MiB. Default 64MiB.
+	MaxBytes ByteSize `koanf:"max_bytes"`
+	// Keep is how many rotated files are kept (PATH.1 ... PATH.N); the
+	// sample takes at most (Keep+1)·MaxBytes on disk. Default 3.
+	Keep int `koanf:"keep"`
+	// Principal records the name of the principal who sent each prompt
+	// (with access control), and the time to the second rather than the
+	// hour. Default false.
+	Principal bool `koanf:"principal"`
+}
+
+// Enabled reports whether sampling is on.
+func (s *Sample) Enabled() bool { return s.Path != "" }
+
 // ByteSize is a size in bytes that may be written as a number or with a
 // unit: B, KB, MB, GB (powers of 1000) or KiB, MiB, GiB (powers of 1024).
 type ByteSize int64
@@ -202,6 +235,18 @@ func (c *Config) SetDefaults() {
 		c.Log.Level = "info"
 	}
 	c.Tracing.SetDefaults()
+	if c.Sample.Rate == 0 {
+		c.Sample.Rate = 0.01
+	}
+	if c.Sample.MaxPerHour == 0 {
+		c.Sample.MaxPerHour = 1000
+	}
+	if c.Sample.MaxBytes == 0 {
+		c.Sample.MaxBytes = 64 << 20
+	}
+	if c.Sample.Keep == 0 {
+		c.Sample.Keep = 3
+	}
 	for i := range c.Pools {
 		c.Pools[i].SetDefaults()
 	}
@@ -295,6 +340,18 @@ func (c *Config) Validate() error {
 	// serve --check runs); here, their shape.
 	errs = append(errs, c.Access.Validate(access.Known{})...)
 	errs = append(errs, c.Tracing.Validate("tracing")...)
+	if r := c.Sample.Rate; !(r > 0 && r <= 1) {
+		bad("sample.rate", "must be above 0 and at most 1, got %v (to turn sampling off, remove sample.path)", r)
+	}
+	if c.Sample.MaxPerHour < 0 {
+		bad("sample.max_per_hour", "must not be negative, got %d", c.Sample.MaxPerHour)
+	}
+	if c.Sample.MaxBytes < 1 {
+		bad("sample.max_bytes", "must be positive")
+	}
+	if c.Sample.Keep < 1 {
+		bad("sample.keep", "must be at least 1, got %d", c.Sample.Keep)
+	}
 	if c.Server.TLS.Enabled() {
 		if _, err := c.Server.TLS.Load(); err != nil {
 			errs = append(errs, tlsconf.Problems("server.tls", err)...)
@@ -385,6 +442,7 @@ func (c *Config) resolveFiles() {
 	rel(&c.Access.JWT.JWKSFile)
 	rel(&c.Access.StateFile)
 	rel(&c.Access.UsageLog)
+	rel(&c.Sample.Path)
 	rel(&c.Server.TLS.CertFile)
 	rel(&c.Server.TLS.KeyFile)
 	rel(&c.Server.TLS.ClientCAFile)
