@@ -46,9 +46,35 @@ func TestAppendMarkers(t *testing.T) {
 	if got := count(long)["<code>"]; got != maxMarkers {
 		t.Errorf("100 code lines: %d <code> rows, want the cap %d", got, maxMarkers)
 	}
+}
+
+// AppendMarkers, and Classify with a head trained on the markers, allocate
+// nothing.
+func TestStructureAllocs(t *testing.T) {
+	var rows [numMarkers]int32
+	for i := range rows {
+		rows[i] = int32(100 + i)
+	}
 	dst := make([]int32, 0, numMarkers*maxMarkers)
 	if n := testing.AllocsPerRun(100, func() { AppendMarkers(dst[:0], "a\n```\n    b\n```\n1. c $$x$$ main.py", &rows) }); n != 0 {
 		t.Errorf("AppendMarkers allocates %v times a call", n)
+	}
+	tk := tokenizer(t)
+	base := tinyTable(t, tk, 8, nil, 0)
+	texts := []string{"look\n    add one", "look\nadd one", "take\n    the value", "take\nthe value"}
+	tuned, head, enc, err := Tune(tk, base, texts, []int{0, 1, 0, 1}, []string{"code", "prose"}, TuneOptions{Epochs: 1, Structure: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(tk, tuned, head, enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r classifier.Result
+	m.Classify(context.Background(), "warm up", &r)
+	// sync.Pool drops items at random under the race detector.
+	if n := testing.AllocsPerRun(50, func() { m.Classify(context.Background(), "x\n    y\n1. z $$w$$ a.py", &r) }); n != 0 && !raceEnabled {
+		t.Errorf("Classify with structure allocates %v times a call", n)
 	}
 }
 
@@ -99,15 +125,8 @@ func TestTuneStructure(t *testing.T) {
 		}
 		return hit, m
 	}
-	if hit, m := accuracy(true); hit != len(probe) {
+	if hit, _ := accuracy(true); hit != len(probe) {
 		t.Fatalf("with structure: %d of %d probes right", hit, len(probe))
-	} else {
-		var r classifier.Result
-		m.Classify(context.Background(), "warm up", &r)
-		// sync.Pool drops items at random under the race detector.
-		if n := testing.AllocsPerRun(50, func() { m.Classify(context.Background(), "x\n    y\n1. z $$w$$ a.py", &r) }); n != 0 && !raceEnabled {
-			t.Errorf("Classify with structure allocates %v times a call", n)
-		}
 	}
 	if hit, _ := accuracy(false); hit == len(probe) {
 		t.Fatal("without structure both probes came out right: they do not differ in layout alone")
