@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -80,6 +81,9 @@ type htmlView struct {
 	Macro   htmlClassRow
 	HasWeak bool
 
+	// Routes (rules mode): each class route's precision and recall.
+	Routes []htmlRouteRow
+
 	Confusion     *heatmapChart
 	ConfusionNote string
 	TopConfusions []htmlConfusionPair
@@ -114,6 +118,12 @@ type htmlClassRow struct {
 	Weak                               bool
 }
 
+type htmlRouteRow struct {
+	Name, P, R, Taken, Right, Support string
+	PBar                              string // CSS width
+	Weak                              bool   // precision under htmlPrecisionMark
+}
+
 type htmlConfusionPair struct {
 	True, Pred, Count, Share string
 }
@@ -135,6 +145,7 @@ type htmlCompareView struct {
 
 type htmlSliceRow struct {
 	Value, N, Acc, F1, Coverage, ECE string
+	RouteP                           string // rules mode; "" otherwise
 }
 
 func htmlBuildView(r *Report) *htmlView {
@@ -161,6 +172,10 @@ func htmlBuildView(r *Report) *htmlView {
 		{Label: "Escalation", Value: htmlRate(r.EscalationRate), Bar: htmlBarWidth(r.EscalationRate), Hint: "sent toward tier 2"},
 		{Label: "ECE", Value: htmlRate(r.ECE), Bar: htmlBarWidth(r.ECE), Hint: "lower is better"},
 	}
+	if r.Mode == "rules" {
+		v.Figures = slices.Insert(v.Figures, 1, htmlFigure{Label: "Route precision", Value: htmlRate(r.RoutePrecision),
+			Bar: htmlBarWidth(r.RoutePrecision), Lead: true, Hint: "routed, and the route covers the label"})
+	}
 	if r.N == 0 { // nothing was measured: no figure, rather than zeros
 		for i := range v.Figures {
 			v.Figures[i].Value, v.Figures[i].Bar = "–", htmlBarWidth(0)
@@ -183,6 +198,13 @@ func htmlBuildView(r *Report) *htmlView {
 	if len(v.Rows) > 0 {
 		v.Macro = htmlClassRow{Name: "macro average", P: htmlRate(r.MacroPrecision), R: htmlRate(r.MacroRecall),
 			F1: htmlRate(r.MacroF1), Support: htmlCount(support), F1Bar: htmlBarWidth(r.MacroF1)}
+	}
+
+	for _, name := range htmlSortedKeys(r.PerRoute) {
+		f := r.PerRoute[name]
+		v.Routes = append(v.Routes, htmlRouteRow{Name: name, P: htmlRate(f.Precision), R: htmlRate(f.Recall),
+			Taken: htmlCount(f.Taken), Right: htmlCount(f.Right), Support: htmlCount(f.Support), PBar: htmlBarWidth(f.Precision),
+			Weak: f.Taken > 0 && htmlFinite(f.Precision) < htmlPrecisionMark})
 	}
 
 	v.Confusion, v.ConfusionNote, v.TopConfusions = htmlConfusionChart(r.Confusion)
