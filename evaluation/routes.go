@@ -611,15 +611,18 @@ func clone(p *rules.Params) rules.Params {
 // must be (its floors, fitted for a precision around the target on what
 // tier 1 sends it), escalate_at and mix; with Robust, floors fitted on
 // the pooled items or required to hold in each of their sources too, and
-// each tier's floors raised by a margin (0, 0.05, 0.1 or 0.2). The
+// each tier's floors raised by a margin (tier 1: up to 0.2, tier 2: up to
+// 0.3). The
 // fallback floor is fitted for the target on what tier 1 sends on.
 func (f *routeFitter) each(items []RouteItem, only *RouteSetting, visit func(RouteSetting, *rules.Params)) {
 	base := f.set.Params()
 	target := f.o.TargetPrecision
-	everySource, margins := []bool{false}, []float32{0}
+	everySource, margins1, margins2 := []bool{false}, []float32{0}, []float32{0}
 	if f.o.Robust {
 		everySource = []bool{true, false} // the stricter first: it wins a tie
-		margins = []float32{0, 0.05, 0.1, 0.2}
+		// A higher tier-1 floor escalates more; a higher tier-2 floor only
+		// sends more to the default.
+		margins1, margins2 = []float32{0, 0.05, 0.1, 0.2}, []float32{0, 0.1, 0.2, 0.3}
 	}
 	for _, every := range everySource {
 		if only != nil && every != only.EverySource {
@@ -637,7 +640,7 @@ func (f *routeFitter) each(items []RouteItem, only *RouteSetting, visit func(Rou
 				}
 				fitted1[i] = f.floor(items, i, t1, every, func(it RouteItem) float32 { return it.Ev.Mass1(i) })
 			}
-			for _, m1 := range margins {
+			for _, m1 := range margins1 {
 				if only != nil && m1 != only.Tier1Margin {
 					continue
 				}
@@ -680,7 +683,7 @@ func (f *routeFitter) each(items []RouteItem, only *RouteSetting, visit func(Rou
 									})
 								}
 							}
-							for _, m2 := range margins {
+							for _, m2 := range margins2 {
 								if only != nil && m2 != only.Tier2Margin {
 									continue
 								}
