@@ -157,8 +157,8 @@ func printSelection(w io.Writer, f *calibrateFlags, rep *evaluation.RouteFitRepo
 	if st.EverySource {
 		every = ", in every " + f.groupBy
 	}
-	fmt.Fprintf(w, "setting: tier-1 floors for precision %.2f, tier-2 floors for %.2f%s; escalate_at %.2f, mix %.2f\n",
-		st.Tier1Precision, st.Tier2Precision, every, st.EscalateAt, st.Mix)
+	fmt.Fprintf(w, "setting: tier-1 floors for precision %.2f, raised by %.2f; tier-2 floors for %.2f, raised by %.2f%s; escalate_at %.2f, mix %.2f\n",
+		st.Tier1Precision, st.Tier1Margin, st.Tier2Precision, st.Tier2Margin, every, st.EscalateAt, st.Mix)
 	capNote := ""
 	if f.maxEsc > 0 {
 		capNote = fmt.Sprintf(" (cap %.1f%%)", 100*f.maxEsc)
