@@ -80,7 +80,7 @@ func TestEvalCLI(t *testing.T) {
 		t.Fatalf("eval --rules: %v\n%s", err, errb.String())
 	}
 	if !strings.Contains(out.String(), "rules mode") || !strings.Contains(out.String(), "coverage") ||
-		!strings.Contains(out.String(), "route precision 0.") || !strings.Contains(out.String(), "\n       route  precision  recall  taken  right  support\n") {
+		!strings.Contains(out.String(), "route precision 0.") || !strings.Contains(out.String(), "route  precision  recall  taken  right  support\n") {
 		t.Fatalf("eval --rules printed:\n%s", out.String())
 	}
 	if b, err := os.ReadFile(html); err != nil || !bytes.Contains(b, []byte("<svg")) {
