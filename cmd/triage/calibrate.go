@@ -41,7 +41,7 @@ func parseCalibrateFlags(args []string, stderr io.Writer) (*calibrateFlags, erro
 	fs.StringVar(&f.rules, "rules", "", "a rules file: fit its routes' floors per tier, escalate_at, mix and fallback_floor at the level the rules decide (route precision), instead of per-class floors")
 	fs.IntVar(&f.tier, "tier", 1, "tier to calibrate")
 	fs.Float64Var(&f.target, "target-precision", 0.9, "precision each class's floor must reach")
-	fs.Float64Var(&f.maxEsc, "max-escalation", 0, "cap on the share of items below their floor (0: no cap); the target gives way")
+	fs.Float64Var(&f.maxEsc, "max-escalation", 0, "cap on the share of items below their floor (0: no cap); the target gives way (with --rules and --group-by: in every held-out source)")
 	fs.StringVar(&f.groupBy, "group-by", "", "column naming each item's source: floors must hold in every source, and are judged leaving each source out (with --rules: the settings are chosen leaving each source out)")
 	fs.Float64Var(&f.quantile, "source-quantile", 0, "with --rules and --group-by: the quantile of the held-out sources that must keep the target precision and --max-escalation (0: the worst source)")
 	fs.IntVar(&f.minRouted, "min-routed", 100, "with --rules and --group-by: the fewest items a held-out source must have routed (or hold, for escalation) to bind the choice")
