@@ -192,6 +192,9 @@ func printRouteSnippet(w io.Writer, f *calibrateFlags, set *rules.Set, ds *datas
 		if f.quantile > 0 {
 			fmt.Fprintf(w, " --source-quantile %g", f.quantile)
 		}
+		if f.minRouted != 100 {
+			fmt.Fprintf(w, " --min-routed %d", f.minRouted)
+		}
 	}
 	fmt.Fprintf(w, "\n# data sha256 %s, rules version %s\n", ds.SHA256, set.Version())
 	s := rep.CV
