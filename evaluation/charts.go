@@ -780,8 +780,12 @@ func htmlSlices(r *Report) ([]htmlSliceRow, *barChart) {
 	maxLab := 0.0
 	for _, k := range keys {
 		s := r.Slices[k]
-		rows = append(rows, htmlSliceRow{Value: k, N: htmlCount(s.N), Acc: htmlRate(s.Accuracy), F1: htmlRate(s.MacroF1),
-			Coverage: htmlRate(s.Coverage), ECE: htmlRate(s.ECE)})
+		row := htmlSliceRow{Value: k, N: htmlCount(s.N), Acc: htmlRate(s.Accuracy), F1: htmlRate(s.MacroF1),
+			Coverage: htmlRate(s.Coverage), ECE: htmlRate(s.ECE)}
+		if r.Mode == "rules" {
+			row.RouteP = htmlRate(s.RoutePrecision)
+		}
+		rows = append(rows, row)
 		maxLab = math.Max(maxLab, htmlTextWidth(htmlTruncate(k, 24, "…"), 11))
 	}
 	const (

@@ -191,3 +191,59 @@ func TestFitFloors(t *testing.T) {
 		t.Fatalf("unreachable %+v", none.Classes[0])
 	}
 }
+
+func TestRulesRoutePrecision(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "r.yaml")
+	os.WriteFile(p, []byte("floors: {tier1: 0.6}\nroutes:\n  - {name: stem, when: {classes: [math, physics]}, pool: stem}\n  - {name: legal, when: {class: law}, pool: legal}\ndefault: general\n"), 0o644)
+	f, err := rules.ParseFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	classes := []string{"law", "math", "other", "physics"}
+	head := classifier.Linear{Kind: "softmax", Classes: classes, Dims: 1, W: make([]float32, 4), B: make([]float32, 4)}
+	clf := &classifiertest.Fixed{Rules: []classifiertest.Rule{
+		{Contains: "torque", Class: "math", Score: 0.9},   // a physics question decided as math: stem is right
+		{Contains: "integral", Class: "math", Score: 0.9}, // right
+		{Contains: "lease", Class: "law", Score: 0.9},
+		{Contains: "proof", Class: "physics", Score: 0.9}, // an "other" item stem takes: wrong
+	}, Default: classifier.Scored{Class: "other", Score: 0.9}}
+	set, err := rules.Compile(f, rules.Env{Pools: map[string]bool{"stem": true, "legal": true, "general": true},
+		Heads: &classifier.Heads{Format: 1, Classes: classes, Tier1: &classifier.Tier{Head: head}}, Tier1: clf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := []Item{
+		{Text: "torque", Label: "physics", Cols: map[string]string{"realism": "post"}},
+		{Text: "integral", Label: "math", Cols: map[string]string{"realism": "exam"}},
+		{Text: "lease", Label: "law", Cols: map[string]string{"realism": "post"}},
+		{Text: "proof", Label: "other", Cols: map[string]string{"realism": "post"}},
+		{Text: "law soup", Label: "law", Cols: map[string]string{"realism": "exam"}}, // default: law missed
+	}
+	out, err := Rules(context.Background(), set, items, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := Summarize("rules", set.RoutedClasses(), items, out, "realism")
+	// Routed: torque, integral, lease, proof; right: the first three.
+	if !near(r.RoutePrecision, 3.0/4) {
+		t.Fatalf("route precision %v, want 0.75", r.RoutePrecision)
+	}
+	stem, legal := r.PerRoute["stem"], r.PerRoute["legal"]
+	if stem.Taken != 3 || stem.Right != 2 || !near(stem.Precision, 2.0/3) || stem.Support != 2 || stem.Recall != 1 {
+		t.Fatalf("stem %+v", stem)
+	}
+	if legal.Taken != 1 || legal.Precision != 1 || legal.Support != 2 || !near(legal.Recall, 0.5) {
+		t.Fatalf("legal %+v", legal)
+	}
+	// Decided as math, the physics question is still rightly routed: math's
+	// precision counts it, and physics' recall.
+	if m := r.PerClass["math"]; m.Predicted != 2 || m.Precision != 1 {
+		t.Fatalf("math %+v: a route of several classes is right when it covers the label", m)
+	}
+	if ph := r.PerClass["physics"]; ph.Support != 1 || ph.Recall != 1 || ph.Predicted != 1 || ph.Precision != 0 {
+		t.Fatalf("physics %+v", ph)
+	}
+	if s := r.Slices["post"]; s == nil || !near(s.RoutePrecision, 2.0/3) || r.Slices["exam"].RoutePrecision != 1 {
+		t.Fatalf("slices: post %+v exam %+v", r.Slices["post"], r.Slices["exam"])
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -80,6 +81,9 @@ type htmlView struct {
 	Macro   htmlClassRow
 	HasWeak bool
 
+	// Routes (rules mode): each class route's precision and recall.
+	Routes []htmlRouteRow
+
 	Confusion     *heatmapChart
 	ConfusionNote string
 	TopConfusions []htmlConfusionPair
@@ -116,6 +120,12 @@ type htmlClassRow struct {
 	Weak                               bool
 }
 
+type htmlRouteRow struct {
+	Name, P, R, Taken, Right, Support string
+	PBar                              string // CSS width
+	Weak                              bool   // precision under htmlPrecisionMark
+}
+
 type htmlConfusionPair struct {
 	True, Pred, Count, Share string
 }
@@ -137,6 +147,7 @@ type htmlCompareView struct {
 
 type htmlSliceRow struct {
 	Value, N, Acc, F1, Coverage, ECE string
+	RouteP                           string // rules mode; "" otherwise
 }
 
 func htmlBuildView(r *Report) *htmlView {
@@ -162,6 +173,11 @@ func htmlBuildView(r *Report) *htmlView {
 		{Label: "Coverage", Value: htmlRate(r.Coverage), Bar: htmlBarWidth(r.Coverage), Hint: "sent to a class route"},
 		{Label: "Escalation", Value: htmlRate(r.EscalationRate), Bar: htmlBarWidth(r.EscalationRate), Hint: "sent toward tier 2"},
 		{Label: "ECE", Value: htmlRate(r.ECE), Bar: htmlBarWidth(r.ECE), Hint: "lower is better"},
+	}
+	if r.Mode == "rules" { // micro F1 is the accuracy there: route precision instead
+		v.Figures = slices.Delete(v.Figures, 4, 5)
+		v.Figures = slices.Insert(v.Figures, 1, htmlFigure{Label: "Route prec.", Value: htmlRate(r.RoutePrecision),
+			Bar: htmlBarWidth(r.RoutePrecision), Lead: true, Hint: "right, of routed"})
 	}
 	if r.Robustness != nil { // beside accuracy
 		v.Figures = append(v.Figures[:1], append([]htmlFigure{htmlRobustFigure(r.Robustness)}, v.Figures[1:]...)...)
@@ -189,6 +205,13 @@ func htmlBuildView(r *Report) *htmlView {
 	if len(v.Rows) > 0 {
 		v.Macro = htmlClassRow{Name: "macro average", P: htmlRate(r.MacroPrecision), R: htmlRate(r.MacroRecall),
 			F1: htmlRate(r.MacroF1), Support: htmlCount(support), F1Bar: htmlBarWidth(r.MacroF1)}
+	}
+
+	for _, name := range htmlSortedKeys(r.PerRoute) {
+		f := r.PerRoute[name]
+		v.Routes = append(v.Routes, htmlRouteRow{Name: name, P: htmlRate(f.Precision), R: htmlRate(f.Recall),
+			Taken: htmlCount(f.Taken), Right: htmlCount(f.Right), Support: htmlCount(f.Support), PBar: htmlBarWidth(f.Precision),
+			Weak: f.Taken > 0 && htmlFinite(f.Precision) < htmlPrecisionMark})
 	}
 
 	v.Confusion, v.ConfusionNote, v.TopConfusions = htmlConfusionChart(r.Confusion)

@@ -29,6 +29,11 @@ type Report struct {
 	// every decision reason.
 	EscalationRate float64        `json:"escalation_rate"`
 	Reasons        map[string]int `json:"reasons,omitempty"`
+	// RoutePrecision (rules mode) is the share of the items a class route
+	// took whose label the route covers; PerRoute the same per class
+	// route, by name.
+	RoutePrecision float64                `json:"route_precision,omitempty"`
+	PerRoute       map[string]RouteFigure `json:"per_route,omitempty"`
 
 	PerClass map[string]ClassReport `json:"per_class"`
 	// Confusion: Counts[i][j] items labelled Labels[i] predicted Labels[j];
@@ -61,6 +66,18 @@ type ClassReport struct {
 	F1        float64 `json:"f1"`
 	Support   int     `json:"support"`   // items labelled with the class
 	Predicted int     `json:"predicted"` // items predicted (routed) as the class
+}
+
+// RouteFigure is one class route's figures (rules mode).
+type RouteFigure struct {
+	// Taken: items the route took; Right: those whose label it covers.
+	Taken int `json:"taken"`
+	Right int `json:"right"`
+	// Precision is Right over Taken; Recall the share of the items whose
+	// label the route is the first to cover (Support) that it took.
+	Precision float64 `json:"precision"`
+	Recall    float64 `json:"recall"`
+	Support   int     `json:"support"`
 }
 
 // Confusion is a labelled count matrix.

@@ -1,10 +1,12 @@
 package evaluation
 
 import (
+	"cmp"
 	"context"
 	"hash/fnv"
 	"slices"
 	"sort"
+	"sync"
 
 	"github.com/triagegw/triage/rules"
 )
@@ -34,14 +36,33 @@ func GatherRoutes(ctx context.Context, set *rules.Set, items []Item, group strin
 
 // RouteFitOptions tune FitRoutes.
 type RouteFitOptions struct {
-	// TargetPrecision is the precision each route must reach at each tier:
-	// of the requests it takes, the share whose label it covers. Default
-	// 0.9.
+	// TargetPrecision is the route precision the fit keeps: of the
+	// requests class routes take, the share whose label the route covers.
+	// Default 0.9.
 	TargetPrecision float64
-	// Robust also requires it in every group on its own (with at least
-	// MinGroup requests taken there).
+	// Robust chooses the settings on held-out sources: when the items come
+	// from two sources or more (RouteItem.Group), every candidate setting
+	// is fitted without each source and judged on it, and the setting kept
+	// is the one whose held-out route precision reaches the target in
+	// every source with at least MinRouted requests routed (or in the
+	// SourceQuantile of them), and whose escalation stays within
+	// MaxEscalation in every source with at least MinRouted requests.
+	// The candidates then include floors that must hold in every source
+	// of the data they are fitted on (with at least MinGroup requests
+	// taken there), and floors raised by a margin above what that data
+	// asks. Without it, or with one source, the setting kept is judged on
+	// the data it was fitted on, pooled.
 	Robust   bool
 	MinGroup int // default 20
+	// MinRouted is the fewest requests a held-out source must have routed
+	// (or hold, for escalation) for its figures to bind the choice: fewer
+	// give too noisy a precision. Default 100.
+	MinRouted int
+	// SourceQuantile is the quantile of the held-out sources' figures that
+	// must keep the promises: 0 (the default) the worst source, 0.25 the
+	// lower quartile of their precisions and the upper quartile of their
+	// escalations.
+	SourceQuantile float64
 	// MaxEscalation, when above 0, caps the share of requests sent to tier
 	// 2; the settings that escalate more are not chosen.
 	MaxEscalation float64
@@ -55,6 +76,8 @@ type RouteFitOptions struct {
 // RouteSummary is what a rule set's decisions did on some items.
 type RouteSummary struct {
 	N int `json:"n"`
+	// Routed is the number of items a class route took.
+	Routed int `json:"routed"`
 	// Accuracy: decisions right (the route covers the label, or the default
 	// pool took a label no route covers), over all items.
 	Accuracy float64 `json:"accuracy"`
@@ -83,22 +106,98 @@ type RouteFloorFit struct {
 	Precision2 float64 `json:"precision_tier2"`
 }
 
+// RouteSetting is how the fitted parameters were derived from the data:
+// the precision each tier's floors were fitted for, whether they had to
+// hold in every source of the data, and the tier-2 settings.
+type RouteSetting struct {
+	Tier1Precision float64 `json:"tier1_floor_precision"`
+	Tier2Precision float64 `json:"tier2_floor_precision"`
+	// Tier1Margin and Tier2Margin are added to each tier's fitted floors
+	// (to at most 1): the headroom a source the data does not hold needs.
+	Tier1Margin float32 `json:"tier1_margin"`
+	Tier2Margin float32 `json:"tier2_margin"`
+	EverySource bool    `json:"floors_hold_in_every_source"`
+	EscalateAt  float32 `json:"escalate_at"`
+	Mix         float32 `json:"mix"`
+}
+
+// RouteSelection says how the setting was chosen.
+type RouteSelection struct {
+	// HeldOut: chosen on sources held out one at a time (Robust, with two
+	// sources or more); otherwise on the pooled data it was fitted on.
+	HeldOut   bool    `json:"held_out_sources"`
+	Quantile  float64 `json:"source_quantile"`
+	MinRouted int     `json:"min_routed"`
+	// Precision and Escalation are the chosen setting's figures as the
+	// choice read them: with HeldOut, the SourceQuantile of the held-out
+	// sources' route precisions (over those with MinRouted routed; the
+	// pooled held-out precision when none has) and of their escalations
+	// (over those with MinRouted items); otherwise the pooled figures.
+	Precision  float64 `json:"precision"`
+	Escalation float64 `json:"escalation"`
+	// Met: they keep the target and the escalation cap. When no setting
+	// does, the one kept is the one within the cap with the best
+	// precision, else the one that escalates least.
+	Met     bool         `json:"met"`
+	Setting RouteSetting `json:"setting"`
+}
+
+// SourceFit is what the fit does on one source of the data.
+type SourceFit struct {
+	Source string `json:"source"`
+	// Fitted: the parameters fitted on all the data, on this source.
+	Fitted RouteSummary `json:"fitted"`
+	// HeldOut: the chosen setting fitted without this source, on it (what
+	// the choice read; the choice saw it, so it flatters).
+	HeldOut RouteSummary `json:"held_out"`
+	// Unseen: the whole fit (the choice of setting included) run without
+	// this source, on it: what a source the fit never saw gets.
+	Unseen RouteSummary `json:"unseen"`
+}
+
+// Spread is a figure across held-out sources: its median and its range.
+type Spread struct {
+	Median float64 `json:"median"`
+	Lo     float64 `json:"lo"`
+	Hi     float64 `json:"hi"`
+}
+
+// NewSource estimates what a source the fit has never seen will get, from
+// the Unseen figures of the sources with MinRouted requests routed: their
+// median and their range. If a new source is like the K held out (drawn
+// from the same population of sources), its figure falls inside their
+// range with probability (K-1)/(K+1) and below the lowest with 1/(K+1):
+// Level is that probability.
+type NewSource struct {
+	Sources    int     `json:"sources"`
+	Level      float64 `json:"level"`
+	Accuracy   Spread  `json:"accuracy"`
+	Precision  Spread  `json:"route_precision"`
+	Coverage   Spread  `json:"coverage"`
+	Escalation Spread  `json:"escalation"`
+}
+
 // RouteFitReport is the outcome of FitRoutes.
 type RouteFitReport struct {
 	Target float64         `json:"target_precision"`
 	Params rules.Params    `json:"-"`
 	Routes []RouteFloorFit `json:"routes"`
 	// EscalateAt, FallbackFloor and Mix are the fitted settings.
-	EscalateAt    float32 `json:"escalate_at"`
-	FallbackFloor float32 `json:"fallback_floor"`
-	Mix           float32 `json:"mix"`
+	EscalateAt    float32        `json:"escalate_at"`
+	FallbackFloor float32        `json:"fallback_floor"`
+	Mix           float32        `json:"mix"`
+	Selection     RouteSelection `json:"selection"`
 	// Before is the rule set as it was, Fitted with the fitted
-	// parameters, both on all the data; CV judges parameters fitted without
-	// each fold on it, ByGroup parameters fitted without each group.
-	Before  RouteSummary            `json:"before"`
-	Fitted  RouteSummary            `json:"fitted"`
-	CV      RouteSummary            `json:"cv"`
-	ByGroup map[string]RouteSummary `json:"by_group,omitempty"`
+	// parameters, both on all the data; CV judges the whole fit run
+	// without each fold on it.
+	Before RouteSummary `json:"before"`
+	Fitted RouteSummary `json:"fitted"`
+	CV     RouteSummary `json:"cv"`
+	// Sources are the fit's figures per source, in name order (with two
+	// sources or more), and NewSource what a new one may expect (with
+	// two sources or more that route MinRouted requests).
+	Sources   []SourceFit `json:"sources,omitempty"`
+	NewSource *NewSource  `json:"new_source,omitempty"`
 }
 
 // FitRoutes fits a rule set's parameters to labelled evidence, at the
@@ -106,14 +205,19 @@ type RouteFitReport struct {
 // each tier's verdict takes it while its precision holds (the most
 // coverage that keeps the target), the routed mass from which tier 1
 // escalates, tier 2's mix with tier 1, and the fallback floor when tier 2
-// cannot answer; and judges them on data that did not fit them. Every
-// figure comes from replaying the rule set's own decision (rules.Set.Replay).
+// cannot answer; and judges them on data that did not fit them. With
+// Robust and items from several sources, the setting is chosen on each
+// source held out in turn (RouteFitOptions.Robust). Every figure comes
+// from replaying the rule set's own decision (rules.Set.Replay).
 func FitRoutes(set *rules.Set, items []RouteItem, o RouteFitOptions) RouteFitReport {
 	if o.TargetPrecision == 0 {
 		o.TargetPrecision = 0.9
 	}
 	if o.MinGroup == 0 {
 		o.MinGroup = 20
+	}
+	if o.MinRouted == 0 {
+		o.MinRouted = 100
 	}
 	if o.Folds == 0 {
 		o.Folds = 5
@@ -125,10 +229,11 @@ func FitRoutes(set *rules.Set, items []RouteItem, o RouteFitOptions) RouteFitRep
 		o.Mix = []float32{0, 0.25, 0.5}
 	}
 	f := routeFitter{set: set, routes: set.Routes(), o: o}
-	rep := RouteFitReport{Target: o.TargetPrecision, ByGroup: map[string]RouteSummary{}}
+	rep := RouteFitReport{Target: o.TargetPrecision}
 	before := set.Params()
 	rep.Before = f.judge(items, &before)
-	rep.Params = f.fit(items)
+	var heldOut map[string]RouteSummary
+	rep.Params, rep.Selection, heldOut = f.fit(items)
 	rep.Fitted = f.judge(items, &rep.Params)
 	rep.EscalateAt, rep.FallbackFloor, rep.Mix = rep.Params.EscalateAt, rep.Params.FallbackFloor, rep.Params.Mix
 	for i, r := range f.routes {
@@ -158,7 +263,8 @@ func FitRoutes(set *rules.Set, items []RouteItem, o RouteFitOptions) RouteFitRep
 		rf.Precision1, rf.Precision2 = ratio(right1, rf.Taken1), ratio(right2, rf.Taken2)
 		rep.Routes = append(rep.Routes, rf)
 	}
-	// Cross-validation over rows, and leaving each group out.
+	// Cross-validation over rows: the chosen setting fitted without each
+	// fold, judged on it.
 	var cv []scoredDecision
 	for k := range o.Folds {
 		var fitOn, held []RouteItem
@@ -169,31 +275,82 @@ func FitRoutes(set *rules.Set, items []RouteItem, o RouteFitOptions) RouteFitRep
 				fitOn = append(fitOn, it)
 			}
 		}
-		p := f.fit(fitOn)
+		p := f.fitSetting(fitOn, rep.Selection.Setting)
 		cv = append(cv, f.decide(held, &p)...)
 	}
 	rep.CV = f.summarize(cv)
-	groups := map[string]bool{}
-	for _, it := range items {
-		if it.Group != "" {
-			groups[it.Group] = true
-		}
+	// Each source: as fitted, as the choice saw it, and unseen.
+	groups := groupsOf(items)
+	if len(groups) < 2 {
+		return rep
 	}
-	if len(groups) > 1 {
-		for g := range groups {
-			var rest, held []RouteItem
-			for _, it := range items {
-				if it.Group == g {
-					held = append(held, it)
-				} else {
-					rest = append(rest, it)
-				}
-			}
-			p := f.fit(rest)
-			rep.ByGroup[g] = f.judge(held, &p)
-		}
+	rep.Sources = make([]SourceFit, len(groups))
+	var wg sync.WaitGroup
+	for gi, g := range groups {
+		wg.Go(func() {
+			rest, held := partition(items, g)
+			p, _, _ := f.fit(rest)
+			rep.Sources[gi] = SourceFit{Source: g, Fitted: f.judge(held, &rep.Params), HeldOut: heldOut[g], Unseen: f.judge(held, &p)}
+		})
 	}
+	wg.Wait()
+	rep.NewSource = newSource(rep.Sources, o.MinRouted)
 	return rep
+}
+
+// newSource summarises the unseen figures of the sources that routed at
+// least minRouted requests; nil with fewer than two.
+func newSource(sources []SourceFit, minRouted int) *NewSource {
+	var acc, prec, cov, esc []float64
+	for _, s := range sources {
+		if u := s.Unseen; u.Routed >= minRouted {
+			acc, prec = append(acc, u.Accuracy), append(prec, u.Precision)
+			cov, esc = append(cov, u.Coverage), append(esc, u.Escalation)
+		}
+	}
+	k := len(prec)
+	if k < 2 {
+		return nil
+	}
+	return &NewSource{Sources: k, Level: float64(k-1) / float64(k+1),
+		Accuracy: spread(acc), Precision: spread(prec), Coverage: spread(cov), Escalation: spread(esc)}
+}
+
+func spread(v []float64) Spread {
+	v = slices.Clone(v)
+	slices.Sort(v)
+	n := len(v)
+	med := v[n/2]
+	if n%2 == 0 {
+		med = (v[n/2-1] + v[n/2]) / 2
+	}
+	return Spread{Median: med, Lo: v[0], Hi: v[n-1]}
+}
+
+// groupsOf lists the items' groups, sorted.
+func groupsOf(items []RouteItem) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, it := range items {
+		if it.Group != "" && !seen[it.Group] {
+			seen[it.Group] = true
+			out = append(out, it.Group)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// partition parts items into those of other groups and those of group g.
+func partition(items []RouteItem, g string) (rest, held []RouteItem) {
+	for _, it := range items {
+		if it.Group == g {
+			held = append(held, it)
+		} else {
+			rest = append(rest, it)
+		}
+	}
+	return rest, held
 }
 
 func ratio(a, b int) float64 {
@@ -274,132 +431,341 @@ func (f *routeFitter) summarize(ds []scoredDecision) RouteSummary {
 		}
 	}
 	n := len(ds)
-	return RouteSummary{N: n, Accuracy: ratio(right, n), Precision: ratio(routedRight, routed), Coverage: ratio(routed, n), Escalation: ratio(esc, n)}
+	return RouteSummary{N: n, Routed: routed, Accuracy: ratio(right, n), Precision: ratio(routedRight, routed), Coverage: ratio(routed, n), Escalation: ratio(esc, n)}
 }
 
 func (f *routeFitter) judge(items []RouteItem, p *rules.Params) RouteSummary {
 	return f.summarize(f.decide(items, p))
 }
 
-// fit chooses the parameters for items. It searches the settings that
-// matter together: how sure tier 1 must be (each route's tier-1 floor,
-// fitted for a precision at or above the target: higher sends more to
-// tier 2), how sure tier 2 must be (its floors, fitted for a precision
-// around the target on what tier 1 sends it), escalate_at and mix; and
-// keeps the one with the best accuracy whose overall route precision
-// reaches the target within the escalation budget.
-func (f *routeFitter) fit(items []RouteItem) rules.Params {
+// fit runs the whole fit on items: it chooses a setting (choose) and
+// fits it on all of them. With a choice on held-out sources it also
+// returns the chosen setting's figures on each source held out.
+func (f *routeFitter) fit(items []RouteItem) (rules.Params, RouteSelection, map[string]RouteSummary) {
+	sel, held := f.choose(items)
+	return f.fitSetting(items, sel.Setting), sel, held
+}
+
+// fitSetting fits one setting on items.
+func (f *routeFitter) fitSetting(items []RouteItem, r RouteSetting) rules.Params {
+	var p rules.Params
+	f.each(items, &r, func(_ RouteSetting, q *rules.Params) { p = clone(q) })
+	return p
+}
+
+// choose picks the setting: among the candidates (each), the one with the
+// best accuracy whose route precision reaches the target within the
+// escalation cap. With Robust and two sources or more, every candidate is
+// fitted without each source and judged on it, and the promises must hold
+// per source (RouteFitOptions.Robust); otherwise each is judged, pooled,
+// on the items it was fitted on.
+func (f *routeFitter) choose(items []RouteItem) (RouteSelection, map[string]RouteSummary) {
+	groups := groupsOf(items)
+	heldOut := f.o.Robust && len(groups) > 1
+	var order []RouteSetting
+	sums := map[RouteSetting][]RouteSummary{} // by group, in groups' order
+	if !heldOut {
+		f.each(items, nil, func(r RouteSetting, p *rules.Params) {
+			order = append(order, r)
+			sums[r] = []RouteSummary{f.judge(items, p)}
+		})
+	} else {
+		// Each source held out in turn, in parallel; the candidates come in
+		// the same order for each.
+		bySource := make([][]RouteSummary, len(groups))
+		var wg sync.WaitGroup
+		for gi, g := range groups {
+			wg.Go(func() {
+				rest, held := partition(items, g)
+				f.each(rest, nil, func(r RouteSetting, p *rules.Params) {
+					bySource[gi] = append(bySource[gi], f.judge(held, p))
+					if gi == 0 {
+						order = append(order, r)
+					}
+				})
+			})
+		}
+		wg.Wait()
+		for k, r := range order {
+			for gi := range groups {
+				sums[r] = append(sums[r], bySource[gi][k])
+			}
+		}
+	}
+	var best RouteSelection
+	var bestAcc float64
+	for k, r := range order {
+		c := RouteSelection{HeldOut: heldOut, Quantile: f.o.SourceQuantile, MinRouted: f.o.MinRouted, Setting: r}
+		var acc float64
+		if heldOut {
+			c.Precision, c.Escalation, acc = f.promises(sums[r])
+		} else {
+			s := sums[r][0]
+			c.Precision, c.Escalation, acc = s.Precision, s.Escalation, s.Accuracy
+		}
+		escOK := f.o.MaxEscalation <= 0 || c.Escalation <= f.o.MaxEscalation
+		c.Met = escOK && c.Precision >= f.o.TargetPrecision
+		if k == 0 || better(c, acc, best, bestAcc, escOK, f.o.MaxEscalation <= 0 || best.Escalation <= f.o.MaxEscalation) {
+			best, bestAcc = c, acc
+		}
+	}
+	if !heldOut {
+		return best, nil
+	}
+	held := map[string]RouteSummary{}
+	for i, g := range groups {
+		held[g] = sums[best.Setting][i]
+	}
+	return best, held
+}
+
+// better reports whether candidate c (accuracy acc, within the escalation
+// cap when escOK) beats b: one that keeps both promises beats one that
+// does not, then the better accuracy; of those that do not, one within
+// the cap beats one beyond it, then the better precision; beyond it, the
+// less escalation.
+func better(c RouteSelection, acc float64, b RouteSelection, bAcc float64, escOK, bEscOK bool) bool {
+	switch {
+	case c.Met != b.Met:
+		return c.Met
+	case c.Met:
+		return acc > bAcc
+	case escOK != bEscOK:
+		return escOK
+	case escOK:
+		return c.Precision > b.Precision || c.Precision == b.Precision && acc > bAcc
+	}
+	return c.Escalation < b.Escalation || c.Escalation == b.Escalation && c.Precision > b.Precision
+}
+
+// promises reads a candidate's held-out figures, one per source: the
+// SourceQuantile of the route precisions of the sources that routed at
+// least MinRouted requests (the pooled held-out precision when none did),
+// the same quantile from the top of the escalations of the sources with
+// at least MinRouted items (the pooled escalation when none has), and the
+// pooled held-out accuracy.
+func (f *routeFitter) promises(bySource []RouteSummary) (precision, escalation, accuracy float64) {
+	var prec, esc []float64
+	var n, right, routed, routedRight, escalated float64
+	for _, s := range bySource {
+		if s.Routed >= f.o.MinRouted {
+			prec = append(prec, s.Precision)
+		}
+		if s.N >= f.o.MinRouted {
+			esc = append(esc, -s.Escalation)
+		}
+		n += float64(s.N)
+		right += s.Accuracy * float64(s.N)
+		routed += float64(s.Routed)
+		routedRight += s.Precision * float64(s.Routed)
+		escalated += s.Escalation * float64(s.N)
+	}
+	precision, escalation = quantile(prec, f.o.SourceQuantile), -quantile(esc, f.o.SourceQuantile)
+	if prec == nil && routed > 0 {
+		precision = routedRight / routed
+	}
+	if esc == nil && n > 0 {
+		escalation = escalated / n
+	}
+	if n > 0 {
+		accuracy = right / n
+	}
+	return precision, escalation, accuracy
+}
+
+// quantile is the lower q-quantile of v (0: its least value); 0 for none.
+func quantile(v []float64, q float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	v = slices.Clone(v)
+	slices.Sort(v)
+	return v[int(q*float64(len(v)-1))]
+}
+
+// tier1Targets are the precisions tier-1 floors are fitted for: the
+// target and above, to 0.995.
+func (f *routeFitter) tier1Targets() []float64 {
+	var out []float64
+	for _, d := range []float64{0, 0.02, 0.04, 0.06} {
+		if t := min(f.o.TargetPrecision+d, 0.995); !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func clone(p *rules.Params) rules.Params {
+	q := *p
+	for t := 1; t <= 2; t++ {
+		q.Floors[t] = slices.Clone(p.Floors[t])
+	}
+	return q
+}
+
+// each fits every candidate setting on items (only, when not nil, that
+// one) and calls visit with it and its parameters (visit must copy what
+// it keeps). The candidates are the settings that matter together: how
+// sure tier 1 must be (each route's tier-1 floor, fitted for a precision
+// at or above the target: higher sends more to tier 2), how sure tier 2
+// must be (its floors, fitted for a precision around the target on what
+// tier 1 sends it), escalate_at and mix; with Robust, floors fitted on
+// the pooled items or required to hold in each of their sources too, and
+// each tier's floors raised by a margin (tier 1: up to 0.2, tier 2: up to
+// 0.3). The
+// fallback floor is fitted for the target on what tier 1 sends on.
+func (f *routeFitter) each(items []RouteItem, only *RouteSetting, visit func(RouteSetting, *rules.Params)) {
 	base := f.set.Params()
 	target := f.o.TargetPrecision
-	var best rules.Params
-	var bestSum RouteSummary
-	found := false
-	for _, t1 := range []float64{target, target + 0.02, target + 0.04, target + 0.06} {
-		t1 = min(t1, 0.995)
-		floors1 := make([]float32, len(f.routes))
-		for i, r := range f.routes {
-			floors1[i] = base.Floors[1][i]
-			if r.Classes == nil || r.RequiresTier2 {
-				continue // a route tier 1 may not take keeps its floor: it says when to escalate
-			}
-			floors1[i] = f.floor(items, i, t1, func(it RouteItem) float32 { return it.Ev.Mass1(i) })
+	everySource, margins1, margins2 := []bool{false}, []float32{0}, []float32{0}
+	if f.o.Robust {
+		everySource = []bool{true, false} // the stricter first: it wins a tie
+		// A higher tier-1 floor escalates more; a higher tier-2 floor only
+		// sends more to the default.
+		margins1, margins2 = []float32{0, 0.05, 0.1, 0.2}, []float32{0, 0.1, 0.2, 0.3}
+	}
+	for _, every := range everySource {
+		if only != nil && every != only.EverySource {
+			continue
 		}
-		for _, esc := range f.o.EscalateAt {
-			p := rules.Params{EscalateAt: esc, FallbackFloor: base.FallbackFloor}
-			p.Floors[1], p.Floors[2] = floors1, base.Floors[2]
-			var sent []RouteItem // what this tier 1 sends on
-			for _, it := range items {
-				if Escalated(f.set.Replay(it.Ev, &p).Reason) {
-					sent = append(sent, it)
-				}
+		for _, t1 := range f.tier1Targets() {
+			if only != nil && t1 != only.Tier1Precision {
+				continue
 			}
-			for _, mix := range f.o.Mix {
-				for _, t2 := range []float64{target - 0.1, target - 0.05, target} {
-					p.Mix = mix
-					p.Floors[2] = slices.Clone(base.Floors[2])
+			fitted1 := make([]float32, len(f.routes))
+			for i, r := range f.routes {
+				fitted1[i] = base.Floors[1][i]
+				if r.Classes == nil || r.RequiresTier2 {
+					continue // a route tier 1 may not take keeps its floor: it says when to escalate
+				}
+				fitted1[i] = f.floor(items, i, t1, every, func(it RouteItem) float32 { return it.Ev.Mass1(i) })
+			}
+			for _, m1 := range margins1 {
+				if only != nil && m1 != only.Tier1Margin {
+					continue
+				}
+				floors1 := fitted1
+				if m1 > 0 {
+					floors1 = slices.Clone(fitted1)
 					for i, r := range f.routes {
-						if r.Classes != nil {
-							p.Floors[2][i] = f.floor(sent, i, t2, func(it RouteItem) float32 {
-								return mix*it.Ev.Mass1(i) + (1-mix)*it.Ev.Mass2(i)
-							})
+						if r.Classes != nil && !r.RequiresTier2 {
+							floors1[i] = min(floors1[i]+m1, 1)
+						}
+					}
+				}
+				for _, esc := range f.o.EscalateAt {
+					if only != nil && esc != only.EscalateAt {
+						continue
+					}
+					p := rules.Params{EscalateAt: esc, FallbackFloor: base.FallbackFloor}
+					p.Floors[1], p.Floors[2] = floors1, base.Floors[2]
+					var sent []RouteItem // what this tier 1 sends on
+					for _, it := range items {
+						if Escalated(f.set.Replay(it.Ev, &p).Reason) {
+							sent = append(sent, it)
 						}
 					}
 					p.FallbackFloor = f.fallback(sent, target)
-					sum := f.judge(items, &p)
-					if f.o.MaxEscalation > 0 && sum.Escalation > f.o.MaxEscalation {
-						continue
-					}
-					okP, bestOK := sum.Precision >= target, bestSum.Precision >= target
-					if !found || okP && (!bestOK || sum.Accuracy > bestSum.Accuracy) || !okP && !bestOK && sum.Precision > bestSum.Precision {
-						best, bestSum, found = p, sum, true
-						best.Floors[1] = slices.Clone(p.Floors[1])
-						best.Floors[2] = slices.Clone(p.Floors[2])
+					for _, mix := range f.o.Mix {
+						if only != nil && mix != only.Mix {
+							continue
+						}
+						for _, t2 := range []float64{target - 0.1, target - 0.05, target} {
+							if only != nil && t2 != only.Tier2Precision {
+								continue
+							}
+							p.Mix = mix
+							fitted2 := slices.Clone(base.Floors[2])
+							for i, r := range f.routes {
+								if r.Classes != nil {
+									fitted2[i] = f.floor(sent, i, t2, every, func(it RouteItem) float32 {
+										return mix*it.Ev.Mass1(i) + (1-mix)*it.Ev.Mass2(i)
+									})
+								}
+							}
+							for _, m2 := range margins2 {
+								if only != nil && m2 != only.Tier2Margin {
+									continue
+								}
+								p.Floors[2] = slices.Clone(fitted2)
+								for i, r := range f.routes {
+									if r.Classes != nil {
+										p.Floors[2][i] = min(p.Floors[2][i]+m2, 1)
+									}
+								}
+								visit(RouteSetting{Tier1Precision: t1, Tier2Precision: t2, Tier1Margin: m1, Tier2Margin: m2,
+									EverySource: every, EscalateAt: esc, Mix: mix}, &p)
+							}
+						}
 					}
 				}
 			}
 		}
 	}
-	if !found { // nothing fits the escalation budget: the least escalating
-		g := *f
-		g.o.MaxEscalation = 0
-		g.o.EscalateAt = []float32{slices.Max(f.o.EscalateAt)}
-		return g.fit(items)
-	}
-	return best
 }
 
 // floor is the least mass of route i (as mass reads it) at which the items
-// it would take reach the given precision, overall and, when robust, in
+// it would take reach the given precision, overall and, when every, in
 // every group with enough of them; 1 when no mass does.
-func (f *routeFitter) floor(items []RouteItem, i int, target float64, mass func(RouteItem) float32) float32 {
+func (f *routeFitter) floor(items []RouteItem, i int, target float64, every bool, mass func(RouteItem) float32) float32 {
 	classes := f.routes[i].Classes
 	type pt struct {
 		m     float32
 		right bool
-		group string
+		group int32
 	}
+	groups := map[string]int32{}
 	var pts []pt
 	for _, it := range items {
 		if !it.Ev.Matches(i) {
 			continue
 		}
-		pts = append(pts, pt{mass(it), slices.Contains(classes, it.Label), it.Group})
-	}
-	scan := func(group string) float32 {
-		var sel []pt
-		for _, p := range pts {
-			if group == "" || p.group == group {
-				sel = append(sel, p)
-			}
+		g, ok := groups[it.Group]
+		if !ok {
+			g = int32(len(groups))
+			groups[it.Group] = g
 		}
-		sort.SliceStable(sel, func(a, b int) bool { return sel[a].m > sel[b].m })
-		best, right := float32(1), 0
-		for k, p := range sel {
+		pts = append(pts, pt{mass(it), slices.Contains(classes, it.Label), g})
+	}
+	// Sorted once, by mass, stably: a group's points, taken in this order,
+	// are sorted as well.
+	slices.SortStableFunc(pts, func(a, b pt) int { return cmp.Compare(b.m, a.m) })
+	scan := func(group int32) float32 {
+		best, right, k := float32(1), 0, 0
+		for j, p := range pts {
+			if group >= 0 && p.group != group {
+				continue
+			}
+			k++
 			if p.right {
 				right++
 			}
-			if k+1 < len(sel) && sel[k+1].m == p.m {
+			next := j + 1
+			for group >= 0 && next < len(pts) && pts[next].group != group {
+				next++
+			}
+			if next < len(pts) && pts[next].m == p.m {
 				continue // a floor sits between distinct masses
 			}
 			if p.m < 0.05 {
 				break // below this a route is not a decision
 			}
-			if float64(right)/float64(k+1) >= target {
+			if float64(right)/float64(k) >= target {
 				best = p.m
 			}
 		}
 		return best
 	}
-	fl := scan("")
-	if f.o.Robust {
-		counts := map[string]int{}
+	fl := scan(-1)
+	if every {
+		counts := make([]int, len(groups))
 		for _, p := range pts {
-			if p.m >= fl && p.group != "" {
+			if p.m >= fl {
 				counts[p.group]++
 			}
 		}
-		for g, n := range counts {
-			if n >= f.o.MinGroup {
+		for name, g := range groups {
+			if name != "" && counts[g] >= f.o.MinGroup {
 				fl = max(fl, scan(g))
 			}
 		}

@@ -46,6 +46,9 @@ type Outcome struct {
 	Tier       int
 	Reason     string
 	Route      string
+	// LabelRoute is the first class route that covers the label (rules
+	// mode; empty when none does).
+	LabelRoute string
 	// Pool is the pool a rule set chose (empty in tier mode).
 	Pool    string
 	Latency time.Duration
@@ -129,13 +132,15 @@ func Tier(ctx context.Context, clf classifier.Classifier, tier int, items []Item
 // An item is right when the route taken covers its label, or when the
 // default pool took a label no route covers.
 func Rules(ctx context.Context, set *rules.Set, items []Item, o Options) ([]Outcome, error) {
-	covered := map[string]bool{}
+	covered := map[string]string{} // class → the first route that takes it
 	routeClasses := map[string]map[string]bool{}
 	for _, r := range set.File().Routes {
 		m := map[string]bool{}
 		for _, c := range r.When.Classes {
 			m[c] = true
-			covered[c] = true
+			if covered[c] == "" {
+				covered[c] = r.Name
+			}
 		}
 		routeClasses[r.Name] = m
 	}
@@ -151,13 +156,13 @@ func Rules(ctx context.Context, set *rules.Set, items []Item, o Options) ([]Outc
 		lat := time.Since(t0)
 		label := items[i].Label
 		oc := Outcome{Label: label, Pred: DefaultLabel, Score: d.Score, Tier: d.Tier, Reason: d.Reason, Route: d.Route,
-			Pool: d.Pool, Latency: lat, ClassRight: d.Class == label}
+			LabelRoute: covered[label], Pool: d.Pool, Latency: lat, ClassRight: d.Class == label}
 		if rc := routeClasses[d.Route]; d.Route != "" && len(rc) > 0 {
 			oc.Routed = true
 			oc.Pred = d.Class
 			oc.Correct = rc[label]
 		} else {
-			oc.Correct = !covered[label]
+			oc.Correct = covered[label] == ""
 		}
 		out[i] = oc
 	})
@@ -232,7 +237,8 @@ func summarize(mode string, classes []string, out []Outcome) *Report {
 	for i := range r.Confusion.Counts {
 		r.Confusion.Counts[i] = make([]int, len(labels))
 	}
-	tp := map[string]int{}
+	tp := map[string]int{}      // right, by predicted class
+	tpLabel := map[string]int{} // right, by label (recall; rules mode)
 	pred := map[string]int{}
 	support := map[string]int{}
 	correct, routed, esc, tpAll, predAll, supportRouted := 0, 0, 0, 0, 0, 0
@@ -254,8 +260,11 @@ func summarize(mode string, classes []string, out []Outcome) *Report {
 		if o.Pred != DefaultLabel {
 			pred[o.Pred]++
 			predAll++
-			if o.Pred == o.Label && (mode == "tier" || o.Correct) {
+			// In rules mode a decision is right when its route covers the
+			// label, whichever of the route's classes it was decided as.
+			if mode == "rules" && o.Correct || mode != "rules" && o.Pred == o.Label {
 				tp[o.Pred]++
+				tpLabel[o.Label]++
 				tpAll++
 			}
 		}
@@ -283,6 +292,7 @@ func summarize(mode string, classes []string, out []Outcome) *Report {
 				pred[DefaultLabel]++
 				if o.Correct {
 					tp[DefaultLabel]++
+					tpLabel[DefaultLabel]++
 				}
 			}
 		}
@@ -297,7 +307,7 @@ func summarize(mode string, classes []string, out []Outcome) *Report {
 			cr.Precision = float64(tp[c]) / float64(pred[c])
 		}
 		if support[c] > 0 {
-			cr.Recall = float64(tp[c]) / float64(support[c])
+			cr.Recall = float64(tpLabel[c]) / float64(support[c])
 		}
 		if cr.Precision+cr.Recall > 0 {
 			cr.F1 = 2 * cr.Precision * cr.Recall / (cr.Precision + cr.Recall)
@@ -326,6 +336,7 @@ func summarize(mode string, classes []string, out []Outcome) *Report {
 		// Every item gets a route or the default: micro figures are the
 		// accuracy.
 		r.MicroPrecision, r.MicroRecall = r.Accuracy, r.Accuracy
+		r.RoutePrecision, r.PerRoute = routeFigures(out)
 	}
 	if r.MicroPrecision+r.MicroRecall > 0 {
 		r.MicroF1 = 2 * r.MicroPrecision * r.MicroRecall / (r.MicroPrecision + r.MicroRecall)
@@ -344,6 +355,43 @@ func summarize(mode string, classes []string, out []Outcome) *Report {
 		r.Latency[k] = percentiles(v)
 	}
 	return r
+}
+
+// routeFigures are the rules-mode route precision, overall and per class
+// route.
+func routeFigures(out []Outcome) (float64, map[string]RouteFigure) {
+	per := map[string]RouteFigure{}
+	hits := map[string]int{} // taken by the first route that covers the label
+	taken, right := 0, 0
+	for _, o := range out {
+		if o.LabelRoute != "" {
+			f := per[o.LabelRoute]
+			f.Support++
+			per[o.LabelRoute] = f
+		}
+		if !o.Routed {
+			continue
+		}
+		f := per[o.Route]
+		f.Taken++
+		taken++
+		if o.Correct {
+			f.Right++
+			right++
+			if o.Route == o.LabelRoute {
+				hits[o.Route]++
+			}
+		}
+		per[o.Route] = f
+	}
+	if len(per) == 0 {
+		return 0, nil
+	}
+	for name, f := range per {
+		f.Precision, f.Recall = ratio(f.Right, f.Taken), ratio(hits[name], f.Support)
+		per[name] = f
+	}
+	return ratio(right, taken), per
 }
 
 // reliability bins the top scores into equal-width bins of confidence.

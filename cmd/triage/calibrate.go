@@ -28,8 +28,8 @@ type calibrateFlags struct {
 	heads                                 string     // the heads calibrated, resolved
 	data, groupBy, classes, labelMap, out string
 	rules                                 string // --rules: fit a rule set's route floors instead
-	tier, folds                           int
-	target, maxEsc                        float64
+	tier, folds, minRouted                int
+	target, maxEsc, quantile              float64
 	temperature, diff, asJSON             bool
 }
 
@@ -41,8 +41,10 @@ func parseCalibrateFlags(args []string, stderr io.Writer) (*calibrateFlags, erro
 	fs.StringVar(&f.rules, "rules", "", "a rules file: fit its routes' floors per tier, escalate_at, mix and fallback_floor at the level the rules decide (route precision), instead of per-class floors")
 	fs.IntVar(&f.tier, "tier", 1, "tier to calibrate")
 	fs.Float64Var(&f.target, "target-precision", 0.9, "precision each class's floor must reach")
-	fs.Float64Var(&f.maxEsc, "max-escalation", 0, "cap on the share of items below their floor (0: no cap); the target gives way")
-	fs.StringVar(&f.groupBy, "group-by", "", "column naming each item's source: floors must hold in every source, and are judged leaving each source out")
+	fs.Float64Var(&f.maxEsc, "max-escalation", 0, "cap on the share of items below their floor (0: no cap); the target gives way (with --rules and --group-by: in every held-out source)")
+	fs.StringVar(&f.groupBy, "group-by", "", "column naming each item's source: floors must hold in every source, and are judged leaving each source out (with --rules: the settings are chosen leaving each source out)")
+	fs.Float64Var(&f.quantile, "source-quantile", 0, "with --rules and --group-by: the quantile of the held-out sources that must keep the target precision and --max-escalation (0: the worst source)")
+	fs.IntVar(&f.minRouted, "min-routed", 100, "with --rules and --group-by: the fewest items a held-out source must have routed (or hold, for escalation) to bind the choice")
 	fs.IntVar(&f.folds, "folds", 5, "cross-validation folds over rows")
 	fs.StringVar(&f.classes, "classes", "", "comma-separated classes to floor (default: every class but other)")
 	fs.BoolVar(&f.temperature, "temperature", true, "refit the tier's temperature on the calibration set first")
@@ -56,6 +58,10 @@ func parseCalibrateFlags(args []string, stderr io.Writer) (*calibrateFlags, erro
 	f.place.parsed(fs)
 	if f.data == "" {
 		fmt.Fprintln(stderr, "triage calibrate: --data is required")
+		return nil, errUsage
+	}
+	if f.quantile < 0 || f.quantile > 1 || f.minRouted < 1 {
+		fmt.Fprintln(stderr, "triage calibrate: --source-quantile is between 0 and 1, --min-routed at least 1")
 		return nil, errUsage
 	}
 	return &f, nil

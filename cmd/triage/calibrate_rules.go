@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"maps"
 	"path/filepath"
-	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -53,7 +51,7 @@ func runCalibrateRules(ctx context.Context, f *calibrateFlags, stdout, stderr io
 	ev := evaluation.GatherRoutes(ctx, set, items, f.groupBy, evaluation.Options{Progress: report})
 	finish()
 	rep := evaluation.FitRoutes(set, ev, evaluation.RouteFitOptions{TargetPrecision: f.target, Robust: f.groupBy != "",
-		MaxEscalation: f.maxEsc, Folds: f.folds})
+		MaxEscalation: f.maxEsc, Folds: f.folds, SourceQuantile: f.quantile, MinRouted: f.minRouted})
 	switch {
 	case f.asJSON:
 		enc := json.NewEncoder(stdout)
@@ -76,7 +74,10 @@ func routeFitOf(f *calibrateFlags, set *rules.Set, ds *datasets.Set, rep *evalua
 	r := &classifier.Routing{Routes: map[string]classifier.RouteFloors{},
 		EscalateAt: &rep.EscalateAt, FallbackFloor: &rep.FallbackFloor, Mix: &rep.Mix,
 		Fit: map[string]string{"target_precision": fmt.Sprint(f.target), "data": filepath.Base(f.data), "data_sha256": ds.SHA256,
-			"rules": set.Version(), "group_by": f.groupBy}}
+			"rules": set.Version(), "group_by": f.groupBy, "max_escalation": fmt.Sprint(f.maxEsc)}}
+	if rep.Selection.HeldOut {
+		r.Fit["chosen_on"] = fmt.Sprintf("held-out %s, quantile %g, at least %d routed", f.groupBy, f.quantile, f.minRouted)
+	}
 	for _, rf := range rep.Routes {
 		f1, f2 := rf.Floor1, rf.Floor2
 		r.Routes[rf.Name] = classifier.RouteFloors{Classes: rf.Classes, Floors: classifier.Floors{Tier1: &f1, Tier2: &f2}}
@@ -105,8 +106,10 @@ func writeRouteFit(stdout io.Writer, f *calibrateFlags, set *rules.Set, ds *data
 }
 
 func printRouteFit(w io.Writer, f *calibrateFlags, set *rules.Set, ds *datasets.Set, rep *evaluation.RouteFitReport) {
-	fmt.Fprintf(w, "rules %s (version %s): fitted for route precision %.2f on %s (%d items)\n\n",
+	fmt.Fprintf(w, "rules %s (version %s): fitted for route precision %.2f on %s (%d items)\n",
 		set.File().Path, set.Version(), rep.Target, f.data, len(ds.Rows))
+	printSelection(w, f, rep)
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "route\tclasses\tfloor tier 1\tfloor tier 2\ttaken tier 1\tprecision\ttaken tier 2\tprecision")
 	for _, r := range rep.Routes {
@@ -123,22 +126,87 @@ func printRouteFit(w io.Writer, f *calibrateFlags, set *rules.Set, ds *datasets.
 	row("as the rules are", rep.Before)
 	row("fitted (on all the data)", rep.Fitted)
 	row(fmt.Sprintf("cross-validated (%d folds)", f.folds), rep.CV)
-	for _, g := range slices.Sorted(maps.Keys(rep.ByGroup)) {
-		row(fmt.Sprintf("%s=%s, fitted without it", f.groupBy, g), rep.ByGroup[g])
+	tw.Flush()
+	if len(rep.Sources) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nper %s: fitted on all the data; the chosen setting fitted without it (held out); the whole fit, choice included, run without it (unseen)\n", f.groupBy)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, f.groupBy+"\titems\tfitted: precision\tcoverage\tescalated\theld out: precision\tescalated\tunseen: routed\taccuracy\tprecision\tcoverage\tescalated")
+	for _, s := range rep.Sources {
+		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.3f\t%.1f%%\t%.3f\t%.1f%%\t%d\t%.3f\t%.3f\t%.3f\t%.1f%%\n", s.Source, s.Fitted.N,
+			s.Fitted.Precision, s.Fitted.Coverage, 100*s.Fitted.Escalation, s.HeldOut.Precision, 100*s.HeldOut.Escalation,
+			s.Unseen.Routed, s.Unseen.Accuracy, s.Unseen.Precision, s.Unseen.Coverage, 100*s.Unseen.Escalation)
 	}
 	tw.Flush()
+	if n := rep.NewSource; n != nil {
+		fmt.Fprintf(w, "\na new %s: route precision %.3f (%.3f–%.3f), accuracy %.3f (%.3f–%.3f), coverage %.3f (%.3f–%.3f), escalated %.1f%% (%.1f–%.1f%%)\n",
+			f.groupBy, n.Precision.Median, n.Precision.Lo, n.Precision.Hi, n.Accuracy.Median, n.Accuracy.Lo, n.Accuracy.Hi,
+			n.Coverage.Median, n.Coverage.Lo, n.Coverage.Hi, 100*n.Escalation.Median, 100*n.Escalation.Lo, 100*n.Escalation.Hi)
+		fmt.Fprintf(w, "  the median and range of the %d unseen %ss with at least %d routed: one like them falls inside the range with probability %.0f%% ((K-1)/(K+1)), below it with %.0f%%\n",
+			n.Sources, f.groupBy, rep.Selection.MinRouted, 100*n.Level, 100/float64(n.Sources+1))
+	}
+}
+
+// printSelection says how the setting was chosen and whether it keeps the
+// promises.
+func printSelection(w io.Writer, f *calibrateFlags, rep *evaluation.RouteFitReport) {
+	sel := &rep.Selection
+	st := sel.Setting
+	every := ""
+	if st.EverySource {
+		every = ", in every " + f.groupBy
+	}
+	fmt.Fprintf(w, "setting: tier-1 floors for precision %.2f, raised by %.2f; tier-2 floors for %.2f, raised by %.2f%s; escalate_at %.2f, mix %.2f\n",
+		st.Tier1Precision, st.Tier1Margin, st.Tier2Precision, st.Tier2Margin, every, st.EscalateAt, st.Mix)
+	capNote := ""
+	if f.maxEsc > 0 {
+		capNote = fmt.Sprintf(" (cap %.1f%%)", 100*f.maxEsc)
+	}
+	kept := "keeps"
+	if !sel.Met {
+		kept = "MISSES"
+	}
+	if !sel.HeldOut {
+		fmt.Fprintf(w, "chosen on the pooled data it was fitted on: route precision %.3f, escalated %.1f%%%s: it %s the target\n",
+			sel.Precision, 100*sel.Escalation, capNote, kept)
+		return
+	}
+	which := "the worst held-out " + f.groupBy
+	if sel.Quantile > 0 {
+		which = fmt.Sprintf("the %.2f quantile of the held-out %ss", sel.Quantile, f.groupBy)
+	}
+	fmt.Fprintf(w, "chosen leaving each %s out (fitted on the others, judged on it): %s reaches route precision %.3f (of those with at least %d routed) and escalates %.1f%%%s: it %s the target\n",
+		f.groupBy, which, sel.Precision, sel.MinRouted, 100*sel.Escalation, capNote, kept)
 }
 
 // printRouteSnippet prints the fit as rules-file lines to review: each
 // route's floors, and the tier-2 settings.
 func printRouteSnippet(w io.Writer, f *calibrateFlags, set *rules.Set, ds *datasets.Set, rep *evaluation.RouteFitReport) {
 	fmt.Fprintf(w, "# triage calibrate --rules %s --data %s --target-precision %.2f", f.rules, f.data, rep.Target)
+	if f.maxEsc > 0 {
+		fmt.Fprintf(w, " --max-escalation %g", f.maxEsc)
+	}
 	if f.groupBy != "" {
 		fmt.Fprintf(w, " --group-by %s", f.groupBy)
+		if f.quantile > 0 {
+			fmt.Fprintf(w, " --source-quantile %g", f.quantile)
+		}
+		if f.minRouted != 100 {
+			fmt.Fprintf(w, " --min-routed %d", f.minRouted)
+		}
 	}
 	fmt.Fprintf(w, "\n# data sha256 %s, rules version %s\n", ds.SHA256, set.Version())
 	s := rep.CV
 	fmt.Fprintf(w, "# cross-validated: accuracy %.3f, route precision %.3f, coverage %.3f, escalated %.1f%%\n", s.Accuracy, s.Precision, s.Coverage, 100*s.Escalation)
+	if n := rep.NewSource; n != nil {
+		fmt.Fprintf(w, "# a new %s (median and range of %d held out, the fit run without each): route precision %.3f (%.3f-%.3f), accuracy %.3f (%.3f-%.3f), escalated %.1f%% (%.1f-%.1f%%)\n",
+			f.groupBy, n.Sources, n.Precision.Median, n.Precision.Lo, n.Precision.Hi, n.Accuracy.Median, n.Accuracy.Lo, n.Accuracy.Hi,
+			100*n.Escalation.Median, 100*n.Escalation.Lo, 100*n.Escalation.Hi)
+	}
+	if !rep.Selection.Met {
+		fmt.Fprintf(w, "# no setting kept the target within the cap (as chosen: route precision %.3f, escalated %.1f%%)\n", rep.Selection.Precision, 100*rep.Selection.Escalation)
+	}
 	fmt.Fprintf(w, "# Set each route's floors in its entry, and these in tier2:\n")
 	fmt.Fprintf(w, "tier2: {escalate_at: %.3f, mix: %.2f, fallback_floor: %.3f}\nroutes:\n", rep.EscalateAt, rep.Mix, rep.FallbackFloor)
 	for _, r := range rep.Routes {

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -331,6 +332,9 @@ func printEval(w io.Writer, r *evaluation.Report) {
 	fmt.Fprintf(w, "%s on %s (%d items, %s mode)\n", r.Spec, r.Data, r.N, r.Mode)
 	fmt.Fprintf(w, "accuracy %.4f  macro P/R/F1 %.4f/%.4f/%.4f  micro F1 %.4f  coverage %.4f  escalation %.4f  ECE %.4f\n",
 		r.Accuracy, r.MacroPrecision, r.MacroRecall, r.MacroF1, r.MicroF1, r.Coverage, r.EscalationRate, r.ECE)
+	if r.Mode == "rules" {
+		fmt.Fprintf(w, "route precision %.4f (of the items a class route took, the share whose label it covers)\n", r.RoutePrecision)
+	}
 	lat := make([]string, 0, len(r.Latency))
 	for k, p := range r.Latency {
 		lat = append(lat, fmt.Sprintf("%s p50 %.1f µs p99 %.1f µs", k, p.P50, p.P99))
@@ -368,7 +372,24 @@ func printEval(w io.Writer, r *evaluation.Report) {
 		fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%.3f\t%d\t%d\t\n", c, p.Precision, p.Recall, p.F1, p.Support, p.Predicted)
 	}
 	tw.Flush()
-	if len(r.Slices) > 0 {
+	if len(r.PerRoute) > 0 {
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "\nroute\tprecision\trecall\ttaken\tright\tsupport\t")
+		for _, name := range slices.Sorted(maps.Keys(r.PerRoute)) {
+			p := r.PerRoute[name]
+			fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%d\t%d\t%d\t\n", name, p.Precision, p.Recall, p.Taken, p.Right, p.Support)
+		}
+		tw.Flush()
+	}
+	if len(r.Slices) > 0 && r.Mode == "rules" {
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(tw, "\n%s\tn\taccuracy\troute precision\tcoverage\tescalation\tmacro F1\tECE\t\n", r.By)
+		for _, k := range slices.Sorted(maps.Keys(r.Slices)) {
+			s := r.Slices[k]
+			fmt.Fprintf(tw, "%s\t%d\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\t\n", k, s.N, s.Accuracy, s.RoutePrecision, s.Coverage, s.EscalationRate, s.MacroF1, s.ECE)
+		}
+		tw.Flush()
+	} else if len(r.Slices) > 0 {
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintf(tw, "\n%s\tn\taccuracy\tmacro F1\tcoverage\tECE\t\n", r.By)
 		keys := make([]string, 0, len(r.Slices))

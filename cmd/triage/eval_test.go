@@ -79,7 +79,8 @@ func TestEvalCLI(t *testing.T) {
 	if err := runEval(context.Background(), args, &out, &errb); err != nil {
 		t.Fatalf("eval --rules: %v\n%s", err, errb.String())
 	}
-	if !strings.Contains(out.String(), "rules mode") || !strings.Contains(out.String(), "coverage") {
+	if !strings.Contains(out.String(), "rules mode") || !strings.Contains(out.String(), "coverage") ||
+		!strings.Contains(out.String(), "route precision 0.") || !strings.Contains(out.String(), "route  precision  recall  taken  right  support\n") {
 		t.Fatalf("eval --rules printed:\n%s", out.String())
 	}
 	if b, err := os.ReadFile(html); err != nil || !bytes.Contains(b, []byte("<svg")) {
@@ -124,6 +125,103 @@ func TestCalibrateCLI(t *testing.T) {
 	}
 	if !strings.Contains(so.String(), "classes:\n") || !strings.Contains(so.String(), `  "computer science": {floors: {tier1: `) || strings.Count(so.String(), "{floors:") != 13 {
 		t.Fatalf("--diff:\n%s", so.String())
+	}
+}
+
+// TestCalibrateRulesHeldOutCLI chooses the default rules' setting leaving
+// each of dev's sources out, on 200 items of each.
+func TestCalibrateRulesHeldOutCLI(t *testing.T) {
+	_, models := defaultHeadsOrSkip(t)
+	t.Setenv("TRIAGE_MODELS", models)
+	b, err := os.ReadFile(devSet(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sample []string
+	per := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var row struct{ Source string }
+		if err := json.Unmarshal([]byte(line), &row); err != nil {
+			t.Fatal(err)
+		}
+		if per[row.Source] < 200 {
+			per[row.Source]++
+			sample = append(sample, line)
+		}
+	}
+	data := filepath.Join(t.TempDir(), "sample.jsonl")
+	if err := os.WriteFile(data, []byte(strings.Join(sample, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--rules", filepath.Join(repoRoot(), "rules.yaml"), "--config", filepath.Join(repoRoot(), "triage.yaml"), "--data", data,
+		"--group-by", "source", "--target-precision", "0.9", "--max-escalation", "0.3", "--min-routed", "10", "--folds", "2"}
+	var so, se bytes.Buffer
+	if err := runCalibrate(context.Background(), append(args, "--json"), &so, &se); err != nil {
+		t.Fatalf("calibrate --rules --group-by: %v\n%s", err, se.String())
+	}
+	var rep struct {
+		Selection struct {
+			HeldOut    bool    `json:"held_out_sources"`
+			MinRouted  int     `json:"min_routed"`
+			Precision  float64 `json:"precision"`
+			Escalation float64 `json:"escalation"`
+			Met        bool    `json:"met"`
+		} `json:"selection"`
+		Sources []struct {
+			Source  string
+			HeldOut struct {
+				N          int     `json:"n"`
+				Routed     int     `json:"routed"`
+				Precision  float64 `json:"route_precision"`
+				Escalation float64 `json:"escalation"`
+			} `json:"held_out"`
+			Unseen struct{ N int } `json:"unseen"`
+		} `json:"sources"`
+		NewSource *struct {
+			Sources   int                              `json:"sources"`
+			Level     float64                          `json:"level"`
+			Precision struct{ Median, Lo, Hi float64 } `json:"route_precision"`
+		} `json:"new_source"`
+	}
+	if err := json.Unmarshal(so.Bytes(), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, so.String())
+	}
+	sel := rep.Selection
+	if !sel.HeldOut || sel.MinRouted != 10 || len(rep.Sources) != 4 {
+		t.Fatalf("selection %+v over %d sources", sel, len(rep.Sources))
+	}
+	// The choice read the worst held-out source: the least precision of
+	// those routing 10, the most escalation of those holding 10.
+	worstP, worstE := 2.0, -1.0
+	for _, s := range rep.Sources {
+		if s.HeldOut.N != 200 || s.Unseen.N != 200 {
+			t.Fatalf("source %s: held out %+v, unseen n %d", s.Source, s.HeldOut, s.Unseen.N)
+		}
+		if s.HeldOut.Routed >= 10 {
+			worstP = min(worstP, s.HeldOut.Precision)
+		}
+		worstE = max(worstE, s.HeldOut.Escalation)
+	}
+	if sel.Precision != worstP || sel.Escalation != worstE || sel.Met != (worstP >= 0.9 && worstE <= 0.3) {
+		t.Fatalf("selection %+v; the worst held-out source has precision %v, escalation %v", sel, worstP, worstE)
+	}
+	n := rep.NewSource
+	if n == nil || n.Sources < 2 || math.Abs(n.Level-float64(n.Sources-1)/float64(n.Sources+1)) > 1e-9 || n.Precision.Lo > n.Precision.Median || n.Precision.Median > n.Precision.Hi {
+		t.Fatalf("new source: %+v", n)
+	}
+	// The text says how it chose, per source, and what a new one may see.
+	so.Reset()
+	if err := runCalibrate(context.Background(), args, &so, &se); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"chosen leaving each source out", "the worst held-out source reaches route precision", "unseen: routed", "reddit_selfposts", "a new source: route precision"} {
+		if !strings.Contains(so.String(), want) {
+			t.Fatalf("calibrate --rules output lacks %q:\n%s", want, so.String())
+		}
+	}
+	// A quantile outside 0..1 is a usage error.
+	if err := runCalibrate(context.Background(), append(args, "--source-quantile", "1.5"), &so, &se); !errors.Is(err, errUsage) {
+		t.Fatalf("--source-quantile 1.5: %v", err)
 	}
 }
 

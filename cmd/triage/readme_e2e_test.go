@@ -59,6 +59,7 @@ var readmeSkips = []struct{ prefix, why string }{
 	{"keys create", "adds a key to the example's keys file; access_e2e_test.go creates and revokes keys in a copy"},
 	{"distill", "runs every vocabulary token through tier 2; distill_ort_test.go distills a small one"},
 	{"label", "serves a page until stopped; label/browser_test.go drives it in Chromium (label --status runs)"},
+	{"calibrate --rules examples/subjects/rules.yaml", "minutes on the 2-core machine (each candidate fitted without each source, and the whole fit without each); TestCalibrateRulesHeldOutCLI runs it on 200 items of each source"},
 }
 
 // parseREADME finds the README's triage commands (in code blocks and in
