@@ -462,7 +462,10 @@ func (g *Gateway) serve(c *gin.Context, sh shape) {
 			fr.Edit, fr.StripUsage = ed, true
 		}
 	}
-	key := affinity(&fr, e, body, &req, semantic && s.rules.Explain())
+	// X-Triage-Replica-Choice says whether some replica was sent this
+	// prefix before: across tenants that tells one about another's
+	// prompts, so it is never sent with access control on.
+	key := affinity(&fr, e, body, &req, semantic && s.rules.Explain() && s.access == nil)
 	res := g.tr.Forward(r.Context(), w, e.pool, &e.policy, &fr)
 	unkey(key)
 	switch {

@@ -19,6 +19,7 @@ import (
 	"github.com/triagegw/triage/classifier/classifiertest"
 	"github.com/triagegw/triage/router/access"
 	"github.com/triagegw/triage/router/config"
+	"github.com/triagegw/triage/router/pool"
 )
 
 // Tenant isolation, tried with two tenants as a new user would: every id,
@@ -337,5 +338,45 @@ func TestAccessRepeatedCredentialRefused(t *testing.T) {
 	}
 	if r.status != 400 || json.Unmarshal([]byte(r.body), &ae) != nil || ae.Type != "error" || ae.Error.Type != "invalid_request_error" {
 		t.Fatalf("messages: %d %s", r.status, r.body)
+	}
+}
+
+// A prefix hit tells whether some replica was sent the same prompt: with
+// access control on, X-Triage-Replica-Choice is not sent, even when the
+// rules explain their decisions.
+func TestReplicaChoiceNotExplainedToTenants(t *testing.T) {
+	keys := filepath.Join(t.TempDir(), "keys.jsonl")
+	secrets := writeKeys(t, keys, "alice")
+	a, b := newReplica(t, "coder", "code-0"), newReplica(t, "coder", "code-1")
+	pc := poolCfg("code", "coder", a.URL, b.URL)
+	pc.Balance = pool.BalancePrefix
+	tier1 := &classifiertest.Fixed{Default: classifier.Scored{Class: "code", Score: 0.95}}
+	for _, tc := range []struct {
+		name   string
+		access bool
+	}{{"without access control", false}, {"with access control", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := newConfig("code", pc)
+			var hdr []string
+			if tc.access {
+				cfg.Access = access.Config{KeysFile: keys}
+				hdr = []string{"Authorization", "Bearer " + secrets["alice"]}
+			}
+			if err := cfg.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			set := compileRules(t, cfg, tier1, "routes: [{name: coding, when: {class: code}, pool: code}]\ndefault: code\nexplain: true\n")
+			h := newHarness(t, cfg)
+			if err := h.gw.Apply(cfg, set); err != nil {
+				t.Fatal(err)
+			}
+			r := h.do(t, "POST", "/v1/chat/completions", `{"model":"auto","messages":[{"role":"user","content":"rebase onto main"}]}`, hdr...)
+			if r.status != 200 || r.header.Get("X-Triage-Route") != "coding" {
+				t.Fatalf("%d %s", r.status, r.body)
+			}
+			if got := r.header.Get("X-Triage-Replica-Choice"); (got != "") == tc.access {
+				t.Fatalf("X-Triage-Replica-Choice = %q", got)
+			}
+		})
 	}
 }
