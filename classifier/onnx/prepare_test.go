@@ -103,3 +103,20 @@ func FuzzPrepare(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkPrepare: a clean text (one pass, returned as it is) and one
+// with line breaks and double spaces (written again), about 500 tokens.
+func BenchmarkPrepare(b *testing.B) {
+	clean := strings.Repeat("How do I sort a list of tuples by the second item in Python? ", 40)
+	messy := strings.Repeat("How do I sort  a list of tuples\nby the second item in Python?\n\n", 40)
+	buf := make([]byte, 0, 2*len(messy))
+	for _, tc := range []struct{ name, text string }{{"clean", clean}, {"messy", messy}} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(tc.text)))
+			b.ReportAllocs()
+			for b.Loop() {
+				prepare(buf[:0], tc.text)
+			}
+		})
+	}
+}
