@@ -173,8 +173,14 @@ func (o *Tier2Options) cachePath(enc *Encoder, set *datasets.Set) string {
 	if o.CacheDir == "" || len(sum) < 16 || len(set.SHA256) < 16 {
 		return ""
 	}
-	return filepath.Join(o.CacheDir, sum[:16]+"-"+set.SHA256[:16]+".f32")
+	return filepath.Join(o.CacheDir, sum[:16]+"-"+set.SHA256[:16]+"-"+textPrep+".f32")
 }
+
+// textPrep names the way tier 2 prepares a text before tokenizing it
+// (classifier/onnx's prepare: whitespace collapsed, mostly-capital texts
+// lower-cased): a cache of embeddings made another way is not read. Change
+// it when that preparation changes.
+const textPrep = "p1"
 
 // fitHead trains o.Head on x and returns it with the parameters the
 // artifact records.

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/triagegw/triage/classifier"
 	"github.com/triagegw/triage/classifier/tokenize"
@@ -23,7 +24,7 @@ type Model struct {
 	maxText  int  // text tokens: the encoder's max less the special tokens
 	specials bool // wrap the ids in [CLS] … [SEP]
 	cls, sep int32
-	ids      sync.Pool  // *[]int32
+	scratch  sync.Pool  // *textScratch
 	sched    *scheduler // nil unless the encoder's Options.Schedule
 }
 
@@ -49,7 +50,7 @@ func New(tok Tokenizer, enc *Encoder) (*Model, error) {
 		}
 		md.specials, md.maxText = true, m.MaxTokens-2
 	}
-	md.ids.New = func() any { v := make([]int32, 0, m.MaxTokens); return &v }
+	md.scratch.New = func() any { return &textScratch{ids: make([]int32, 0, m.MaxTokens)} }
 	if o := enc.Options(); o.Schedule && available {
 		md.sched = md.newScheduler(o)
 	}
@@ -263,10 +264,16 @@ func (m *Model) features(ctx context.Context, text string, dst []float32) ([]flo
 	if scheduled && m.sched.hopeless(dl) {
 		return dst, 0, classifier.ErrShed
 	}
-	p := m.ids.Get().(*[]int32)
-	ids := (*p)[:0]
+	s := m.scratch.Get().(*textScratch)
+	ids := s.ids[:0]
 	if m.specials {
 		ids = append(ids, m.cls)
+	}
+	if b, changed := prepare(s.text[:0], text); changed {
+		// The tokenizer copies what it reads and keeps none of it, so
+		// it may read s.text in place.
+		s.text = b
+		text = unsafe.String(unsafe.SliceData(b), len(b))
 	}
 	ids = m.tok.Encode(ids, text, len(ids)+m.maxText)
 	n := len(ids)
@@ -280,9 +287,18 @@ func (m *Model) features(ctx context.Context, text string, dst []float32) ([]flo
 	} else {
 		dst, err = m.enc.Embed(ctx, ids, dst)
 	}
-	*p = ids
-	m.ids.Put(p)
+	s.ids = ids
+	if cap(s.text) <= 1<<16 { // else a huge text's buffer: let it go
+		m.scratch.Put(s)
+	}
 	return dst, n, err
+}
+
+// textScratch is what features reuses from one text to the next: the
+// prepared text (see prepare) and its ids.
+type textScratch struct {
+	text []byte
+	ids  []int32
 }
 
 // Classifier is tier 2: a Model and a linear head. It implements

@@ -68,6 +68,16 @@
 // Every embedding is L2-normalised, so a centroid head's logits are
 // cosines.
 //
+// # Text preparation
+//
+// Model.Features, and so everything that asks tier 2 about a text (the
+// gateway, eval, calibrate, train --tier 2, distill), prepares the text
+// before tokenizing it: every run of whitespace becomes one space, the ends
+// are trimmed, and a text whose letters are at least 70% capitals is
+// lower-cased (prepare.go). The tokenizers are left as their references
+// tokenize; this is what keeps the casing and spacing users add from
+// moving tier 2 where tier 1 never moves.
+//
 // # Heads
 //
 // Load builds a Classifier from a heads artifact whose tier 2 has encoder
