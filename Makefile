@@ -43,8 +43,10 @@ test:
 	TRIAGE_REQUIRE_ORT=1 TRIAGE_REQUIRE_USE=1 TRIAGE_REQUIRE_MODELS=1 TRIAGE_REQUIRE_REDIS=1 $(GO) test -race -count=1 -timeout 20m -tags ort ./...
 	# and without the runtime: tier 2 says why it cannot run, tier 1 works
 	TRIAGE_REQUIRE_MODELS=1 $(GO) test -count=1 -timeout 5m -run 'WithoutTag|Stub|ABCLI|ShippedConfigs|SemanticRoutingEndToEnd' ./classifier/onnx ./cmd/triage
-	# every triage command the README shows, with the output it shows (without -race: they classify thousands of prompts)
-	TRIAGE_REQUIRE_ORT=1 TRIAGE_REQUIRE_USE=1 TRIAGE_REQUIRE_MODELS=1 $(GO) test -count=1 -timeout 10m -tags ort -run 'README' ./cmd/triage
+	# every triage command the README shows, with the output it shows, and the
+	# CLI tests that run a command over a whole dataset (without -race: they
+	# classify thousands of prompts; under it they skip)
+	TRIAGE_REQUIRE_ORT=1 TRIAGE_REQUIRE_USE=1 TRIAGE_REQUIRE_MODELS=1 $(GO) test -count=1 -timeout 10m -tags ort -run 'README|CLI' ./cmd/triage
 	# and the allocation checks, without the race detector (under it sync.Pool drops items at random):
 	# every TestXxxAllocs (allocs_test.go keeps them so named), in the packages that call AllocsPerRun
 	TRIAGE_REQUIRE_MODELS=1 $(GO) test -count=1 -tags ort -run 'Allocs' $$(grep -rl --include='*_test.go' --exclude-dir=var 'testing\.AllocsPerRun(' . | xargs -n1 dirname | sort -u)

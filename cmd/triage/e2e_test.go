@@ -12,6 +12,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
 	"net"
 	"net/http"
@@ -84,6 +87,20 @@ func buildSetting(key string) string {
 		}
 	}
 	return ""
+}
+
+// skipHeavyUnderRace skips a test that runs a command in this process over
+// a whole dataset when the race detector is on: minutes there, where it
+// takes seconds without. make test runs every test whose name holds CLI
+// again without the race detector (beside the README's commands), so each
+// still runs on make test's path; TestHeavyTestsRunWithoutRace holds the
+// names to that. The commands' concurrency is checked under -race by the
+// evaluation package's own tests.
+func skipHeavyUnderRace(t *testing.T) {
+	t.Helper()
+	if raceEnabled() {
+		t.Skip("a whole-dataset run: make test runs the TestXxxCLI tests without -race")
+	}
 }
 
 // raceEnabled reports whether this test binary was built with -race.
@@ -1042,4 +1059,54 @@ func runTriage(t *testing.T, args ...string) (code int, stdout, stderr string) {
 		t.Fatalf("triage %s did not exit within 10s", strings.Join(args, " "))
 	}
 	return cmd.ProcessState.ExitCode(), out.String(), errb.String()
+}
+
+// TestHeavyTestsRunWithoutRace: every test that calls skipHeavyUnderRace
+// has CLI in its name, and the Makefile's run without the race detector
+// selects CLI, so none is skipped on every run of make test.
+func TestHeavyTestsRunWithoutRace(t *testing.T) {
+	mk, err := os.ReadFile(filepath.Join(repoRoot(), "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^\t.*\$\(GO\) test -count=1 [^\n]*-run '[^']*\bCLI\b[^']*' \./cmd/triage`).Match(mk) {
+		t.Error("no line of the Makefile runs ./cmd/triage's CLI tests without -race")
+	}
+	files, err := filepath.Glob("*_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	found := 0
+	for _, path := range files {
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Body == nil || fn.Name.Name == "skipHeavyUnderRace" {
+				continue
+			}
+			calls := false
+			ast.Inspect(fn.Body, func(n ast.Node) bool {
+				if c, ok := n.(*ast.CallExpr); ok {
+					if id, ok := c.Fun.(*ast.Ident); ok && id.Name == "skipHeavyUnderRace" {
+						calls = true
+					}
+				}
+				return !calls
+			})
+			if !calls {
+				continue
+			}
+			found++
+			if !strings.Contains(fn.Name.Name, "CLI") {
+				t.Errorf("%s: %s skips under -race, and make test runs only tests named *CLI* without it: rename it", fset.Position(fn.Pos()), fn.Name.Name)
+			}
+		}
+	}
+	if found == 0 {
+		t.Fatal("no test calls skipHeavyUnderRace: is this test still needed?")
+	}
 }

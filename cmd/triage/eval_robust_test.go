@@ -21,6 +21,7 @@ import (
 // its counts add up, the same seed gives the same report, the rest of the
 // report is what it is without it, and --max-flip-rate gates on it.
 func TestEvalRobustnessCLI(t *testing.T) {
+	skipHeavyUnderRace(t)
 	heads, models := defaultHeadsOrSkip(t)
 	t.Setenv("TRIAGE_MODELS", models)
 	root := repoRoot()

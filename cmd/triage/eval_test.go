@@ -31,6 +31,7 @@ func devSet(t *testing.T) string {
 }
 
 func TestEvalCLI(t *testing.T) {
+	skipHeavyUnderRace(t)
 	heads, models := defaultHeadsOrSkip(t)
 	dev := devSet(t)
 	r := evalJSON(t, "--heads", heads, "--models", models, "--data", dev, "--by", "realism")
@@ -89,6 +90,7 @@ func TestEvalCLI(t *testing.T) {
 }
 
 func TestCalibrateCLI(t *testing.T) {
+	skipHeavyUnderRace(t)
 	heads, models := defaultHeadsOrSkip(t)
 	dev := devSet(t)
 	out := filepath.Join(t.TempDir(), "cal")
@@ -131,6 +133,7 @@ func TestCalibrateCLI(t *testing.T) {
 // TestCalibrateRulesHeldOutCLI chooses the default rules' setting leaving
 // each of dev's sources out, on 200 items of each.
 func TestCalibrateRulesHeldOutCLI(t *testing.T) {
+	skipHeavyUnderRace(t)
 	_, models := defaultHeadsOrSkip(t)
 	t.Setenv("TRIAGE_MODELS", models)
 	b, err := os.ReadFile(devSet(t))
@@ -226,6 +229,7 @@ func TestCalibrateRulesHeldOutCLI(t *testing.T) {
 }
 
 func TestABCLI(t *testing.T) {
+	skipHeavyUnderRace(t)
 	heads, models := defaultHeadsOrSkip(t)
 	dev := devSet(t)
 	t.Setenv("TRIAGE_MODELS", models)
@@ -264,6 +268,7 @@ func TestABCLI(t *testing.T) {
 // TestEvalCLITier2 holds the default heads' tier-2 figures on dev to what
 // eval measures with the encoder they name.
 func TestEvalCLITier2(t *testing.T) {
+	skipHeavyUnderRace(t)
 	heads, models := defaultHeadsOrSkip(t)
 	if !onnx.Available() {
 		t.Skip("a build without the ONNX runtime (the ort tag)")
