@@ -22,8 +22,8 @@ type Model struct {
 	tok      Tokenizer
 	enc      *Encoder // nil for a remote encoder
 	remote   *remote  // nil for a local one
-	maxText  int  // text tokens: the encoder's max less the special tokens
-	specials bool // wrap the ids in [CLS] … [SEP]
+	maxText  int      // text tokens: the encoder's max less the special tokens
+	specials bool     // wrap the ids in [CLS] … [SEP]
 	cls, sep int32
 	ids      sync.Pool  // *[]int32
 	sched    *scheduler // nil unless the encoder's Options.Schedule
