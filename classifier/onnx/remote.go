@@ -167,7 +167,7 @@ func NewRemote(man Manifest, rc RemoteConfig, opts Options) (*Model, error) {
 	tr.TLSClientConfig = rc.TLS
 	tr.MaxIdleConnsPerHost = 64
 	r := &remote{url: u, model: rc.Model, key: rc.APIKey, dims: man.Dims, maxTokens: man.MaxTokens,
-		client: &http.Client{Transport: tr}, timeout: rc.Timeout}
+		client: &http.Client{Transport: tr, CheckRedirect: noRedirects}, timeout: rc.Timeout}
 	if r.timeout <= 0 {
 		r.timeout = 30 * time.Second
 	}
@@ -196,6 +196,10 @@ func NewRemote(man Manifest, rc RemoteConfig, opts Options) (*Model, error) {
 	}
 	return md, nil
 }
+
+// noRedirects keeps texts and the API key with the configured URL: a
+// redirect is answered as a failure (its status), never followed.
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // estimateTokens is a text's tokens as admission and batching count them
 // for a remote encoder, which tokenizes on its side: about four bytes a

@@ -362,3 +362,22 @@ func TestEmbeddingsURL(t *testing.T) {
 		}
 	}
 }
+
+// TestRemoteNoRedirect: a redirect is a failure, not followed: the texts
+// and the key stay with the configured URL.
+func TestRemoteNoRedirect(t *testing.T) {
+	elsewhere := newFakeEngine(t)
+	f := newFakeEngine(t)
+	f.setAnswer(func(w http.ResponseWriter, r *http.Request, texts []string) bool {
+		http.Redirect(w, r, elsewhere.URL+"/v1/embeddings", http.StatusTemporaryRedirect)
+		return true
+	})
+	c := newRemoteClassifier(t, f, RemoteConfig{APIKey: "k3y"}, Options{})
+	var r classifier.Result
+	if err := c.Classify(context.Background(), "text", &r); err == nil || !strings.Contains(err.Error(), "status 307") {
+		t.Errorf("Classify through a redirect: %v, want status 307", err)
+	}
+	if n := elsewhere.calls.Load(); n != 0 {
+		t.Errorf("the redirect's target had %d calls, want none", n)
+	}
+}

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"encoding/pem"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/triagegw/triage/classifier/onnx"
+	"github.com/triagegw/triage/rules"
+)
+
+// TestRemoteEncoderTLSAndKey: the remote encoder's client trusts the CA
+// bundle the rules name (relative to the rules file) and nothing else,
+// and sends the API key from the environment variable they name.
+func TestRemoteEncoderTLSAndKey(t *testing.T) {
+	var auth string
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		auth = r.Header.Get("Authorization")
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"object":"list","data":[{"index":0,"embedding":[1,0,0,0]}]}`))
+	}))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake
+	srv.StartTLS()
+	defer srv.Close()
+	dir := t.TempDir()
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	if err := os.WriteFile(filepath.Join(dir, "engine-ca.pem"), ca, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rulesPath := filepath.Join(dir, "rules.yaml")
+	man := onnx.Manifest{Format: 1, Name: "enc", Input: onnx.InputUSE, Pooling: onnx.PoolNone, Dims: 4, MaxTokens: 128, Tokenizer: "x"}
+	embed := func(e *rules.RemoteEncoder) error {
+		rc, err := remoteConfig(e, rulesPath)
+		if err != nil {
+			return err
+		}
+		m, err := onnx.NewRemote(man, rc, onnx.Options{})
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		_, err = m.Features(context.Background(), "text", nil)
+		return err
+	}
+
+	t.Setenv("TEST_ENGINE_KEY", "s3cret")
+	if err := embed(&rules.RemoteEncoder{URL: srv.URL, Model: "enc", CAFile: "engine-ca.pem", APIKeyEnv: "TEST_ENGINE_KEY"}); err != nil {
+		t.Fatalf("with the engine's CA: %v", err)
+	}
+	if auth != "Bearer s3cret" {
+		t.Errorf("Authorization = %q, want the key from $TEST_ENGINE_KEY", auth)
+	}
+	// The system roots do not know the engine's certificate.
+	if err := embed(&rules.RemoteEncoder{URL: srv.URL, Model: "enc"}); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("without the CA: %v, want a certificate error", err)
+	}
+	t.Setenv("TEST_ENGINE_KEY", "")
+	err := embed(&rules.RemoteEncoder{URL: srv.URL, Model: "enc", CAFile: "engine-ca.pem", APIKeyEnv: "TEST_ENGINE_KEY"})
+	if err == nil || !strings.Contains(err.Error(), "$TEST_ENGINE_KEY is empty or unset") {
+		t.Errorf("with the key's variable empty: %v, want it named", err)
+	}
+	if err := embed(&rules.RemoteEncoder{URL: srv.URL, Model: "enc", CAFile: "missing.pem"}); err == nil || !strings.Contains(err.Error(), "missing.pem") {
+		t.Errorf("with a missing CA file: %v, want it named", err)
+	}
+}
