@@ -146,7 +146,8 @@ type Tier2 struct {
 	// run (0: none). Unset: classifier.DefaultCacheSize (4096).
 	Cache *int
 	// Runs is how many tier-2 Runs may be in flight at once (one intra-op
-	// thread each). Unset: half of GOMAXPROCS, at least 1.
+	// thread each), or calls to a remote encoder. Unset: half of
+	// GOMAXPROCS, at least 1; 4 for a remote encoder.
 	Runs *int
 	// Threads is each Run's intra-op threads. Unset: 1 (the cores serve
 	// more texts as one Run each than as one Run's threads).
