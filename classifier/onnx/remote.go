@@ -76,6 +76,7 @@ type RemoteConfig struct {
 // use.
 type remote struct {
 	url, model, key string
+	shown           string // url without its query, for errors
 	dims, maxTokens int
 	client          *http.Client
 	timeout         time.Duration
@@ -166,7 +167,8 @@ func NewRemote(man Manifest, rc RemoteConfig, opts Options) (*Model, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = rc.TLS
 	tr.MaxIdleConnsPerHost = 64
-	r := &remote{url: u, model: rc.Model, key: rc.APIKey, dims: man.Dims, maxTokens: man.MaxTokens,
+	shown, _, _ := strings.Cut(u, "?")
+	r := &remote{url: u, shown: shown, model: rc.Model, key: rc.APIKey, dims: man.Dims, maxTokens: man.MaxTokens,
 		client: &http.Client{Transport: tr, CheckRedirect: noRedirects}, timeout: rc.Timeout}
 	if r.timeout <= 0 {
 		r.timeout = 30 * time.Second
@@ -289,52 +291,52 @@ func (r *remote) call(ctx context.Context, texts []string, dst [][]float32) erro
 		if ctx.Err() != nil {
 			// The deadline, not the engine, ended it: the caller's
 			// budget is spent.
-			return fmt.Errorf("onnx: remote encoder %s: no answer in time: %w", r.url, ctx.Err())
+			return fmt.Errorf("onnx: remote encoder %s: no answer in time: %w", r.shown, ctx.Err())
 		}
-		return fmt.Errorf("onnx: remote encoder %s: %w", r.url, errors.Unwrap(err))
+		return fmt.Errorf("onnx: remote encoder %s: %w", r.shown, errors.Unwrap(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-		return fmt.Errorf("onnx: remote encoder %s: status %d", r.url, resp.StatusCode)
+		return fmt.Errorf("onnx: remote encoder %s: status %d", r.shown, resp.StatusCode)
 	}
 	var ans embeddingsResponse
 	lim := r.maxAnswer(len(texts))
 	b, err := io.ReadAll(io.LimitReader(resp.Body, lim+1))
 	switch {
 	case err != nil && ctx.Err() != nil:
-		return fmt.Errorf("onnx: remote encoder %s: no answer in time: %w", r.url, ctx.Err())
+		return fmt.Errorf("onnx: remote encoder %s: no answer in time: %w", r.shown, ctx.Err())
 	case err != nil:
-		return fmt.Errorf("onnx: remote encoder %s: reading the answer: %w", r.url, err)
+		return fmt.Errorf("onnx: remote encoder %s: reading the answer: %w", r.shown, err)
 	case int64(len(b)) > lim:
-		return fmt.Errorf("onnx: remote encoder %s: an answer over %d bytes for %d texts", r.url, lim, len(texts))
+		return fmt.Errorf("onnx: remote encoder %s: an answer over %d bytes for %d texts", r.shown, lim, len(texts))
 	}
 	if err := json.Unmarshal(b, &ans); err != nil {
 		// The decoder's message names types and offsets, never values.
-		return fmt.Errorf("onnx: remote encoder %s: the answer is not an embeddings list: %w", r.url, err)
+		return fmt.Errorf("onnx: remote encoder %s: the answer is not an embeddings list: %w", r.shown, err)
 	}
 	if len(ans.Error) > 0 && string(ans.Error) != "null" {
-		return fmt.Errorf("onnx: remote encoder %s: status 200 with an error object", r.url)
+		return fmt.Errorf("onnx: remote encoder %s: status 200 with an error object", r.shown)
 	}
 	if len(ans.Data) != len(texts) {
-		return fmt.Errorf("onnx: remote encoder %s: %d vectors for %d texts", r.url, len(ans.Data), len(texts))
+		return fmt.Errorf("onnx: remote encoder %s: %d vectors for %d texts", r.shown, len(ans.Data), len(texts))
 	}
 	seen := make([]bool, len(texts))
 	for k, d := range ans.Data {
 		i := d.Index
 		if i < 0 || i >= len(texts) || seen[i] {
-			return fmt.Errorf("onnx: remote encoder %s: vector %d has index %d, for %d texts", r.url, k, i, len(texts))
+			return fmt.Errorf("onnx: remote encoder %s: vector %d has index %d, for %d texts", r.shown, k, i, len(texts))
 		}
 		seen[i] = true
 		if len(d.Embedding) != r.dims {
-			return fmt.Errorf("onnx: remote encoder %s: a vector of %d dims, the heads take %d: is it serving model %q?", r.url, len(d.Embedding), r.dims, r.model)
+			return fmt.Errorf("onnx: remote encoder %s: a vector of %d dims, the heads take %d: is it serving model %q?", r.shown, len(d.Embedding), r.dims, r.model)
 		}
 		var norm float64
 		for _, v := range d.Embedding {
 			norm += float64(v) * float64(v)
 		}
 		if math.IsNaN(norm) || math.IsInf(norm, 0) || norm == 0 {
-			return fmt.Errorf("onnx: remote encoder %s: vector %d is not finite and non-zero", r.url, i)
+			return fmt.Errorf("onnx: remote encoder %s: vector %d is not finite and non-zero", r.shown, i)
 		}
 		copy(dst[i], d.Embedding)
 		classifier.L2Normalize(dst[i])

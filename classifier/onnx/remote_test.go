@@ -381,3 +381,22 @@ func TestRemoteNoRedirect(t *testing.T) {
 		t.Errorf("the redirect's target had %d calls, want none", n)
 	}
 }
+
+// TestRemoteErrorsWithoutQuery: a URL's query (where some gateways take a
+// key) stays out of errors.
+func TestRemoteErrorsWithoutQuery(t *testing.T) {
+	f := newFakeEngine(t)
+	f.setAnswer(func(w http.ResponseWriter, r *http.Request, texts []string) bool {
+		http.Error(w, "no", http.StatusInternalServerError)
+		return true
+	})
+	md, err := NewRemote(fakeManifest, RemoteConfig{URL: f.URL + "/v1/embeddings?api-key=SECRET-9", Model: "fake-enc"}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer md.Close()
+	_, err = md.Features(context.Background(), "text", nil)
+	if err == nil || !strings.Contains(err.Error(), "status 500") || strings.Contains(err.Error(), "SECRET") {
+		t.Errorf("Features: %v, want status 500 and no query", err)
+	}
+}
