@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/triagegw/triage/classifier/onnx"
+	"github.com/triagegw/triage/internal/testenv"
+	"github.com/triagegw/triage/router/config"
 	"github.com/triagegw/triage/rules"
 )
 
@@ -69,4 +71,32 @@ func TestRemoteEncoderTLSAndKey(t *testing.T) {
 	if err := embed(&rules.RemoteEncoder{URL: srv.URL, Model: "enc", CAFile: "missing.pem"}); err == nil || !strings.Contains(err.Error(), "missing.pem") {
 		t.Errorf("with a missing CA file: %v, want it named", err)
 	}
+}
+
+// TestRemoteEncoderRefusedAtLoad: rules whose remote engine serves
+// another model than the heads were trained on are refused when they
+// load, the message naming both; no call is made to find out.
+func TestRemoteEncoderRefusedAtLoad(t *testing.T) {
+	heads, models := defaultHeadsOrSkip(t)
+	testenv.Models(t, "use-int8/encoder.json")
+	dir := t.TempDir()
+	rulesText := "alias: auto\nheads: " + heads + "\nroutes:\n  - {name: coding, when: {class: computer science}, pool: code}\ndefault: general\n" +
+		"tier2: {enabled: true, encoder: {url: \"http://127.0.0.1:1\", model: bge-small-en-v1.5}}\n"
+	if err := os.WriteFile(filepath.Join(dir, "rules.yaml"), []byte(rulesText), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gw := "listen: 127.0.0.1:0\ndefault_pool: general\nrules: rules.yaml\nmodels_dir: " + models + "\npools:\n" +
+		"  - {name: general, model: m, replicas: [{url: \"http://127.0.0.1:9\"}]}\n  - {name: code, model: c, replicas: [{url: \"http://127.0.0.1:9\"}]}\n"
+	if err := os.WriteFile(filepath.Join(dir, "triage.yaml"), []byte(gw), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(filepath.Join(dir, "triage.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = loadRouting(cfg, &tierCache{})
+	if err == nil || !strings.Contains(err.Error(), `"use-lite-int8"`) || !strings.Contains(err.Error(), `"bge-small-en-v1.5"`) {
+		t.Fatalf("loadRouting: %v, want a refusal naming both encoders", err)
+	}
+	t.Logf("refused: %v", err)
 }

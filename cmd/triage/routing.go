@@ -102,21 +102,32 @@ func (c *tierCache) tier2For(h *classifier.Heads, place modelsPlace, opts onnx.O
 		c.used = map[string]bool{}
 	}
 	enc := c.encoders[key]
+	if enc == nil && remote != nil {
+		// A remote encoder loads at once (its manifest; no call is made):
+		// rules whose heads were trained on another encoder, or whose
+		// engine's key or CA is missing, are refused when they load.
+		if err := needFiles(h, 2, place); err != nil {
+			return nil, false, err
+		}
+		rc, err := remoteConfig(remote, rulesPath)
+		if err != nil {
+			return nil, false, err
+		}
+		m, err := onnx.LoadRemote(h, modelsDir, rc, opts)
+		if err != nil {
+			return nil, false, err
+		}
+		enc = classifier.NewLazy(func() (classifier.Classifier, error) { return m, nil })
+		c.encoders[key] = enc
+		enc.Start()
+		if err := enc.Wait(); err != nil {
+			return nil, false, err
+		}
+	}
 	if enc == nil {
 		enc = classifier.NewLazy(func() (classifier.Classifier, error) {
 			if err := needFiles(h, 2, place); err != nil {
 				return nil, err
-			}
-			if remote != nil {
-				rc, err := remoteConfig(remote, rulesPath)
-				if err != nil {
-					return nil, fmt.Errorf("tier 2 of %s: %w", h.Dir, err)
-				}
-				m, err := onnx.LoadRemote(h, modelsDir, rc, opts)
-				if err != nil {
-					return nil, fmt.Errorf("tier 2 of %s: %w", h.Dir, err)
-				}
-				return m, nil
 			}
 			m, err := onnx.Load(h, modelsDir, opts)
 			if err != nil {
