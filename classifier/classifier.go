@@ -11,6 +11,10 @@ import (
 // configuration; the message says why (a missing build tag, say).
 var ErrUnavailable = errors.New("classifier: tier unavailable")
 
+// ErrEncoderDown is returned by a tier whose remote encoder kept failing:
+// it is not called until its breaker's cooldown ends.
+var ErrEncoderDown = errors.New("classifier: the encoder keeps failing: not called until its cooldown ends")
+
 // Classifier is one tier: it scores text and fills r, reusing r.Top's
 // capacity. text is valid only during the call (callers may pass a view of
 // a reused buffer): implementations must not keep it. Implementations are

@@ -78,6 +78,12 @@ type RunStats struct {
 	// caller had gone (budget spent or client left) before their Run
 	// started; Late, texts whose Run ended after their caller's deadline.
 	Shed, Expired, Late uint64
+	// Failed counts texts whose Run failed (a remote encoder's call that
+	// erred, timed out or answered wrongly); Refused, texts a remote
+	// encoder's open breaker turned away (ErrEncoderDown); Down, whether
+	// it is open now.
+	Failed, Refused uint64
+	Down            bool
 }
 
 // RunStatser is a tier that schedules its Runs and reports on them.

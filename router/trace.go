@@ -167,7 +167,7 @@ func (rt *reqTrace) decided(start time.Time, took time.Duration, dec *rules.Deci
 	if !tm.Tier2Start.IsZero() {
 		_, s := rt.t.Start(ctx, "tier2", trace.WithTimestamp(tm.Tier2Start), trace.WithAttributes(attrTier.Int(2)))
 		switch dec.Reason {
-		case rules.ReasonTier2Timeout, rules.ReasonTier2Shed, rules.ReasonTier2Unavailable, rules.ReasonTier2Error, rules.ReasonClientGone:
+		case rules.ReasonTier2Timeout, rules.ReasonTier2Shed, rules.ReasonTier2EncoderDown, rules.ReasonTier2Unavailable, rules.ReasonTier2Error, rules.ReasonClientGone:
 			s.SetStatus(codes.Error, dec.Reason)
 		}
 		s.End(trace.WithTimestamp(tm.Tier2Start.Add(tm.Tier2)))

@@ -405,6 +405,8 @@ func (s *Set) askTier2(ctx context.Context, sig *Signals, w *work, tr *Trace, bu
 		switch {
 		case errors.Is(err, classifier.ErrShed):
 			ev.tier2Reason = ReasonTier2Shed
+		case errors.Is(err, classifier.ErrEncoderDown):
+			ev.tier2Reason = ReasonTier2EncoderDown
 		case errors.Is(ctx.Err(), context.Canceled):
 			ev.tier2Reason = ReasonClientGone
 		case errors.Is(err, context.DeadlineExceeded):

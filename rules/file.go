@@ -146,7 +146,8 @@ type Tier2 struct {
 	// run (0: none). Unset: classifier.DefaultCacheSize (4096).
 	Cache *int
 	// Runs is how many tier-2 Runs may be in flight at once (one intra-op
-	// thread each). Unset: half of GOMAXPROCS, at least 1.
+	// thread each), or calls to a remote encoder. Unset: half of
+	// GOMAXPROCS, at least 1; 4 for a remote encoder.
 	Runs *int
 	// Threads is each Run's intra-op threads. Unset: 1 (the cores serve
 	// more texts as one Run each than as one Run's threads).
@@ -167,6 +168,36 @@ type Tier2 struct {
 	// 0 (the gateway's own) to 19 (the lowest), so that the proxy path
 	// takes a core first when both want one. Unset: DefaultTier2Nice.
 	Nice *int
+	// Encoder, when set, is a remote encoder serving the heads' tier-2
+	// encoder over the OpenAI embeddings API; unset, the encoder runs in
+	// this process (ONNX Runtime).
+	Encoder *RemoteEncoder
+}
+
+// RemoteEncoder is tier 2's encoder served by an inference engine (vLLM,
+// text-embeddings-inference, Infinity) at POST /v1/embeddings.
+type RemoteEncoder struct {
+	// URL is the engine's base URL (http:// or https://); requests go to
+	// its /v1/embeddings.
+	URL string
+	// Model is the model name the engine serves: it must be the name in
+	// the heads' encoder manifest (encoder.json).
+	Model string
+	// Pooling and Dims, when set, are checked against the manifest.
+	Pooling string
+	Dims    int
+	// APIKeyEnv names the environment variable holding the engine's API
+	// key, sent as a bearer token. Unset: none.
+	APIKeyEnv string
+	// CAFile is a PEM bundle, the only trust for an https URL. Unset: the
+	// system roots.
+	CAFile string
+	// Timeout bounds a call without a budget (offline commands). Unset: 30s.
+	Timeout time.Duration
+	// Failures is how many calls in a row must fail before the encoder is
+	// left alone for Cooldown (reason tier2_encoder_down). Unset: 5 and 5s.
+	Failures int
+	Cooldown time.Duration
 }
 
 // DefaultTier2Nice is tier 2's threads' nice value when the rules set
@@ -407,6 +438,30 @@ func Parse(path string, src []byte) (*File, error) {
 					f.Tier2.CPUShare = &v
 				},
 				"nice": func(n *yaml.Node) { v := p.count(n, 0, 19); f.Tier2.Nice = &v },
+				"encoder": func(n *yaml.Node) {
+					e := &RemoteEncoder{}
+					p.mapping(n, "tier2.encoder", map[string]func(*yaml.Node){
+						"url":         func(n *yaml.Node) { e.URL = p.str(n) },
+						"model":       func(n *yaml.Node) { e.Model = p.str(n) },
+						"pooling":     func(n *yaml.Node) { e.Pooling = p.str(n) },
+						"dims":        func(n *yaml.Node) { e.Dims = p.count(n, 1, 1<<16) },
+						"api_key_env": func(n *yaml.Node) { e.APIKeyEnv = p.str(n) },
+						"ca_file":     func(n *yaml.Node) { e.CAFile = p.str(n) },
+						"timeout":     func(n *yaml.Node) { e.Timeout = p.duration(n) },
+						"failures":    func(n *yaml.Node) { e.Failures = p.count(n, 1, 1000) },
+						"cooldown":    func(n *yaml.Node) { e.Cooldown = p.duration(n) },
+					})
+					switch {
+					case e.URL == "":
+						p.bad(n, "tier2.encoder: a remote encoder needs a url (http:// or https://)")
+					case !strings.HasPrefix(e.URL, "http://") && !strings.HasPrefix(e.URL, "https://"):
+						p.bad(n, fmt.Sprintf("tier2.encoder.url: want http:// or https://, got %q", e.URL))
+					}
+					if e.Model == "" {
+						p.bad(n, "tier2.encoder: a remote encoder needs a model: the name in the heads' encoder manifest")
+					}
+					f.Tier2.Encoder = e
+				},
 			})
 		},
 		"window": func(n *yaml.Node) {

@@ -113,6 +113,36 @@ window: {user_turns: 0}
 	}
 }
 
+func TestParseRemoteEncoder(t *testing.T) {
+	f, err := Parse("r.yaml", []byte(`heads: h
+default: general
+tier2:
+  encoder: {url: "https://tei:8080", model: use-lite-int8, pooling: none, dims: 512, api_key_env: TEI_KEY, ca_file: ca.pem, timeout: 2s, failures: 3, cooldown: 10s}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := RemoteEncoder{URL: "https://tei:8080", Model: "use-lite-int8", Pooling: "none", Dims: 512, APIKeyEnv: "TEI_KEY", CAFile: "ca.pem",
+		Timeout: 2 * time.Second, Failures: 3, Cooldown: 10 * time.Second}
+	if f.Tier2.Encoder == nil || *f.Tier2.Encoder != want {
+		t.Fatalf("tier2.encoder = %+v, want %+v", f.Tier2.Encoder, want)
+	}
+	_, err = Parse("r.yaml", []byte(`heads: h
+default: general
+tier2:
+  encoder: {url: "tei:8080", key: x}
+`))
+	for _, w := range []string{
+		`r.yaml:4:30: tier2.encoder.key: unknown field`,
+		`r.yaml:4:12: tier2.encoder.url: want http:// or https://, got "tei:8080"`,
+		`r.yaml:4:12: tier2.encoder: a remote encoder needs a model`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), w) {
+			t.Errorf("Parse: %v, want the problem %q", err, w)
+		}
+	}
+}
+
 func TestCompileChecksReferences(t *testing.T) {
 	f, err := Parse("r.yaml", []byte(`heads: h
 classes:
@@ -546,6 +576,14 @@ func TestTier2Budget(t *testing.T) {
 	s = compile(t, body, Env{Heads: testHeads(true, nil), Tier1: t1, Tier2: func() (classifier.Classifier, error) { return shed, nil }})
 	if d := s.Decide(context.Background(), input(t, "auto", "my lease")); d.Reason != ReasonTier2Shed || d.Pool != "general" {
 		t.Fatalf("shed: %+v", d)
+	}
+
+	// A remote encoder that kept failing, left alone for its cooldown.
+	down := &blocking{release: make(chan struct{}), err: fmt.Errorf("onnx: %w", classifier.ErrEncoderDown)}
+	close(down.release)
+	s = compile(t, body, Env{Heads: testHeads(true, nil), Tier1: t1, Tier2: func() (classifier.Classifier, error) { return down, nil }})
+	if d := s.Decide(context.Background(), input(t, "auto", "my lease")); d.Reason != ReasonTier2EncoderDown || d.Pool != "general" {
+		t.Fatalf("encoder down: %+v", d)
 	}
 
 	// The client leaves while tier 2 runs: the reason says so, not an error.

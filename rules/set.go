@@ -31,6 +31,7 @@ const (
 	ReasonTier2Unavailable   = "tier2_unavailable"    // tier 2 cannot run here (not in this build, or its model failed to load)
 	ReasonTier2Error         = "tier2_error"          // tier 2 ran and failed
 	ReasonTier2Shed          = "tier2_shed"           // tier 2 could not have answered within the budget, so it did not start
+	ReasonTier2EncoderDown   = "tier2_encoder_down"   // tier 2's remote encoder kept failing: not called until its cooldown ends
 	ReasonClientGone         = "client_gone"          // the client left while tier 2 ran
 	ReasonDefault            = "default"              // no route takes the top class
 	ReasonRule               = "rule"                 // a route without class conditions matched the request

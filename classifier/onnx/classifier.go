@@ -19,10 +19,12 @@ import (
 // Model is a loaded tier-2 encoder with its tokenizer: text in, one
 // unit-length feature vector out. It is safe for concurrent use.
 type Model struct {
+	man      Manifest // the encoder's
 	tok      Tokenizer
-	enc      *Encoder
-	maxText  int  // text tokens: the encoder's max less the special tokens
-	specials bool // wrap the ids in [CLS] … [SEP]
+	enc      *Encoder // nil for a remote encoder
+	remote   *remote  // nil for a local one
+	maxText  int      // text tokens: the encoder's max less the special tokens
+	specials bool     // wrap the ids in [CLS] … [SEP]
 	cls, sep int32
 	scratch  sync.Pool  // *textScratch
 	sched    *scheduler // nil unless the encoder's Options.Schedule
@@ -36,7 +38,7 @@ func New(tok Tokenizer, enc *Encoder) (*Model, error) {
 		return nil, errors.New("onnx: no encoder")
 	}
 	m := enc.Manifest()
-	md := &Model{tok: tok, enc: enc, maxText: m.MaxTokens}
+	md := &Model{man: m, tok: tok, enc: enc, maxText: m.MaxTokens}
 	if m.Input == InputBERT {
 		st, ok := tok.(specialTokens)
 		if !ok {
@@ -111,12 +113,17 @@ func (m *Model) runBatch(batch [][]int32, dst [][]float32) error {
 }
 
 // RunStats reports the scheduler's queue, Runs and the texts it did not
-// serve in time (false: this Model runs unscheduled).
+// serve in time, and a remote encoder's failures (false: this Model runs
+// unscheduled).
 func (m *Model) RunStats() (classifier.RunStats, bool) {
 	if m.sched == nil {
 		return classifier.RunStats{}, false
 	}
-	return m.sched.stats(), true
+	s := m.sched.stats()
+	if r := m.remote; r != nil {
+		s.Failed, s.Refused, s.Down = r.failed.Load(), r.refused.Load(), r.br.open()
+	}
+	return s, true
 }
 
 // Open loads the model directory dir (see the package documentation): its
@@ -235,17 +242,28 @@ func checkSHA256(path, want, whose string) error {
 	return nil
 }
 
-// Encoder is the model's encoder.
+// Encoder is the model's local encoder (nil for a remote one).
 func (m *Model) Encoder() *Encoder { return m.enc }
 
+// Manifest is the encoder's manifest, optional fields filled in.
+func (m *Model) Manifest() Manifest { return m.man }
+
+// Remote reports whether the encoder is a remote one.
+func (m *Model) Remote() bool { return m.remote != nil }
+
 // Dims is the feature vector's length.
-func (m *Model) Dims() int { return m.enc.Dims() }
+func (m *Model) Dims() int { return m.man.Dims }
 
 // Close stops the scheduler (texts waiting fail) and releases the
-// encoder's session once the Runs in flight end.
+// encoder's session once the Runs in flight end (a remote encoder's idle
+// connections at once).
 func (m *Model) Close() error {
 	if m.sched != nil {
 		m.sched.close()
+	}
+	if m.remote != nil {
+		m.remote.client.CloseIdleConnections()
+		return nil
 	}
 	return m.enc.Close()
 }
@@ -259,6 +277,9 @@ func (m *Model) Features(ctx context.Context, text string, dst []float32) ([]flo
 
 // features returns the vector and the number of text tokens used.
 func (m *Model) features(ctx context.Context, text string, dst []float32) ([]float32, int, error) {
+	if m.remote != nil {
+		return m.remoteFeatures(ctx, text, dst)
+	}
 	dl, scheduled := ctx.Deadline()
 	scheduled = scheduled && m.sched != nil
 	if scheduled && m.sched.hopeless(dl) {
@@ -283,7 +304,7 @@ func (m *Model) features(ctx context.Context, text string, dst []float32) ([]flo
 	}
 	var err error
 	if scheduled && len(ids) > 0 {
-		dst, err = m.sched.embed(ctx, dl, ids, dst, m.enc.Dims())
+		dst, err = m.sched.embed(ctx, dl, ids, dst, m.man.Dims)
 	} else {
 		dst, err = m.enc.Embed(ctx, ids, dst)
 	}
@@ -319,7 +340,7 @@ func NewClassifier(m *Model, head *classifier.Linear) (*Classifier, error) {
 		return nil, err
 	}
 	if head.Dims != m.Dims() {
-		return nil, fmt.Errorf("onnx: the head has %d dims, the encoder %s gives %d", head.Dims, m.enc.Manifest().Name, m.Dims())
+		return nil, fmt.Errorf("onnx: the head has %d dims, the encoder %s gives %d", head.Dims, m.man.Name, m.Dims())
 	}
 	c := &Classifier{Model: m, head: head}
 	c.scratch.New = func() any {

@@ -106,4 +106,13 @@
 // they can finish by it, batched when texts queue, run by MaxConcurrent
 // workers at a lower thread priority. Those without a deadline (offline
 // work) run as above.
+//
+// # A remote encoder
+//
+// LoadRemote and NewRemote build the same Model and Classifier on an
+// encoder another process serves over the OpenAI embeddings API (POST
+// /v1/embeddings: vLLM, text-embeddings-inference, Infinity), under the
+// same scheduler, with a breaker (remote.go). That part is pure Go and
+// works in a build without the runtime. The heads' model directory gives
+// its manifest; an engine serving another model is refused at load.
 package onnx

@@ -54,8 +54,14 @@ type schedConfig struct {
 // each text's unit-length vector into dst[i].
 type runFunc func(batch [][]int32, dst [][]float32) error
 
+// textRunFunc is a Run over texts (a remote encoder's: one call for the
+// batch), which must end by deadline, the latest of the batch's.
+type textRunFunc func(texts []string, dst [][]float32, deadline time.Time) error
+
 type job struct {
 	ids      []int32
+	text     string // a text Run's input (ids then empty)
+	n        int    // its tokens: len(ids), or an estimate for a text
 	dst      []float32
 	deadline time.Time
 	ctx      context.Context
@@ -65,8 +71,9 @@ type job struct {
 }
 
 type scheduler struct {
-	cfg schedConfig
-	run runFunc
+	cfg     schedConfig
+	run     runFunc
+	runText textRunFunc // set: the Runs take texts, not ids
 
 	mu     sync.Mutex
 	wake   *sync.Cond
@@ -88,12 +95,21 @@ var errClosed = errors.New("onnx: the encoder is closed")
 // cost model its first two points (a short and a longer text, measured),
 // so that admission is sensible from the first request.
 func newScheduler(cfg schedConfig, run runFunc, prior [2]costPoint) *scheduler {
+	return startScheduler(cfg, run, nil, prior)
+}
+
+// newTextScheduler is newScheduler for Runs that take texts.
+func newTextScheduler(cfg schedConfig, run textRunFunc, prior [2]costPoint) *scheduler {
+	return startScheduler(cfg, nil, run, prior)
+}
+
+func startScheduler(cfg schedConfig, run runFunc, runText textRunFunc, prior [2]costPoint) *scheduler {
 	cfg.workers = max(cfg.workers, 1)
 	cfg.threads = max(cfg.threads, 1)
 	cfg.maxBatch = max(cfg.maxBatch, 1)
 	cfg.maxPadded = max(cfg.maxPadded, 1)
 	cfg.queueLen = max(cfg.queueLen, cfg.workers*cfg.maxBatch)
-	s := &scheduler{cfg: cfg, run: run, busy: make([]time.Time, cfg.workers),
+	s := &scheduler{cfg: cfg, run: run, runText: runText, busy: make([]time.Time, cfg.workers),
 		wait:    classifier.NewHistogram(classifier.WaitBounds...),
 		runTime: classifier.NewHistogram(classifier.RunBounds...),
 		batch:   classifier.NewHistogram(classifier.BatchBounds...)}
@@ -132,9 +148,22 @@ var jobs = sync.Pool{New: func() any { return &job{done: make(chan error, 1)} }}
 // waits for it and returns its result, even past the deadline: a late
 // answer is still right, and the tier's cache keeps it for a retry.
 func (s *scheduler) embed(ctx context.Context, deadline time.Time, ids []int32, dst []float32, dims int) ([]float32, error) {
-	dst = grow(dst, dims)
 	j := jobs.Get().(*job)
-	j.ids, j.dst, j.deadline, j.ctx = ids, dst, deadline, ctx
+	j.ids, j.n = ids, len(ids)
+	return s.submit(ctx, deadline, j, dst, dims)
+}
+
+// embedText is embed for a scheduler whose Runs take texts (runText): n
+// is the text's tokens as admission and batching count them.
+func (s *scheduler) embedText(ctx context.Context, deadline time.Time, text string, n int, dst []float32, dims int) ([]float32, error) {
+	j := jobs.Get().(*job)
+	j.text, j.n = text, n
+	return s.submit(ctx, deadline, j, dst, dims)
+}
+
+func (s *scheduler) submit(ctx context.Context, deadline time.Time, j *job, dst []float32, dims int) ([]float32, error) {
+	dst = grow(dst, dims)
+	j.dst, j.deadline, j.ctx = dst, deadline, ctx
 	now := time.Now()
 	j.enq = now
 	s.mu.Lock()
@@ -143,7 +172,7 @@ func (s *scheduler) embed(ctx context.Context, deadline time.Time, ids []int32, 
 		s.release(j)
 		return dst, errClosed
 	}
-	if len(s.queue) >= s.cfg.queueLen || s.finish(now, len(ids)).After(deadline) {
+	if len(s.queue) >= s.cfg.queueLen || s.finish(now, j.n).After(deadline) {
 		s.shed++
 		s.mu.Unlock()
 		s.release(j)
@@ -198,7 +227,7 @@ func (s *scheduler) hopeless(deadline time.Time) bool {
 }
 
 func (s *scheduler) release(j *job) {
-	j.ids, j.dst, j.ctx = nil, nil, nil
+	j.ids, j.text, j.dst, j.ctx = nil, "", nil, nil
 	jobs.Put(j)
 }
 
@@ -231,7 +260,7 @@ func (s *scheduler) finish(now time.Time, n int) time.Time {
 		for k <= len(q) && k-i < s.cfg.maxBatch {
 			n1 := n
 			if k < len(q) {
-				n1 = len(q[k].ids)
+				n1 = q[k].n
 			}
 			l := max(n1, longest)
 			if k > i && !s.fits(k-i+1, l, sum+n1) {
@@ -262,6 +291,7 @@ func (s *scheduler) worker(w int) {
 	}
 	var batch []*job
 	var ids [][]int32
+	var texts []string
 	var dst [][]float32
 	for {
 		s.mu.Lock()
@@ -280,7 +310,7 @@ func (s *scheduler) worker(w int) {
 		}
 		longest := 0
 		for _, j := range batch {
-			longest = max(longest, len(j.ids))
+			longest = max(longest, j.n)
 		}
 		est := s.cost.estimate(len(batch), longest)
 		if wait := s.bucket.delay(now); wait > 0 {
@@ -296,13 +326,22 @@ func (s *scheduler) worker(w int) {
 		s.running++
 		s.mu.Unlock()
 
-		ids, dst = ids[:0], dst[:0]
+		ids, texts, dst = ids[:0], texts[:0], dst[:0]
+		last := time.Time{}
 		for _, j := range batch {
-			ids, dst = append(ids, j.ids), append(dst, j.dst)
+			ids, texts, dst = append(ids, j.ids), append(texts, j.text), append(dst, j.dst)
 			s.wait.ObserveDuration(now.Sub(j.enq))
+			if j.deadline.After(last) {
+				last = j.deadline
+			}
 		}
 		start := time.Now()
-		err := s.run(ids, dst)
+		var err error
+		if s.runText != nil {
+			err = s.runText(texts, dst, last)
+		} else {
+			err = s.run(ids, dst)
+		}
 		end := time.Now()
 		took := end.Sub(start)
 		s.runTime.ObserveDuration(took)
@@ -325,6 +364,7 @@ func (s *scheduler) worker(w int) {
 			j.done <- err
 		}
 		clear(ids)
+		clear(texts)
 		clear(dst)
 	}
 }
@@ -348,23 +388,23 @@ func (s *scheduler) take(now time.Time, batch []*job) []*job {
 			s.expired++
 			j.done <- j.ctx.Err()
 			continue
-		case start.Add(s.cost.estimate(1, len(j.ids))).After(j.deadline):
+		case start.Add(s.cost.estimate(1, j.n)).After(j.deadline):
 			j.queued = false
 			s.shed++
 			j.done <- classifier.ErrShed
 			continue
 		}
 		if len(batch) < s.cfg.maxBatch {
-			l := max(longest, len(j.ids))
+			l := max(longest, j.n)
 			e := j.deadline
 			if len(batch) > 0 && earliest.Before(e) {
 				e = earliest
 			}
-			if len(batch) == 0 || s.fits(len(batch)+1, l, sum+len(j.ids)) {
+			if len(batch) == 0 || s.fits(len(batch)+1, l, sum+j.n) {
 				if end := start.Add(s.cost.estimate(len(batch)+1, l)); !end.After(e) || len(batch) == 0 {
 					j.queued = false
 					batch = append(batch, j)
-					longest, sum, earliest = l, sum+len(j.ids), e
+					longest, sum, earliest = l, sum+j.n, e
 					continue
 				}
 			}

@@ -140,7 +140,9 @@ func checkRules(cfgPath, file string, stdout io.Writer) (*rules.Set, error) {
 	t2 := "never needed"
 	if s.NeedsTier2() {
 		t2 = "reachable"
-		if !onnx.Available() {
+		if e := s.File().Tier2.Encoder; e != nil {
+			t2 += " (remote encoder " + e.Model + " at " + e.URL + ")"
+		} else if !onnx.Available() {
 			t2 += " (but not in this build: escalations fall back to tier 1; build with -tags ort)"
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/triagegw/triage/classifier/onnx"
 	"github.com/triagegw/triage/classifier/static"
 	"github.com/triagegw/triage/router/config"
+	"github.com/triagegw/triage/router/tlsconf"
 	"github.com/triagegw/triage/rules"
 )
 
@@ -67,7 +68,11 @@ func (c *tierCache) releasePages() {
 // session and puts h's head on it. In a build without the ONNX runtime it
 // fails with classifier.ErrUnavailable: escalations fall back to tier 1's
 // verdict (tier2_unavailable), and serve warns at start.
-func (c *tierCache) tier2For(h *classifier.Heads, place modelsPlace, opts onnx.Options) (func() (classifier.Classifier, error), bool, error) {
+//
+// With remote set (the rules' tier2.encoder), the encoder is that engine's:
+// the heads' model directory gives its manifest only, and the loader
+// refuses an engine serving another model.
+func (c *tierCache) tier2For(h *classifier.Heads, place modelsPlace, opts onnx.Options, remote *rules.RemoteEncoder, rulesPath string) (func() (classifier.Classifier, error), bool, error) {
 	t := h.Tier2
 	if t == nil {
 		return nil, false, nil
@@ -84,6 +89,10 @@ func (c *tierCache) tier2For(h *classifier.Heads, place modelsPlace, opts onnx.O
 	}
 	key := strings.Join([]string{dir, t.Encoder.ModelSHA256, t.Encoder.Tokenizer, t.Encoder.TokenizerSHA256, strconv.Itoa(t.Encoder.MaxTokens), modelsDir,
 		fmt.Sprintf("%+v", opts)}, "\x00")
+	if remote != nil {
+		key = strings.Join([]string{"remote", dir, strconv.Itoa(t.Encoder.MaxTokens), modelsDir, fmt.Sprintf("%+v", opts), fmt.Sprintf("%+v", *remote),
+			filepath.Dir(rulesPath)}, "\x00")
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.encoders == nil {
@@ -93,6 +102,28 @@ func (c *tierCache) tier2For(h *classifier.Heads, place modelsPlace, opts onnx.O
 		c.used = map[string]bool{}
 	}
 	enc := c.encoders[key]
+	if enc == nil && remote != nil {
+		// A remote encoder loads at once (its manifest; no call is made):
+		// rules whose heads were trained on another encoder, or whose
+		// engine's key or CA is missing, are refused when they load.
+		if err := needFiles(h, 2, place); err != nil {
+			return nil, false, err
+		}
+		rc, err := remoteConfig(remote, rulesPath)
+		if err != nil {
+			return nil, false, err
+		}
+		m, err := onnx.LoadRemote(h, modelsDir, rc, opts)
+		if err != nil {
+			return nil, false, err
+		}
+		enc = classifier.NewLazy(func() (classifier.Classifier, error) { return m, nil })
+		c.encoders[key] = enc
+		enc.Start()
+		if err := enc.Wait(); err != nil {
+			return nil, false, err
+		}
+	}
 	if enc == nil {
 		enc = classifier.NewLazy(func() (classifier.Classifier, error) {
 			if err := needFiles(h, 2, place); err != nil {
@@ -126,6 +157,31 @@ func (c *tierCache) tier2For(h *classifier.Heads, place modelsPlace, opts onnx.O
 	}, enc.Loaded(), nil
 }
 
+// remoteConfig is the remote encoder's client configuration: its API key
+// read from the environment variable the rules name, and its CA bundle
+// (relative to the rules file) as the only trust.
+func remoteConfig(e *rules.RemoteEncoder, rulesPath string) (onnx.RemoteConfig, error) {
+	rc := onnx.RemoteConfig{URL: e.URL, Model: e.Model, Pooling: e.Pooling, Dims: e.Dims,
+		Timeout: e.Timeout, Failures: e.Failures, Cooldown: e.Cooldown}
+	if e.APIKeyEnv != "" {
+		if rc.APIKey = os.Getenv(e.APIKeyEnv); rc.APIKey == "" {
+			return rc, fmt.Errorf("tier2.encoder.api_key_env: $%s is empty or unset", e.APIKeyEnv)
+		}
+	}
+	if e.CAFile != "" || strings.HasPrefix(e.URL, "https://") {
+		ca := e.CAFile
+		if ca != "" && !filepath.IsAbs(ca) {
+			ca = filepath.Join(filepath.Dir(rulesPath), ca)
+		}
+		tc, err := tlsconf.NewClient(ca, "", "", "", false)
+		if err != nil {
+			return rc, fmt.Errorf("tier2.encoder: %w", err)
+		}
+		rc.TLS = tc
+	}
+	return rc, nil
+}
+
 // tier2Options are the runtime options of the rules' tier 2: scheduled
 // (admission, batching, a bounded share of the machine) for the gateway,
 // plain for offline commands, whose classifications have no deadline and
@@ -139,6 +195,11 @@ func (c *tierCache) tier2Options(f *rules.File) onnx.Options {
 	// answer fewer texts a second than one (bench/tier2.md), and the
 	// other half is the proxy path's.
 	o := onnx.Options{Schedule: true, Nice: rules.DefaultTier2Nice, MaxConcurrent: max(1, runtime.GOMAXPROCS(0)/2)}
+	if t.Encoder != nil {
+		// Calls wait on the network, not on this machine's cores: the
+		// remote encoder's own defaults (4 calls at once).
+		o.MaxConcurrent, o.Nice = 0, 0
+	}
 	if t.Runs != nil {
 		o.MaxConcurrent = *t.Runs
 	}
@@ -307,7 +368,7 @@ func compileRules(f *rules.File, cfg *config.Config, cache *tierCache, rt *routi
 	}
 	env := rules.Env{Pools: cfg.PoolNames(), Heads: h, Tier1: m, Tier2Budget: cache.budget}
 	var tier2Loaded bool
-	if env.Tier2, tier2Loaded, err = cache.tier2For(h, place, cache.tier2Options(f)); err != nil {
+	if env.Tier2, tier2Loaded, err = cache.tier2For(h, place, cache.tier2Options(f), f.Tier2.Encoder, f.Path); err != nil {
 		return nil, fmt.Errorf("%s: tier 2: %w", f.Path, err)
 	}
 	if len(sets) > 0 {

@@ -143,7 +143,7 @@ func serve(ctx context.Context, o serveOptions, l *gatewayLoader, first router.L
 		log.Warn(w)
 	}
 	warnRules(log, first)
-	if first.Rules != nil && first.Rules.NeedsTier2() && !onnx.Available() {
+	if first.Rules != nil && first.Rules.NeedsTier2() && first.Rules.File().Tier2.Encoder == nil && !onnx.Available() {
 		log.Warn("the rules enable tier 2 but this build has no ONNX runtime: escalations fall back to tier 1's verdict (reason tier2_unavailable); build with CGO_ENABLED=1 -tags ort (make build does)")
 	}
 	if o.sims {

@@ -42,7 +42,7 @@ var (
 	tier2BatchDesc = prometheus.NewDesc("triage_tier2_batch_size",
 		"Texts in each tier-2 Run.", nil, nil)
 	tier2DroppedDesc = prometheus.NewDesc("triage_tier2_dropped_total",
-		"Escalations tier 2 did not run: shed (they could not have finished within the budget, so no Run started; the decision's reason is tier2_shed), expired (the request had moved on, past its budget or its client gone, before its Run).",
+		"Escalations tier 2 did not run: shed (they could not have finished within the budget, so no Run started; the decision's reason is tier2_shed), expired (the request had moved on, past its budget or its client gone, before its Run), failed (a remote encoder's call failed: tier2_error or tier2_timeout), encoder_down (a remote encoder's breaker was open: tier2_encoder_down).",
 		[]string{"reason"}, nil)
 	tier2LateDesc = prometheus.NewDesc("triage_tier2_late_total",
 		"Texts whose Run ended after their request's budget: the estimate that admitted them was wrong (their answers are still cached).", nil, nil)
@@ -97,6 +97,8 @@ func (c *tier2Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(tier2DroppedDesc, prometheus.CounterValue, float64(r.Shed), "shed")
 	ch <- prometheus.MustNewConstMetric(tier2DroppedDesc, prometheus.CounterValue, float64(r.Expired), "expired")
+	ch <- prometheus.MustNewConstMetric(tier2DroppedDesc, prometheus.CounterValue, float64(r.Failed), "failed")
+	ch <- prometheus.MustNewConstMetric(tier2DroppedDesc, prometheus.CounterValue, float64(r.Refused), "encoder_down")
 	ch <- prometheus.MustNewConstMetric(tier2LateDesc, prometheus.CounterValue, float64(r.Late))
 	ch <- prometheus.MustNewConstMetric(tier2CacheDesc, prometheus.CounterValue, float64(s.CacheHits), "hit")
 	ch <- prometheus.MustNewConstMetric(tier2CacheDesc, prometheus.CounterValue, float64(s.CacheMiss), "miss")

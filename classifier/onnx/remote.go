@@ -1,0 +1,382 @@
+package onnx
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/triagegw/triage/classifier"
+)
+
+// A remote encoder is tier 2's encoder served by another process over
+// the OpenAI embeddings API (POST /v1/embeddings), as vLLM serves an
+// embedding model and Hugging Face text-embeddings-inference and Infinity
+// do: texts in, one vector each out. It takes the local session's place
+// under the same scheduler (sched.go): a text is admitted only if the
+// call can end within its request's budget, texts that queue go as one
+// call, and each call must end by the latest deadline of its texts. It is
+// pure Go: this file builds with CGO_ENABLED=0.
+//
+// The heads name the encoder they were trained on (their model
+// directory's encoder.json): the remote's model name must be that
+// manifest's name, and its pooling and dimensions, when the
+// configuration states them, the manifest's; every answer's vectors must
+// have the manifest's dimensions. The engine tokenizes and truncates;
+// it must cut texts to the manifest's max_tokens as the local encoder
+// does (TEI --auto-truncate, vLLM's truncation) for the two to agree on
+// long texts.
+//
+// A breaker stops calling an encoder that keeps failing: after
+// RemoteConfig.Failures calls in a row fail (an error, a status other
+// than 200, a malformed answer, or no answer by the deadline), texts are
+// refused at once (classifier.ErrEncoderDown) for Cooldown; then calls go
+// out again, and the first that fails opens it again.
+//
+// No text and no answer body is ever put in an error: errors name the
+// URL, the status and what was wrong with the answer.
+
+// RemoteConfig is a remote encoder's configuration.
+type RemoteConfig struct {
+	// URL is the engine's base URL (http://host:port, or with /v1); the
+	// request goes to its /v1/embeddings, or to URL itself when its path
+	// ends in /embeddings.
+	URL string
+	// Model is the model name sent with each request: it must be the name
+	// in the encoder manifest of the heads' model directory.
+	Model string
+	// Pooling and Dims, when set, are what the engine is known to serve
+	// (how it pools, its vectors' length): checked against the manifest.
+	Pooling string
+	Dims    int
+	// APIKey, when set, is sent as a bearer token.
+	APIKey string
+	// TLS is the client's TLS configuration (nil: Go's defaults).
+	TLS *tls.Config
+	// Timeout bounds a call that has no deadline of its own (offline
+	// work). 0 means 30s.
+	Timeout time.Duration
+	// Failures is how many calls in a row must fail to open the breaker;
+	// 0 means 5. Cooldown is how long it stays open; 0 means 5s.
+	Failures int
+	Cooldown time.Duration
+}
+
+// remote is the client of one remote encoder. It is safe for concurrent
+// use.
+type remote struct {
+	url, model, key string
+	shown           string // url without its query, for errors
+	dims, maxTokens int
+	client          *http.Client
+	timeout         time.Duration
+	br              breaker
+	failed, refused atomic.Uint64 // texts
+}
+
+// embeddingsURL is where the requests go.
+func embeddingsURL(base string) (string, error) {
+	u, err := url.Parse(base)
+	if err != nil {
+		return "", fmt.Errorf("url %q: %w", base, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return "", fmt.Errorf("url %q: want http:// or https:// and a host", base)
+	}
+	if u.User != nil {
+		return "", fmt.Errorf("url %s: credentials go in api_key_env, not in the URL", u.Redacted())
+	}
+	p := strings.TrimSuffix(u.Path, "/")
+	switch {
+	case strings.HasSuffix(p, "/embeddings"):
+	case strings.HasSuffix(p, "/v1"):
+		p += "/embeddings"
+	default:
+		p += "/v1/embeddings"
+	}
+	u.Path = p
+	return u.String(), nil
+}
+
+// LoadRemote builds tier 2 from a heads artifact whose tier-2 encoder is
+// served by a remote engine: it reads the encoder manifest of the model
+// directory the heads name (the graph need not be there), refuses an
+// engine whose model, pooling or dimensions are not the manifest's, and
+// puts the tier-2 head on the remote encoder. With opts.Schedule,
+// classifications with a deadline go through the scheduler
+// (opts.MaxConcurrent calls at once, 0 meaning 4; opts.MaxBatch texts a
+// call).
+func LoadRemote(h *classifier.Heads, modelsDir string, rc RemoteConfig, opts Options) (*Classifier, error) {
+	t := h.Tier2
+	if t == nil {
+		return nil, fmt.Errorf("onnx: heads %s have no tier-2 head", h.Dir)
+	}
+	if t.Encoder.Kind != "onnx" || t.Encoder.Model == "" {
+		return nil, fmt.Errorf("onnx: heads %s: tier-2 encoder is %q with model directory %q, want onnx and a model directory whose encoder.json names the encoder", h.Dir, t.Encoder.Kind, t.Encoder.Model)
+	}
+	dir, err := h.Resolve(t.Encoder.Model, modelsDir)
+	if err != nil {
+		return nil, fmt.Errorf("onnx: %w", err)
+	}
+	m, err := ReadManifest(dir)
+	if err != nil {
+		return nil, err
+	}
+	man := m.withDefaults()
+	if t.Encoder.MaxTokens > 0 && t.Encoder.MaxTokens < man.MaxTokens {
+		man.MaxTokens = t.Encoder.MaxTokens
+	}
+	md, err := NewRemote(man, rc, opts)
+	if err != nil {
+		return nil, fmt.Errorf("onnx: heads %s: %w", h.Dir, err)
+	}
+	head := t.Head
+	c, err := NewClassifier(md, &head)
+	if err != nil {
+		md.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// NewRemote builds a Model whose vectors come from the remote encoder rc
+// describes, refusing one that does not serve the encoder man describes.
+func NewRemote(man Manifest, rc RemoteConfig, opts Options) (*Model, error) {
+	switch {
+	case rc.Model != man.Name:
+		return nil, fmt.Errorf("trained on encoder %q, but the remote encoder serves model %q: serve %q there (vLLM --served-model-name) or train heads on %q", man.Name, rc.Model, man.Name, rc.Model)
+	case rc.Pooling != "" && rc.Pooling != man.Pooling:
+		return nil, fmt.Errorf("encoder %q pools by %q, but the remote encoder %q is configured to pool by %q", man.Name, man.Pooling, rc.Model, rc.Pooling)
+	case rc.Dims != 0 && rc.Dims != man.Dims:
+		return nil, fmt.Errorf("encoder %q gives %d dims, but the remote encoder %q is configured to give %d", man.Name, man.Dims, rc.Model, rc.Dims)
+	}
+	u, err := embeddingsURL(rc.URL)
+	if err != nil {
+		return nil, fmt.Errorf("remote encoder: %w", err)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = rc.TLS
+	tr.MaxIdleConnsPerHost = 64
+	shown, _, _ := strings.Cut(u, "?")
+	r := &remote{url: u, shown: shown, model: rc.Model, key: rc.APIKey, dims: man.Dims, maxTokens: man.MaxTokens,
+		client: &http.Client{Transport: tr, CheckRedirect: noRedirects}, timeout: rc.Timeout}
+	if r.timeout <= 0 {
+		r.timeout = 30 * time.Second
+	}
+	r.br = breaker{failures: rc.Failures, cooldown: rc.Cooldown, now: time.Now}
+	if r.br.failures <= 0 {
+		r.br.failures = 5
+	}
+	if r.br.cooldown <= 0 {
+		r.br.cooldown = 5 * time.Second
+	}
+	md := &Model{man: man, remote: r, maxText: man.MaxTokens}
+	if opts.Schedule {
+		o := opts.withDefaults()
+		workers := opts.MaxConcurrent
+		if workers <= 0 {
+			workers = 4
+		}
+		if opts.QueueLen <= 0 {
+			o.QueueLen = 32 * workers
+		}
+		// No nice and no CPU share: a call waits on the network, not a
+		// core. The cost model starts at a loopback call's cost and
+		// follows the calls' measured durations.
+		cfg := schedConfig{workers: workers, maxBatch: o.MaxBatch, maxPadded: o.BatchTokens, queueLen: o.QueueLen, threads: 1}
+		md.sched = newTextScheduler(cfg, md.runTexts, [2]costPoint{{8, 2 * time.Millisecond}, {64, 4 * time.Millisecond}})
+	}
+	return md, nil
+}
+
+// noRedirects keeps texts and the API key with the configured URL: a
+// redirect is answered as a failure (its status), never followed.
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+// estimateTokens is a text's tokens as admission and batching count them
+// for a remote encoder, which tokenizes on its side: about four bytes a
+// token, plus the special tokens, at most the encoder's max.
+func (r *remote) estimateTokens(text string) int {
+	return min(len(text)/4+2, r.maxTokens)
+}
+
+// runTexts is a remote Model's scheduled Run: one call for the batch,
+// ending by deadline.
+func (m *Model) runTexts(texts []string, dst [][]float32, deadline time.Time) error {
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	return m.remote.embed(ctx, texts, dst)
+}
+
+// remoteFeatures is features for a remote Model.
+func (m *Model) remoteFeatures(ctx context.Context, text string, dst []float32) ([]float32, int, error) {
+	r := m.remote
+	if !r.br.allow() {
+		r.refused.Add(1)
+		return dst, 0, classifier.ErrEncoderDown
+	}
+	n := r.estimateTokens(text)
+	if dl, ok := ctx.Deadline(); ok && m.sched != nil {
+		if m.sched.hopeless(dl) {
+			return dst, 0, classifier.ErrShed
+		}
+		dst, err := m.sched.embedText(ctx, dl, text, n, dst, r.dims)
+		return dst, n, err
+	}
+	dst = grow(dst, r.dims)
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.timeout)
+		defer cancel()
+	}
+	return dst, n, r.embed(ctx, []string{text}, [][]float32{dst})
+}
+
+// embeddingsRequest is the body of POST /v1/embeddings.
+type embeddingsRequest struct {
+	Model          string   `json:"model"`
+	Input          []string `json:"input"`
+	EncodingFormat string   `json:"encoding_format"`
+}
+
+// embeddingsResponse is what is read of its answer.
+type embeddingsResponse struct {
+	Data []struct {
+		Index     int       `json:"index"`
+		Embedding []float32 `json:"embedding"`
+	} `json:"data"`
+	Error json.RawMessage `json:"error"`
+}
+
+// maxAnswer bounds an answer's body: a vector's floats as JSON text are
+// at most about 16 bytes each.
+func (r *remote) maxAnswer(texts int) int64 { return int64(texts)*int64(r.dims)*32 + 1<<16 }
+
+// embed makes one call for texts, writing text i's unit-length vector
+// into dst[i] (each of length dims), and tells the breaker how it went.
+func (r *remote) embed(ctx context.Context, texts []string, dst [][]float32) error {
+	err := r.call(ctx, texts, dst)
+	r.br.record(err == nil)
+	if err != nil {
+		r.failed.Add(uint64(len(texts)))
+	}
+	return err
+}
+
+func (r *remote) call(ctx context.Context, texts []string, dst [][]float32) error {
+	body, err := json.Marshal(embeddingsRequest{Model: r.model, Input: texts, EncodingFormat: "float"})
+	if err != nil {
+		return fmt.Errorf("onnx: remote encoder: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.url, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("onnx: remote encoder: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if r.key != "" {
+		req.Header.Set("Authorization", "Bearer "+r.key)
+	}
+	resp, err := r.client.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			// The deadline, not the engine, ended it: the caller's
+			// budget is spent.
+			return fmt.Errorf("onnx: remote encoder %s: no answer in time: %w", r.shown, ctx.Err())
+		}
+		return fmt.Errorf("onnx: remote encoder %s: %w", r.shown, errors.Unwrap(err))
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+		return fmt.Errorf("onnx: remote encoder %s: status %d", r.shown, resp.StatusCode)
+	}
+	var ans embeddingsResponse
+	lim := r.maxAnswer(len(texts))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, lim+1))
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return fmt.Errorf("onnx: remote encoder %s: no answer in time: %w", r.shown, ctx.Err())
+	case err != nil:
+		return fmt.Errorf("onnx: remote encoder %s: reading the answer: %w", r.shown, err)
+	case int64(len(b)) > lim:
+		return fmt.Errorf("onnx: remote encoder %s: an answer over %d bytes for %d texts", r.shown, lim, len(texts))
+	}
+	if err := json.Unmarshal(b, &ans); err != nil {
+		// The decoder's message names types and offsets, never values.
+		return fmt.Errorf("onnx: remote encoder %s: the answer is not an embeddings list: %w", r.shown, err)
+	}
+	if len(ans.Error) > 0 && string(ans.Error) != "null" {
+		return fmt.Errorf("onnx: remote encoder %s: status 200 with an error object", r.shown)
+	}
+	if len(ans.Data) != len(texts) {
+		return fmt.Errorf("onnx: remote encoder %s: %d vectors for %d texts", r.shown, len(ans.Data), len(texts))
+	}
+	seen := make([]bool, len(texts))
+	for k, d := range ans.Data {
+		i := d.Index
+		if i < 0 || i >= len(texts) || seen[i] {
+			return fmt.Errorf("onnx: remote encoder %s: vector %d has index %d, for %d texts", r.shown, k, i, len(texts))
+		}
+		seen[i] = true
+		if len(d.Embedding) != r.dims {
+			return fmt.Errorf("onnx: remote encoder %s: a vector of %d dims, the heads take %d: is it serving model %q?", r.shown, len(d.Embedding), r.dims, r.model)
+		}
+		var norm float64
+		for _, v := range d.Embedding {
+			norm += float64(v) * float64(v)
+		}
+		if math.IsNaN(norm) || math.IsInf(norm, 0) || norm == 0 {
+			return fmt.Errorf("onnx: remote encoder %s: vector %d is not finite and non-zero", r.shown, i)
+		}
+		copy(dst[i], d.Embedding)
+		classifier.L2Normalize(dst[i])
+	}
+	return nil
+}
+
+// breaker opens after a run of failed calls, refusing texts for a
+// cooldown; then calls go out again, and one more failure opens it again.
+type breaker struct {
+	failures int
+	cooldown time.Duration
+	now      func() time.Time
+
+	mu        sync.Mutex
+	run       int       // failed calls in a row
+	openUntil time.Time // zero: closed
+	opened    uint64
+}
+
+func (b *breaker) allow() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.openUntil.IsZero() || !b.now().Before(b.openUntil)
+}
+
+func (b *breaker) record(ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if ok {
+		b.run, b.openUntil = 0, time.Time{}
+		return
+	}
+	b.run++
+	if b.run >= b.failures {
+		b.openUntil = b.now().Add(b.cooldown)
+		b.run = b.failures - 1 // after the cooldown, one failure reopens it
+		b.opened++
+	}
+}
+
+// open reports whether the breaker refuses texts now.
+func (b *breaker) open() bool { return !b.allow() }

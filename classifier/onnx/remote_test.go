@@ -1,0 +1,402 @@
+package onnx
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/triagegw/triage/classifier"
+)
+
+// fakeEngine serves POST /v1/embeddings as an OpenAI-compatible engine
+// does: each text's vector is vec(text), or what answer writes instead.
+type fakeEngine struct {
+	*httptest.Server
+	calls  atomic.Int64
+	mu     sync.Mutex
+	inputs [][]string // each call's texts
+	auth   []string
+	answer func(w http.ResponseWriter, r *http.Request, texts []string) bool // true: answered
+}
+
+// vec is the fake encoder: 4 dims from the text's length and first byte.
+func vec(text string) []float32 {
+	b := byte(0)
+	if text != "" {
+		b = text[0]
+	}
+	return []float32{float32(len(text)) + 1, float32(b), 1, 0}
+}
+
+func newFakeEngine(t *testing.T) *fakeEngine {
+	f := &fakeEngine{}
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.calls.Add(1)
+		if r.Method != http.MethodPost || r.URL.Path != "/v1/embeddings" {
+			http.Error(w, "not found", http.StatusNotFound)
+			return
+		}
+		var req struct {
+			Model          string   `json:"model"`
+			Input          []string `json:"input"`
+			EncodingFormat string   `json:"encoding_format"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Model != "fake-enc" || req.EncodingFormat != "float" {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		f.mu.Lock()
+		f.inputs = append(f.inputs, req.Input)
+		f.auth = append(f.auth, r.Header.Get("Authorization"))
+		answer := f.answer
+		f.mu.Unlock()
+		if answer != nil && answer(w, r, req.Input) {
+			return
+		}
+		type item struct {
+			Object    string    `json:"object"`
+			Index     int       `json:"index"`
+			Embedding []float32 `json:"embedding"`
+		}
+		var out struct {
+			Object string `json:"object"`
+			Data   []item `json:"data"`
+			Model  string `json:"model"`
+		}
+		out.Object, out.Model = "list", req.Model
+		// In reverse: the client places vectors by index, not by order.
+		for i := len(req.Input) - 1; i >= 0; i-- {
+			out.Data = append(out.Data, item{"embedding", i, vec(req.Input[i])})
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(out)
+	}))
+	t.Cleanup(f.Close)
+	return f
+}
+
+func (f *fakeEngine) setAnswer(a func(w http.ResponseWriter, r *http.Request, texts []string) bool) {
+	f.mu.Lock()
+	f.answer = a
+	f.mu.Unlock()
+}
+
+var fakeManifest = Manifest{Format: 1, Name: "fake-enc", Input: InputUSE, Pooling: PoolNone, Dims: 4, MaxTokens: 128, Tokenizer: "x"}
+
+func fakeHead(t *testing.T) *classifier.Linear {
+	t.Helper()
+	// Class "long" leans on dim 0 (the text's length), "b" on dim 1.
+	h := &classifier.Linear{Kind: "softmax", Classes: []string{"long", "b"}, Dims: 4, W: []float32{4, 0, 0, 0, 0, 4, 0, 0}, B: []float32{0, 0}}
+	return h
+}
+
+func newRemoteClassifier(t *testing.T, f *fakeEngine, rc RemoteConfig, opts Options) *Classifier {
+	t.Helper()
+	rc.URL, rc.Model = f.URL, "fake-enc"
+	md, err := NewRemote(fakeManifest, rc, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { md.Close() })
+	c, err := NewClassifier(md, fakeHead(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func TestRemoteClassify(t *testing.T) {
+	f := newFakeEngine(t)
+	for _, sched := range []bool{false, true} {
+		t.Run(fmt.Sprintf("scheduled=%v", sched), func(t *testing.T) {
+			c := newRemoteClassifier(t, f, RemoteConfig{APIKey: "k3y"}, Options{Schedule: sched})
+			ctx := context.Background()
+			if sched {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+				defer cancel()
+			}
+			for _, text := range []string{"bbb", strings.Repeat("x", 40)} {
+				var r classifier.Result
+				if err := c.Classify(ctx, text, &r); err != nil {
+					t.Fatalf("Classify(%q): %v", text, err)
+				}
+				want := make([]float32, 4)
+				copy(want, vec(text))
+				classifier.L2Normalize(want)
+				probs := make([]float32, 2)
+				c.Head().Probs(want, probs)
+				if r.Tier != 2 || r.Probs[0] != probs[0] || r.Probs[1] != probs[1] {
+					t.Errorf("Classify(%q) = tier %d probs %v, want tier 2 probs %v (the engine's vector, normalised)", text, r.Tier, r.Probs, probs)
+				}
+			}
+			f.mu.Lock()
+			if got := f.auth[len(f.auth)-1]; got != "Bearer k3y" {
+				t.Errorf("Authorization = %q, want the configured key as a bearer token", got)
+			}
+			f.mu.Unlock()
+		})
+	}
+}
+
+// TestRemoteBatch: texts that queue while a call is out go as one call.
+func TestRemoteBatch(t *testing.T) {
+	f := newFakeEngine(t)
+	gate, first := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	f.setAnswer(func(w http.ResponseWriter, r *http.Request, texts []string) bool {
+		once.Do(func() { close(first); <-gate })
+		return false
+	})
+	c := newRemoteClassifier(t, f, RemoteConfig{}, Options{Schedule: true, MaxConcurrent: 1, MaxBatch: 8, BatchTokens: 1024})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	classify := func(i int) {
+		defer wg.Done()
+		var r classifier.Result
+		errs[i] = c.Classify(ctx, "same length text", &r)
+	}
+	wg.Add(1)
+	go classify(0)
+	<-first // the first call is out, held by the engine
+	wg.Add(3)
+	for i := 1; i < 4; i++ {
+		go classify(i)
+	}
+	for {
+		// Wait until the three are queued behind the held call.
+		if s, _ := c.RunStats(); s.Queued == 3 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the texts never queued")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	close(gate)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("text %d: %v", i, err)
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.inputs) != 2 || len(f.inputs[1]) != 3 {
+		sizes := []int{}
+		for _, in := range f.inputs {
+			sizes = append(sizes, len(in))
+		}
+		t.Errorf("calls carried %v texts, want [1 3]: the queued texts in one call", sizes)
+	}
+}
+
+// TestRemoteFaults: each way an engine can fail gives an error (the
+// decision's tier2_error, tier2_timeout), counted, never a panic, and
+// never a text or answer body in the error.
+func TestRemoteFaults(t *testing.T) {
+	const secret = "the prompt SECRET-7"
+	raw := func(status int, body string) func(w http.ResponseWriter, r *http.Request, texts []string) bool {
+		return func(w http.ResponseWriter, r *http.Request, texts []string) bool {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			_, _ = w.Write([]byte(body))
+			return true
+		}
+	}
+	for _, tc := range []struct {
+		name     string
+		answer   func(w http.ResponseWriter, r *http.Request, texts []string) bool
+		down     bool
+		deadline bool // the error is the budget's
+		want     string
+	}{
+		{name: "down", down: true, want: "connect"},
+		{name: "slow", deadline: true, want: "no answer in time", answer: func(w http.ResponseWriter, r *http.Request, texts []string) bool {
+			<-r.Context().Done() // answers only when the client has gone
+			return true
+		}},
+		{name: "wrong dimension", want: "a vector of 3 dims, the heads take 4", answer: raw(200, `{"data":[{"index":0,"embedding":[1,2,3]}]}`)},
+		{name: "NaN", want: "not an embeddings list", answer: raw(200, `{"data":[{"index":0,"embedding":[NaN,1,2,3]}]}`)},
+		{name: "NaN as a string", want: "not an embeddings list", answer: raw(200, `{"data":[{"index":0,"embedding":["NaN",1,2,3]}]}`)},
+		{name: "overflow", want: "not an embeddings list", answer: raw(200, `{"data":[{"index":0,"embedding":[1e39,1,2,3]}]}`)},
+		{name: "zero vector", want: "not finite and non-zero", answer: raw(200, `{"data":[{"index":0,"embedding":[0,0,0,0]}]}`)},
+		{name: "fewer vectors", want: "0 vectors for 1 texts", answer: raw(200, `{"data":[]}`)},
+		{name: "bad index", want: "has index 3", answer: raw(200, `{"data":[{"index":3,"embedding":[1,2,3,4]}]}`)},
+		{name: "200 with an error body", want: "status 200 with an error object", answer: raw(200, `{"error":{"message":"echo: `+secret+`","type":"invalid_request_error"}}`)},
+		{name: "500", want: "status 500", answer: raw(500, `{"error":{"message":"`+secret+`"}}`)},
+		{name: "not JSON", want: "not an embeddings list", answer: raw(200, secret)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeEngine(t)
+			f.setAnswer(tc.answer)
+			c := newRemoteClassifier(t, f, RemoteConfig{Failures: 100}, Options{Schedule: true})
+			if tc.down {
+				f.Close()
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			var r classifier.Result
+			err := c.Classify(ctx, secret, &r)
+			if err == nil {
+				t.Fatalf("Classify = nil error, want one saying %q", tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Classify: %v, want it to say %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "SECRET") {
+				t.Errorf("Classify: %v: the error carries the prompt", err)
+			}
+			if tc.deadline != errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("Classify: %v: is the deadline's = %v, want %v", err, errors.Is(err, context.DeadlineExceeded), tc.deadline)
+			}
+			if s, _ := c.RunStats(); s.Failed != 1 {
+				t.Errorf("RunStats().Failed = %d, want 1", s.Failed)
+			}
+		})
+	}
+}
+
+// TestRemoteBreaker: after Failures failed calls the engine is left alone
+// for Cooldown (ErrEncoderDown, no call made), then called again.
+func TestRemoteBreaker(t *testing.T) {
+	f := newFakeEngine(t)
+	fail := func(w http.ResponseWriter, r *http.Request, texts []string) bool {
+		http.Error(w, "overloaded", http.StatusServiceUnavailable)
+		return true
+	}
+	f.setAnswer(fail)
+	c := newRemoteClassifier(t, f, RemoteConfig{Failures: 2, Cooldown: time.Minute}, Options{Schedule: true})
+	var mu sync.Mutex
+	now := time.Unix(1e9, 0)
+	c.remote.br.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	classify := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		var r classifier.Result
+		return c.Classify(ctx, "text", &r)
+	}
+	for i := range 2 {
+		if err := classify(); err == nil || errors.Is(err, classifier.ErrEncoderDown) {
+			t.Fatalf("call %d: %v, want the engine's failure", i, err)
+		}
+	}
+	if err := classify(); !errors.Is(err, classifier.ErrEncoderDown) {
+		t.Fatalf("after 2 failures: %v, want ErrEncoderDown", err)
+	}
+	if n := f.calls.Load(); n != 2 {
+		t.Errorf("the engine had %d calls, want 2: none while the breaker is open", n)
+	}
+	if s, _ := c.RunStats(); !s.Down || s.Refused != 1 || s.Failed != 2 {
+		t.Errorf("RunStats = down %v refused %d failed %d, want down, 1 refused, 2 failed", s.Down, s.Refused, s.Failed)
+	}
+	f.setAnswer(nil) // the engine is back
+	mu.Lock()
+	now = now.Add(time.Minute)
+	mu.Unlock()
+	if err := classify(); err != nil {
+		t.Fatalf("after the cooldown: %v, want the engine called and answering", err)
+	}
+	if s, _ := c.RunStats(); s.Down {
+		t.Error("the breaker is still open after a call succeeded")
+	}
+	// It closed: it takes 2 more failures to open again.
+	f.setAnswer(fail)
+	_ = classify()
+	if err := classify(); errors.Is(err, classifier.ErrEncoderDown) {
+		t.Errorf("second failure after closing: %v, want the engine's failure", err)
+	}
+}
+
+// TestRemoteRefusesAnotherEncoder: heads trained on one encoder are never
+// run on another; the message names both.
+func TestRemoteRefusesAnotherEncoder(t *testing.T) {
+	for _, tc := range []struct {
+		rc   RemoteConfig
+		want []string
+	}{
+		{RemoteConfig{URL: "http://127.0.0.1:1", Model: "bge-small-en-v1.5"}, []string{`"fake-enc"`, `"bge-small-en-v1.5"`}},
+		{RemoteConfig{URL: "http://127.0.0.1:1", Model: "fake-enc", Pooling: PoolCLS}, []string{`"none"`, `"cls"`}},
+		{RemoteConfig{URL: "http://127.0.0.1:1", Model: "fake-enc", Dims: 384}, []string{"4 dims", "384"}},
+		{RemoteConfig{URL: "ftp://127.0.0.1:1", Model: "fake-enc"}, []string{"http://"}},
+		{RemoteConfig{URL: "http://user:pw@127.0.0.1:1", Model: "fake-enc"}, []string{"api_key_env"}},
+	} {
+		_, err := NewRemote(fakeManifest, tc.rc, Options{})
+		if err == nil {
+			t.Errorf("NewRemote(%+v) = nil error, want a refusal", tc.rc)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("NewRemote(%+v): %v, want it to name %s", tc.rc, err, w)
+			}
+		}
+		if strings.Contains(err.Error(), "pw") {
+			t.Errorf("NewRemote: %v: the error carries the URL's password", err)
+		}
+	}
+}
+
+func TestEmbeddingsURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"http://h:8000":                "http://h:8000/v1/embeddings",
+		"http://h:8000/":               "http://h:8000/v1/embeddings",
+		"https://h/v1":                 "https://h/v1/embeddings",
+		"https://h/openai/v1/":         "https://h/openai/v1/embeddings",
+		"http://h:7997/v1/embeddings":  "http://h:7997/v1/embeddings",
+		"http://h/prefix/x/embeddings": "http://h/prefix/x/embeddings",
+	} {
+		if got, err := embeddingsURL(in); err != nil || got != want {
+			t.Errorf("embeddingsURL(%q) = %q, %v, want %q", in, got, err, want)
+		}
+	}
+}
+
+// TestRemoteNoRedirect: a redirect is a failure, not followed: the texts
+// and the key stay with the configured URL.
+func TestRemoteNoRedirect(t *testing.T) {
+	elsewhere := newFakeEngine(t)
+	f := newFakeEngine(t)
+	f.setAnswer(func(w http.ResponseWriter, r *http.Request, texts []string) bool {
+		http.Redirect(w, r, elsewhere.URL+"/v1/embeddings", http.StatusTemporaryRedirect)
+		return true
+	})
+	c := newRemoteClassifier(t, f, RemoteConfig{APIKey: "k3y"}, Options{})
+	var r classifier.Result
+	if err := c.Classify(context.Background(), "text", &r); err == nil || !strings.Contains(err.Error(), "status 307") {
+		t.Errorf("Classify through a redirect: %v, want status 307", err)
+	}
+	if n := elsewhere.calls.Load(); n != 0 {
+		t.Errorf("the redirect's target had %d calls, want none", n)
+	}
+}
+
+// TestRemoteErrorsWithoutQuery: a URL's query (where some gateways take a
+// key) stays out of errors.
+func TestRemoteErrorsWithoutQuery(t *testing.T) {
+	f := newFakeEngine(t)
+	f.setAnswer(func(w http.ResponseWriter, r *http.Request, texts []string) bool {
+		http.Error(w, "no", http.StatusInternalServerError)
+		return true
+	})
+	md, err := NewRemote(fakeManifest, RemoteConfig{URL: f.URL + "/v1/embeddings?api-key=SECRET-9", Model: "fake-enc"}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer md.Close()
+	_, err = md.Features(context.Background(), "text", nil)
+	if err == nil || !strings.Contains(err.Error(), "status 500") || strings.Contains(err.Error(), "SECRET") {
+		t.Errorf("Features: %v, want status 500 and no query", err)
+	}
+}
