@@ -63,6 +63,14 @@ func newConfig(def string, pools ...pool.Config) *config.Config {
 
 func newHarness(t testing.TB, cfg *config.Config, opts ...pool.Option) *harness {
 	t.Helper()
+	return newWrappedHarness(t, cfg, nil, opts...)
+}
+
+// newWrappedHarness is newHarness with the server's handler wrapped by
+// wrap (when not nil), for a test to watch requests as the gateway gets
+// them.
+func newWrappedHarness(t testing.TB, cfg *config.Config, wrap func(http.Handler) http.Handler, opts ...pool.Option) *harness {
+	t.Helper()
 	logs := &testenv.Buffer{}
 	gw, err := New(cfg, nil, Options{Logger: slog.New(slog.NewJSONHandler(logs, nil)), AccessLog: logs, PoolOptions: opts})
 	if err != nil {
@@ -70,6 +78,9 @@ func newHarness(t testing.TB, cfg *config.Config, opts ...pool.Option) *harness 
 	}
 	// The server `triage serve` runs, on a real socket.
 	srv := gw.HTTPServer(nil)
+	if wrap != nil {
+		srv.Handler = wrap(srv.Handler)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
