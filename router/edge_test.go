@@ -89,7 +89,7 @@ func TestAccessLogClipsClientFields(t *testing.T) {
 		t.Fatalf("status %d", r.status)
 	}
 	var line map[string]any
-	waitFor(t, func() bool {
+	testenv.Wait(t, func() bool {
 		for _, l := range strings.Split(h.log.String(), "\n") {
 			if strings.Contains(l, `"msg":"request"`) && json.Unmarshal([]byte(l), &line) == nil {
 				return true

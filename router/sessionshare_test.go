@@ -32,7 +32,7 @@ func TestSessionsSharedAcrossReplicas(t *testing.T) {
 		gws = append(gws, h)
 	}
 	// Every replica subscribed before the first turn is recorded.
-	waitFor(t, func() bool {
+	testenv.Wait(t, func() bool {
 		n := 0
 		for _, h := range gws {
 			if h.gw.share != nil {
@@ -53,7 +53,7 @@ func TestSessionsSharedAcrossReplicas(t *testing.T) {
 			var r reply
 			// The turn before was recorded by another replica a Redis
 			// round trip ago: a client's next turn comes far later.
-			waitFor(t, func() bool {
+			testenv.Wait(t, func() bool {
 				r = h.do(t, "POST", "/v1/chat/completions", `{"model":"auto","messages":[`+msgs+`]}`)
 				return r.header.Get("X-Sim-Replica") == "code" || i == 0
 			}, "the session learned")
@@ -100,7 +100,7 @@ func TestResponsesSharedAcrossReplicas(t *testing.T) {
 		}
 		made := r.header.Get("X-Sim-Replica")
 		var got reply
-		waitFor(t, func() bool {
+		testenv.Wait(t, func() bool {
 			got = gws[1].do(t, "GET", "/v1/responses/"+id, "")
 			return got.status == 200
 		}, "the other gateway learning the response")

@@ -102,7 +102,7 @@ tier2: {enabled: true, budget: 5s}
 func spans(t *testing.T, h *harness, exp *tracingtest.Exporter, id trace.TraceID) map[string][]tracetest.SpanStub {
 	t.Helper()
 	var out map[string][]tracetest.SpanStub
-	waitFor(t, func() bool {
+	testenv.Wait(t, func() bool {
 		if err := h.gw.tracer.Flush(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -324,7 +324,7 @@ func TestTraceparentUpstream(t *testing.T) {
 		t.Fatalf("status %d", r.status)
 	}
 	var up tracetest.SpanStub
-	waitFor(t, func() bool {
+	testenv.Wait(t, func() bool {
 		if err := on.gw.tracer.Flush(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -436,7 +436,7 @@ func TestTraceEndpointDownSlowsNoRequest(t *testing.T) {
 			if took := time.Since(start); took > timeout/3 {
 				t.Fatalf("50 requests took %v with the OTLP endpoint %s: requests waited on the export (its timeout is %v)", took, tc.name, timeout)
 			}
-			waitFor(t, func() bool {
+			testenv.Wait(t, func() bool {
 				return !strings.Contains(grep(scrape(t, h), "triage_trace_spans_dropped_total"), `reason="`+tc.reason+`"} 0`)
 			}, "spans counted as dropped ("+tc.reason+")")
 			t.Logf("%s: 50 requests in %v; %s", tc.name, time.Since(start), strings.ReplaceAll(grep(scrape(t, h), "triage_trace_spans_dropped_total{"), "\n", "; "))
