@@ -50,7 +50,14 @@ func TestReloader(t *testing.T) {
 	h := newHarness(t, first.Config)
 	var mu sync.Mutex
 	var applied, before []string
+	watching := make(chan struct{}, 1)
 	rl := &Reloader{Gateway: h.gw, Load: load, Settle: 20 * time.Millisecond,
+		Watching: func([]string) {
+			select {
+			case watching <- struct{}{}:
+			default:
+			}
+		},
 		Before:  func(trigger string) { mu.Lock(); before = append(before, trigger); mu.Unlock() },
 		Applied: func(l Loaded) { mu.Lock(); applied = append(applied, l.Config.Pools[0].Aliases[0]); mu.Unlock() }}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -65,7 +72,7 @@ func TestReloader(t *testing.T) {
 			t.Error("Run did not return after its context ended")
 		}
 	}()
-	time.Sleep(50 * time.Millisecond) // the watch is up
+	testenv.Receive(t, watching, "the watch of the config's directory")
 
 	// A change to the file.
 	write(cfgFor("a2"))
