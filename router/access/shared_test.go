@@ -108,17 +108,10 @@ func TestSharedLimitRedisDownAndBack(t *testing.T) {
 	waitShared(t, r, false)
 	// The 40 admitted during the outage were charged: the limit (30) is
 	// spent, so the next request is refused.
-	deadline := time.Now().Add(2 * time.Second)
-	for {
+	testenv.WaitWithin(t, 2*time.Second, "enforcement to resume after Redis came back", func() (bool, string) {
 		_, d := r.c.Admit(time.Now(), 0)
-		if d != nil && d.Code == "rate_limit_exceeded" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("enforcement did not resume after Redis came back")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return d != nil && d.Code == "rate_limit_exceeded", "admitted"
+	})
 	// And the 400 tokens spent during the outage reached Redis.
 	b := r.s.keys[k.ID].budgets[0]
 	key := limitScope(&cfg.Policies[0], "p:alice", Principal{Name: "alice"}) + "|day|" + itoa(b.periodOf(time.Now()))
