@@ -280,8 +280,10 @@ func TestAbortMidStreamLooksBroken(t *testing.T) {
 // context, once the watch has started.
 func TestClientLeavingCancelsTheRequest(t *testing.T) {
 	cancelled := make(chan error, 1)
+	running := make(chan struct{}, 1)
 	addr := serve(t, &Server{WatchAfter: time.Millisecond, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.ReadAll(r.Body)
+		running <- struct{}{}
 		select {
 		case <-r.Context().Done():
 			cancelled <- r.Context().Err()
@@ -291,7 +293,7 @@ func TestClientLeavingCancelsTheRequest(t *testing.T) {
 	})})
 	c, _ := rawConn(t, addr)
 	io.WriteString(c, "POST /v1/x HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\n{}")
-	time.Sleep(50 * time.Millisecond)
+	testenv.Receive(t, running, "the handler to run") // the client leaves while it does
 	c.Close()
 	if err := <-cancelled; !errors.Is(err, context.Canceled) {
 		t.Fatalf("request context: %v", err)
