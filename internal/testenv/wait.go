@@ -42,30 +42,35 @@ func Wait(tb testing.TB, cond func() bool, what string) {
 }
 
 // WaitWithin is Wait with its own timeout, for a cond that also says what
-// it last saw: the failure reports it. cond is called at first every
-// millisecond, then less often, up to every 25 ms.
+// it last saw: the failure reports it.
 func WaitWithin(tb testing.TB, timeout time.Duration, what string, cond func() (ok bool, last string)) {
 	tb.Helper()
+	if last, ok := Poll(timeout, cond); !ok {
+		if last != "" {
+			last = "; last: " + last
+		}
+		tb.Fatalf("timed out after %v waiting for %s%s", timeout, what, last)
+	}
+}
+
+// Poll calls cond until it reports true, at first every millisecond, then
+// less often (up to every 25 ms), for at most timeout. It reports whether
+// cond did, and what cond last said: for helpers that return an error
+// rather than fail the test.
+func Poll(timeout time.Duration, cond func() (ok bool, last string)) (last string, ok bool) {
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	every := time.Millisecond
 	for {
-		ok, last := cond()
-		if ok {
-			return
+		if ok, last = cond(); ok {
+			return last, true
 		}
 		tick := time.NewTimer(every)
 		select {
 		case <-deadline.C:
 			tick.Stop()
-			if ok, last = cond(); ok {
-				return
-			}
-			if last != "" {
-				last = "; last: " + last
-			}
-			tb.Fatalf("timed out after %v waiting for %s%s", timeout, what, last)
-			return
+			ok, last = cond()
+			return last, ok
 		case <-tick.C:
 		}
 		every = min(2*every, 25*time.Millisecond)
