@@ -214,29 +214,37 @@ var errPortTaken = errors.New("port taken")
 // waitReady polls GET path on p until it answers 200, p exits, or timeout.
 func (p *proc) waitReady(path string, timeout time.Duration) error {
 	c := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	deadline := time.Now().Add(timeout)
-	last := "no answer"
-	for time.Now().Before(deadline) {
+	return p.waitOK(c, p.url(path), timeout)
+}
+
+// waitOK polls GET url until it answers 200, within timeout; it stops
+// early when p exits (errPortTaken when its port was taken).
+func (p *proc) waitOK(c *http.Client, url string, timeout time.Duration) error {
+	var exited error
+	last, ok := testenv.Poll(timeout, func() (bool, string) {
 		if p.exited() {
 			if strings.Contains(p.stderr.String(), "address already in use") {
-				return errPortTaken
+				exited = errPortTaken
+			} else {
+				exited = fmt.Errorf("%s exited (%v) before GET %s answered 200", p.name, p.err, url)
 			}
-			return fmt.Errorf("%s exited (%v) before GET %s answered 200", p.name, p.err, path)
+			return true, ""
 		}
-		resp, err := c.Get(p.url(path))
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			last = fmt.Sprintf("%d %s", resp.StatusCode, b)
-		} else {
-			last = err.Error()
+		resp, err := c.Get(url)
+		if err != nil {
+			return false, err.Error()
 		}
-		time.Sleep(20 * time.Millisecond)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, fmt.Sprintf("%d %s", resp.StatusCode, b)
+	})
+	switch {
+	case exited != nil:
+		return exited
+	case !ok:
+		return fmt.Errorf("%s: GET %s did not answer 200 within %v; last: %s", p.name, url, timeout, last)
 	}
-	return fmt.Errorf("%s: GET %s did not answer 200 within %v; last: %s", p.name, path, timeout, last)
+	return nil
 }
 
 // startReady starts triage with args plus "--listen ADDR" on a free port

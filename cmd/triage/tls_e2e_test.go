@@ -55,29 +55,7 @@ func startTLSGateway(t *testing.T, cfgPath string, c *http.Client) *proc {
 }
 
 func waitHTTPS(p *proc, c *http.Client, url string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	last := "no answer"
-	for time.Now().Before(deadline) {
-		if p.exited() {
-			if strings.Contains(p.stderr.String(), "address already in use") {
-				return errPortTaken
-			}
-			return fmt.Errorf("%s exited (%v) before GET %s answered 200", p.name, p.err, url)
-		}
-		resp, err := c.Get(url)
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			last = fmt.Sprintf("%d %s", resp.StatusCode, b)
-		} else {
-			last = err.Error()
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return fmt.Errorf("%s: GET %s did not answer 200 within %v; last: %s", p.name, url, timeout, last)
+	return p.waitOK(c, url, timeout)
 }
 
 // peerSerial makes a request on a new connection and returns the serial of
