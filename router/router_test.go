@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"github.com/triagegw/triage/internal/testenv"
 	"github.com/triagegw/triage/router/config"
 	"github.com/triagegw/triage/router/pool"
+	"github.com/triagegw/triage/router/routertest"
 	"github.com/triagegw/triage/sim"
 )
 
@@ -76,29 +76,7 @@ func newWrappedHarness(t testing.TB, cfg *config.Config, wrap func(http.Handler)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The server `triage serve` runs, on a real socket.
-	srv := gw.HTTPServer(nil)
-	if wrap != nil {
-		srv.Handler = wrap(srv.Handler)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { gw.Run(ctx); close(done) }()
-	t.Cleanup(func() {
-		srv.Close()
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			t.Error("Gateway.Run did not return after its context was cancelled")
-		}
-	})
-	return &harness{gw: gw, URL: "http://" + ln.Addr().String(), log: logs}
+	return &harness{gw: gw, URL: "http://" + routertest.Serve(t, gw, routertest.Options{Wrap: wrap}), log: logs}
 }
 
 type reply struct {

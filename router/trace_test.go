@@ -20,6 +20,7 @@ import (
 	"github.com/triagegw/triage/classifier/classifiertest"
 	"github.com/triagegw/triage/internal/testenv"
 	"github.com/triagegw/triage/router/config"
+	"github.com/triagegw/triage/router/routertest"
 	"github.com/triagegw/triage/router/tracing"
 	"github.com/triagegw/triage/router/tracing/tracingtest"
 	"github.com/triagegw/triage/rules"
@@ -39,24 +40,9 @@ func newTracedHarness(t *testing.T, cfg *config.Config, routing *rules.Set, exp 
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := gw.HTTPServer(nil)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { gw.Run(ctx); close(done) }()
-	t.Cleanup(func() {
-		srv.Close()
-		cancel()
-		<-done
-		sctx, stop := context.WithTimeout(context.Background(), time.Second)
-		defer stop()
-		_ = gw.Shutdown(sctx)
-	})
-	return &harness{gw: gw, URL: "http://" + ln.Addr().String(), log: logs}
+	return &harness{gw: gw, URL: "http://" + routertest.Serve(t, gw, routertest.Options{
+		// Some of these tests take the endpoint down: what is left unexported then is theirs to check.
+		ShutdownWithin: time.Second, ShutdownErr: func(error) {}}), log: logs}
 }
 
 // tracedRules routes code to the code pool at tier 1 and law to the

@@ -1,11 +1,9 @@
 package grafana
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -29,6 +27,7 @@ import (
 	"github.com/triagegw/triage/sim"
 
 	"github.com/triagegw/triage/internal/testenv"
+	"github.com/triagegw/triage/router/routertest"
 )
 
 const dashboardPath = "triage.json"
@@ -225,21 +224,7 @@ default: general
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := gw.HTTPServer(nil)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { gw.Run(ctx); close(done) }()
-	t.Cleanup(func() {
-		srv.Close()
-		cancel()
-		<-done
-	})
-	base := "http://" + ln.Addr().String()
+	base := "http://" + routertest.Serve(t, gw, routertest.Options{})
 
 	do := func(method, path, body string, hdr ...string) (*http.Response, string) {
 		t.Helper()
