@@ -50,6 +50,8 @@ test:
 	# and the allocation checks, without the race detector (under it sync.Pool drops items at random):
 	# every TestXxxAllocs (allocs_test.go keeps them so named), in the packages that call AllocsPerRun
 	TRIAGE_REQUIRE_MODELS=1 $(GO) test -count=1 -tags ort -run 'Allocs' $$(grep -rl --include='*_test.go' --exclude-dir=var 'testing\.AllocsPerRun(' . | xargs -n1 dirname | sort -u)
+	# and the import of the real GloVe tarball, without the race detector (5 s here, 50 s under it, where it skips)
+	TRIAGE_REQUIRE_MODELS=1 $(GO) test -count=1 -run 'GloVeReal' ./models/glove
 
 # Every fuzz target in the repo, found by `go test -list` so new ones join
 # by themselves, for FUZZTIME each (default 60s); stops at the first failure,

@@ -102,15 +102,13 @@ func TestRedisAuth(t *testing.T) {
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	var conn net.Conn
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		if conn, err = net.DialTimeout("tcp", addr, time.Second); err == nil {
-			break
+	// The server's listen is not an event this process can wait on.
+	testenv.WaitWithin(t, 10*time.Second, "redis-server with the chart's arguments to listen", func() (bool, string) {
+		if conn, err = net.DialTimeout("tcp", addr, time.Second); err != nil {
+			return false, err.Error()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redis-server with the chart's arguments did not listen: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond) // the server's listen is not an event this process can wait on
-	}
+		return true, ""
+	})
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
 	r := bufio.NewReader(conn)
@@ -280,19 +278,17 @@ func TestRedisTLSEndToEnd(t *testing.T) {
 	// The Service's name verified, at the local server's address.
 	rcfg.TLS.ServerName, rcfg.Addr, rcfg.Timeout = service, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), time.Second
 	var store *access.RedisStore
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	// The server's listen is not an event this process can wait on.
+	testenv.WaitWithin(t, 10*time.Second, "the gateway's store to reach redis-server over TLS", func() (bool, string) {
 		if store, err = access.NewRedisStore(rcfg, nil); err != nil {
 			t.Fatal(err)
 		}
 		if store.Healthy() {
-			break
+			return true, ""
 		}
 		store.Close()
-		if time.Now().After(deadline) {
-			t.Fatalf("the gateway's store never reached redis-server over TLS:\n%s", out.String())
-		}
-		time.Sleep(50 * time.Millisecond) // the server's listen is not an event this process can wait on
-	}
+		return false, "redis-server's output:\n" + out.String()
+	})
 	defer store.Close()
 	if n, err := store.Report(t.Context(), "chart-tls", "r1", 1, 7, time.Minute); err != nil || n != 7 {
 		t.Fatalf("Report over TLS = %d, %v", n, err)

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/triagegw/triage/internal/testenv"
 )
@@ -243,14 +242,10 @@ func TestMappedTableUnmapped(t *testing.T) {
 	}
 	acc := make([]float32, tb.Dims())
 	tb.Accumulate(acc, 1, 1) // reachable until here
-	deadline := time.Now().Add(5 * time.Second)
-	for mapped() {
-		if time.Now().After(deadline) {
-			t.Fatal("the mapping outlived its table")
-		}
+	testenv.Wait(t, func() bool {
 		runtime.GC()
-		time.Sleep(time.Millisecond)
-	}
+		return !mapped()
+	}, "the mapping to go with its table")
 }
 
 // The real tier-1 table maps (its int8 vectors) and reads as the heap

@@ -497,7 +497,7 @@ func TestAccessSharedThroughRedis(t *testing.T) {
 		t.Fatalf("two gateways admitted %d at a limit of 10 (allowed 10 to 18: two leases each)", ok)
 	}
 	stop()
-	waitFor(t, func() bool {
+	testenv.Wait(t, func() bool {
 		r := a.do(t, "POST", "/v1/chat/completions", chatFor("llama"), auth...)
 		return r.status == 200 && r.header.Get("X-Triage-Degraded") == "true"
 	}, "fail-open admissions marked degraded")
@@ -505,7 +505,7 @@ func TestAccessSharedThroughRedis(t *testing.T) {
 		t.Fatalf("metrics while degraded:\n%s", grep(m, "degraded"))
 	}
 	start()
-	waitFor(t, func() bool {
+	testenv.Wait(t, func() bool {
 		return a.do(t, "POST", "/v1/chat/completions", chatFor("llama"), auth...).status == 429
 	}, "enforcement back once Redis answers")
 }

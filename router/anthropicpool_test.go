@@ -13,6 +13,8 @@ import (
 
 	"github.com/triagegw/triage/router/pool"
 	"github.com/triagegw/triage/sim"
+
+	"github.com/triagegw/triage/internal/testenv"
 )
 
 // anthropicReplica is triage sim speaking Anthropic's Messages API, as
@@ -61,7 +63,7 @@ func TestChatThroughAnthropicPool(t *testing.T) {
 		}
 		// Counted once the handler returns, which may be just after the
 		// client has its answer: the next test reads the counter from here.
-		waitFor(t, func() bool { return promptTokens(t, h) >= float64(c.Usage.PromptTokens) }, "the completion's tokens counted")
+		testenv.Wait(t, func() bool { return promptTokens(t, h) >= float64(c.Usage.PromptTokens) }, "the completion's tokens counted")
 	})
 
 	t.Run("stream", func(t *testing.T) {
@@ -84,7 +86,7 @@ func TestChatThroughAnthropicPool(t *testing.T) {
 		// Counted once the handler returns, which may be just after the
 		// client has read the stream's end.
 		var after float64
-		waitFor(t, func() bool { after = promptTokens(t, h); return after != before }, "the stream's tokens counted")
+		testenv.Wait(t, func() bool { after = promptTokens(t, h); return after != before }, "the stream's tokens counted")
 		if after-before != float64(acc.Usage.PromptTokens) {
 			t.Fatalf("prompt tokens counted %v, the stream reported %d", after-before, acc.Usage.PromptTokens)
 		}

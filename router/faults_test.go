@@ -22,6 +22,8 @@ import (
 	"github.com/triagegw/triage/router/pool"
 	"github.com/triagegw/triage/rules"
 	"github.com/triagegw/triage/sim"
+
+	"github.com/triagegw/triage/internal/testenv"
 )
 
 // The gateway under replica faults, each injected by the simulator (the
@@ -133,7 +135,7 @@ func TestReplicaDiesMidStream(t *testing.T) {
 		t.Fatalf("status %d, read error %v, body %q: want a 200 whose stream breaks before [DONE]", resp.StatusCode, rerr, b)
 	}
 	p := h.gw.snap.Load().byName["p"].pool
-	waitFor(t, func() bool { return p.Backends()[0].InFlight() == 0 }, "in-flight released")
+	testenv.Wait(t, func() bool { return p.Backends()[0].InFlight() == 0 }, "in-flight released")
 	if p.Healthy(p.Backends()[0]) {
 		t.Fatal("the replica that broke a stream is still in the pool")
 	}
@@ -165,7 +167,7 @@ func TestSlowReplicaRetriedElsewhere(t *testing.T) {
 	if n := slow.Stats().Requests; n < 3 {
 		t.Fatalf("%d of 6 requests tried the slow replica first; the test proves little", n)
 	}
-	waitFor(t, func() bool { return slow.Stats().Active == 0 }, "the hung requests to end")
+	testenv.Wait(t, func() bool { return slow.Stats().Active == 0 }, "the hung requests to end")
 }
 
 // Connection refused: the request goes to a live replica, and the dead one
@@ -247,14 +249,14 @@ func TestClientsLeavingAtRandomPoints(t *testing.T) {
 	}
 	wg.Wait()
 	p := h.gw.snap.Load().byName["p"].pool
-	waitFor(t, func() bool { return p.Backends()[0].InFlight() == 0 && rep.Stats().Active == 0 }, "in-flight and replica work to drain")
+	testenv.Wait(t, func() bool { return p.Backends()[0].InFlight() == 0 && rep.Stats().Active == 0 }, "in-flight and replica work to drain")
 	if r := h.do(t, "POST", "/v1/chat/completions", chatBody); r.status != 200 {
 		t.Fatalf("after the departures: %d", r.status)
 	}
 	// Kept-alive connections are not leaks: close them, then count.
 	http.DefaultClient.CloseIdleConnections()
 	h.gw.tr.CloseIdle()
-	waitFor(t, func() bool { return runtime.NumGoroutine() <= baseline+5 }, fmt.Sprintf("goroutines back near %d", baseline))
+	testenv.Wait(t, func() bool { return runtime.NumGoroutine() <= baseline+5 }, fmt.Sprintf("goroutines back near %d", baseline))
 	if rep.Stats().Cancelled == 0 {
 		t.Fatal("no request was cancelled at the replica: departures did not reach it")
 	}

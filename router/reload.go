@@ -46,6 +46,9 @@ type Reloader struct {
 	// Settle debounces a burst of file events into one reload. Default
 	// 250ms.
 	Settle time.Duration
+	// Watching, when set, runs each time a watch of the files is up: a
+	// change to them from then on reloads.
+	Watching func(files []string)
 
 	mu      sync.Mutex // one reload at a time
 	watchMu sync.Mutex
@@ -136,7 +139,12 @@ func (r *Reloader) watch(files []string) {
 		settle = 250 * time.Millisecond
 	}
 	r.wg.Go(func() {
-		if err := config.Watch(wctx, r.log(), files, settle, func() { _ = r.Reload("file") }); err != nil {
+		var ready func()
+		if r.Watching != nil {
+			watched := slices.Clone(files)
+			ready = func() { r.Watching(watched) }
+		}
+		if err := config.WatchReady(wctx, r.log(), files, settle, func() { _ = r.Reload("file") }, ready); err != nil {
 			r.log().Error("config file watch failed; reload with SIGHUP", "error", err)
 		}
 	})

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/triagegw/triage/router/pool"
+
+	"github.com/triagegw/triage/internal/testenv"
 )
 
 func asError[T error](err error, target *T) bool { return errors.As(err, target) }
@@ -68,10 +70,12 @@ func TestReloadUnderLoad(t *testing.T) {
 		if reloads%2 == 0 {
 			cfg = cfgB
 		}
+		served := ok.Load()
 		if err := h.gw.Apply(cfg, nil); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(10 * time.Millisecond)
+		// A request is served on the new config before the next reload.
+		testenv.Wait(t, func() bool { return ok.Load() > served || failed.Load() > 0 }, "a request served after a reload")
 	}
 	// An invalid config is rejected and changes nothing.
 	bad := newConfig("nope", poolCfg("p", "m", b0.URL))
@@ -79,7 +83,9 @@ func TestReloadUnderLoad(t *testing.T) {
 	if err := h.gw.Apply(bad, nil); err == nil || h.gw.Version() != v {
 		t.Fatalf("Apply(invalid) = %v, version %d -> %d", err, v, h.gw.Version())
 	}
-	time.Sleep(50 * time.Millisecond)
+	// Requests go on after the rejected config.
+	served := ok.Load()
+	testenv.Wait(t, func() bool { return ok.Load() >= served+5 || failed.Load() > 0 }, "five requests served after the rejected config")
 	stop()
 	wg.Wait()
 	if failed.Load() != 0 {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/triagegw/triage/router/config"
+
+	"github.com/triagegw/triage/internal/testenv"
 )
 
 // The Reloader applies a config when its file changes or a signal comes,
@@ -48,7 +50,14 @@ func TestReloader(t *testing.T) {
 	h := newHarness(t, first.Config)
 	var mu sync.Mutex
 	var applied, before []string
+	watching := make(chan struct{}, 1)
 	rl := &Reloader{Gateway: h.gw, Load: load, Settle: 20 * time.Millisecond,
+		Watching: func([]string) {
+			select {
+			case watching <- struct{}{}:
+			default:
+			}
+		},
 		Before:  func(trigger string) { mu.Lock(); before = append(before, trigger); mu.Unlock() },
 		Applied: func(l Loaded) { mu.Lock(); applied = append(applied, l.Config.Pools[0].Aliases[0]); mu.Unlock() }}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -63,27 +72,27 @@ func TestReloader(t *testing.T) {
 			t.Error("Run did not return after its context ended")
 		}
 	}()
-	time.Sleep(50 * time.Millisecond) // the watch is up
+	testenv.Receive(t, watching, "the watch of the config's directory")
 
 	// A change to the file.
 	write(cfgFor("a2"))
-	waitFor(t, func() bool { return h.gw.Version() == 2 }, "the edited file to apply")
+	testenv.Wait(t, func() bool { return h.gw.Version() == 2 }, "the edited file to apply")
 	if r := h.do(t, "POST", "/v1/chat/completions", `{"model":"a2","messages":[{"role":"user","content":"hi"}]}`); r.status != 200 {
 		t.Fatalf("after the reload: %d %s", r.status, r.body)
 	}
 	// An invalid file: rejected whole, the config in effect stays.
 	write("pools: [{name: p}]\n")
-	waitFor(t, func() bool { return strings.Contains(scrape(t, h), `triage_config_reloads_total{result="invalid"} 1`) }, "the invalid file to be counted")
+	testenv.Wait(t, func() bool { return strings.Contains(scrape(t, h), `triage_config_reloads_total{result="invalid"} 1`) }, "the invalid file to be counted")
 	if h.gw.Version() != 2 {
 		t.Fatalf("an invalid file changed the version to %d", h.gw.Version())
 	}
 	// A signal, once the file is good again.
 	write(cfgFor("a3"))
-	waitFor(t, func() bool { return h.gw.Version() == 3 }, "the fixed file to apply")
+	testenv.Wait(t, func() bool { return h.gw.Version() == 3 }, "the fixed file to apply")
 	sig <- syscall.SIGHUP
-	waitFor(t, func() bool { return h.gw.Version() == 4 }, "SIGHUP to reload")
+	testenv.Wait(t, func() bool { return h.gw.Version() == 4 }, "SIGHUP to reload")
 	// Applied runs once the new version is in effect: wait for it too.
-	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(applied) == 3 }, "Applied after SIGHUP")
+	testenv.Wait(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(applied) == 3 }, "Applied after SIGHUP")
 	mu.Lock()
 	defer mu.Unlock()
 	if got := strings.Join(applied, ","); got != "a2,a3,a3" {

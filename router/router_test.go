@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"github.com/triagegw/triage/internal/testenv"
 	"github.com/triagegw/triage/router/config"
 	"github.com/triagegw/triage/router/pool"
+	"github.com/triagegw/triage/router/routertest"
 	"github.com/triagegw/triage/sim"
 )
 
@@ -63,31 +63,20 @@ func newConfig(def string, pools ...pool.Config) *config.Config {
 
 func newHarness(t testing.TB, cfg *config.Config, opts ...pool.Option) *harness {
 	t.Helper()
+	return newWrappedHarness(t, cfg, nil, opts...)
+}
+
+// newWrappedHarness is newHarness with the server's handler wrapped by
+// wrap (when not nil), for a test to watch requests as the gateway gets
+// them.
+func newWrappedHarness(t testing.TB, cfg *config.Config, wrap func(http.Handler) http.Handler, opts ...pool.Option) *harness {
+	t.Helper()
 	logs := &testenv.Buffer{}
 	gw, err := New(cfg, nil, Options{Logger: slog.New(slog.NewJSONHandler(logs, nil)), AccessLog: logs, PoolOptions: opts})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The server `triage serve` runs, on a real socket.
-	srv := gw.HTTPServer(nil)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { gw.Run(ctx); close(done) }()
-	t.Cleanup(func() {
-		srv.Close()
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			t.Error("Gateway.Run did not return after its context was cancelled")
-		}
-	})
-	return &harness{gw: gw, URL: "http://" + ln.Addr().String(), log: logs}
+	return &harness{gw: gw, URL: "http://" + routertest.Serve(t, gw, routertest.Options{Wrap: wrap}), log: logs}
 }
 
 type reply struct {
@@ -314,7 +303,7 @@ func TestMidStreamFailureLooksFailed(t *testing.T) {
 	if !strings.Contains(string(b), "data: ") {
 		t.Fatalf("the events before the cut were not relayed: %q", b)
 	}
-	waitFor(t, func() bool { return strings.Contains(h.log.String(), "response aborted mid-stream") }, "the abort to be logged")
+	testenv.Wait(t, func() bool { return strings.Contains(h.log.String(), "response aborted mid-stream") }, "the abort to be logged")
 	if m := scrape(t, h); !strings.Contains(m, `triage_responses_aborted_total{pool="p"} 1`) {
 		t.Fatalf("abort not counted:\n%s", grep(m, "aborted"))
 	}
@@ -336,8 +325,8 @@ func TestClientCancelReachesUpstream(t *testing.T) {
 	}
 	cancel()
 	resp.Body.Close()
-	waitFor(t, func() bool { return rep.Stats().Cancelled == 1 }, "the replica to see the client leave")
-	waitFor(t, func() bool { return strings.Contains(h.log.String(), `"status":499`) }, "a 499 in the access log")
+	testenv.Wait(t, func() bool { return rep.Stats().Cancelled == 1 }, "the replica to see the client leave")
+	testenv.Wait(t, func() bool { return strings.Contains(h.log.String(), `"status":499`) }, "a 499 in the access log")
 }
 
 func TestAccessLogHasDecisionFieldsAndNoPrompt(t *testing.T) {
@@ -352,7 +341,7 @@ func TestAccessLogHasDecisionFieldsAndNoPrompt(t *testing.T) {
 		t.Fatalf("upstream X-Request-Id = %q", got)
 	}
 	var line map[string]any
-	waitFor(t, func() bool {
+	testenv.Wait(t, func() bool {
 		for _, l := range strings.Split(h.log.String(), "\n") {
 			if strings.Contains(l, `"msg":"request"`) && json.Unmarshal([]byte(l), &line) == nil {
 				return true
@@ -414,17 +403,6 @@ func grep(s, sub string) string {
 	return strings.Join(out, "\n")
 }
 
-func waitFor(t testing.TB, cond func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestReadyz(t *testing.T) {
 	def := newReplica(t, "m", "def")
 	other := newReplica(t, "o", "other")
@@ -437,12 +415,12 @@ func TestReadyz(t *testing.T) {
 		r := h.do(t, "GET", "/readyz", "")
 		return r.status, r.body
 	}
-	waitFor(t, func() bool { s, _ := ready(); return s == 200 }, "readyz 200")
+	testenv.Wait(t, func() bool { s, _ := ready(); return s == 200 }, "readyz 200")
 	if _, body := ready(); !strings.Contains(body, `"config_version":1`) {
 		t.Fatalf("readyz body %s lacks the config version", body)
 	}
 	def.SetHealthy(false) // the default pool's only replica fails its checks
-	waitFor(t, func() bool { s, _ := ready(); return s == 503 }, "readyz 503 with the default pool down")
+	testenv.Wait(t, func() bool { s, _ := ready(); return s == 503 }, "readyz 503 with the default pool down")
 	r := h.do(t, "POST", "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
 	if _, _, c := openAIError(t, r.body); r.status != 503 || c != "no_healthy_upstream" {
 		t.Fatalf("request to a pool with no healthy replica: %d %s", r.status, r.body)
@@ -452,7 +430,7 @@ func TestReadyz(t *testing.T) {
 		t.Fatalf("readyz?upstreams=ignore with the default pool down = %d %s", r.status, r.body)
 	}
 	def.SetHealthy(true)
-	waitFor(t, func() bool { s, _ := ready(); return s == 200 }, "readyz 200 after recovery")
+	testenv.Wait(t, func() bool { s, _ := ready(); return s == 200 }, "readyz 200 after recovery")
 	h.gw.Drain()
 	if s, body := ready(); s != 503 || !strings.Contains(body, "draining") {
 		t.Fatalf("readyz while draining = %d %s", s, body)
@@ -650,13 +628,13 @@ func TestClientCancelBeforeTheHeadReachesUpstream(t *testing.T) {
 		}
 		errc <- err
 	}()
-	waitFor(t, func() bool { return rep.Stats().Active == 1 }, "the replica to start")
+	testenv.Wait(t, func() bool { return rep.Stats().Active == 1 }, "the replica to start")
 	start := time.Now()
 	cancel()
 	<-errc
-	waitFor(t, func() bool { return strings.Contains(h.log.String(), `"status":499`) }, "a 499 in the access log")
+	testenv.Wait(t, func() bool { return strings.Contains(h.log.String(), `"status":499`) }, "a 499 in the access log")
 	if d := time.Since(start); d > 2*time.Second {
 		t.Fatalf("the gateway waited %v for a replica whose client left", d)
 	}
-	waitFor(t, func() bool { return rep.Stats().Cancelled == 1 }, "the replica to see the request cut")
+	testenv.Wait(t, func() bool { return rep.Stats().Cancelled == 1 }, "the replica to see the request cut")
 }

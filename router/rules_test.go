@@ -95,7 +95,7 @@ func TestSemanticRouting(t *testing.T) {
 		t.Fatalf("upstream body %s", body)
 	}
 	// The access log carries the decision, never the prompt.
-	waitFor(t, func() bool { return strings.Contains(logs.String(), `"route":"coding"`) }, "the decision in the access log")
+	testenv.Wait(t, func() bool { return strings.Contains(logs.String(), `"route":"coding"`) }, "the decision in the access log")
 	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
 		var m map[string]any
 		json.Unmarshal([]byte(l), &m)

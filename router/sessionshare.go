@@ -31,6 +31,10 @@ type sessionShare struct {
 	out     chan sessionMsg
 	dropped atomic.Uint64
 	learned atomic.Uint64
+	// subscribed is closed once Redis has confirmed the subscription:
+	// what another replica publishes from then on is learned here.
+	subscribed chan struct{}
+	once       sync.Once
 }
 
 // sessionMsg is a recorded session, or (Resp set) where a Responses
@@ -53,7 +57,8 @@ type sharedResponse struct {
 func newSessionShare(store *access.RedisStore) *sessionShare {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return &sessionShare{store: store, self: hex.EncodeToString(b[:]), out: make(chan sessionMsg, 1024)}
+	return &sessionShare{store: store, self: hex.EncodeToString(b[:]), out: make(chan sessionMsg, 1024),
+		subscribed: make(chan struct{})}
 }
 
 // offer queues a recorded session for the other replicas.
@@ -79,7 +84,9 @@ func (x *sessionShare) send(m sessionMsg) {
 func (x *sessionShare) run(ctx context.Context, g *Gateway) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	wg.Go(func() { x.store.Subscribe(ctx, sessionTopic, x.learn(g)) })
+	wg.Go(func() {
+		x.store.Subscribe(ctx, sessionTopic, func() { x.once.Do(func() { close(x.subscribed) }) }, x.learn(g))
+	})
 	for {
 		select {
 		case <-ctx.Done():

@@ -32,16 +32,7 @@ func TestSessionsSharedAcrossReplicas(t *testing.T) {
 		gws = append(gws, h)
 	}
 	// Every replica subscribed before the first turn is recorded.
-	waitFor(t, func() bool {
-		n := 0
-		for _, h := range gws {
-			if h.gw.share != nil {
-				n++
-			}
-		}
-		return n == 3
-	}, "three sharing replicas")
-	time.Sleep(100 * time.Millisecond)
+	waitSubscribed(t, gws)
 
 	for c := range 5 { // five conversations, each turn on the next replica
 		msgs := `{"role":"system","content":"conversation ` + string(rune('a'+c)) + `"},{"role":"user","content":"Write a Go HTTP server"}`
@@ -53,7 +44,7 @@ func TestSessionsSharedAcrossReplicas(t *testing.T) {
 			var r reply
 			// The turn before was recorded by another replica a Redis
 			// round trip ago: a client's next turn comes far later.
-			waitFor(t, func() bool {
+			testenv.Wait(t, func() bool {
 				r = h.do(t, "POST", "/v1/chat/completions", `{"model":"auto","messages":[`+msgs+`]}`)
 				return r.header.Get("X-Sim-Replica") == "code" || i == 0
 			}, "the session learned")
@@ -91,7 +82,7 @@ func TestResponsesSharedAcrossReplicas(t *testing.T) {
 		cfg.Access.Redis = access.RedisConfig{Addr: addr, Timeout: 200 * time.Millisecond}
 		gws = append(gws, newHarness(t, cfg))
 	}
-	time.Sleep(100 * time.Millisecond) // both subscribed
+	waitSubscribed(t, gws)
 	for i := range 4 {
 		r := gws[0].do(t, "POST", "/v1/responses", `{"model":"llama","input":"hi"}`)
 		id := responseID([]byte(r.body))
@@ -100,7 +91,7 @@ func TestResponsesSharedAcrossReplicas(t *testing.T) {
 		}
 		made := r.header.Get("X-Sim-Replica")
 		var got reply
-		waitFor(t, func() bool {
+		testenv.Wait(t, func() bool {
 			got = gws[1].do(t, "GET", "/v1/responses/"+id, "")
 			return got.status == 200
 		}, "the other gateway learning the response")
@@ -111,5 +102,17 @@ func TestResponsesSharedAcrossReplicas(t *testing.T) {
 		if next.status != 200 || next.header.Get("X-Sim-Replica") != made {
 			t.Fatalf("turn %d: the chain went to %q (made on %q): %d %s", i, next.header.Get("X-Sim-Replica"), made, next.status, next.body)
 		}
+	}
+}
+
+// waitSubscribed waits until every gateway's session share has its
+// subscription confirmed by Redis.
+func waitSubscribed(t *testing.T, gws []*harness) {
+	t.Helper()
+	for i, h := range gws {
+		if h.gw.share == nil {
+			t.Fatalf("gateway %d shares no sessions", i)
+		}
+		testenv.Receive(t, h.gw.share.subscribed, "the session share's subscription")
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/triagegw/triage/classifier"
 	"github.com/triagegw/triage/classifier/classifiertest"
 	"github.com/triagegw/triage/shadow"
+
+	"github.com/triagegw/triage/internal/testenv"
 )
 
 // TestShadowDecisions: a rules file with a shadow decides sampled requests
@@ -67,7 +69,7 @@ func TestShadowDecisions(t *testing.T) {
 	// A request naming a pool's model is not routed by rules: no shadow.
 	hs.do(t, "POST", "/v1/chat/completions", `{"model":"coder","messages":[{"role":"user","content":"my lease"}]}`)
 	var recs []shadow.Record
-	waitFor(t, func() bool {
+	testenv.Wait(t, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return strings.Count(logged.String(), "\n") >= 3

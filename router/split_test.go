@@ -18,6 +18,8 @@ import (
 	"github.com/triagegw/triage/rules"
 	"github.com/triagegw/triage/shadow"
 	"github.com/triagegw/triage/split"
+
+	"github.com/triagegw/triage/internal/testenv"
 )
 
 // TestSplitRoutesEachArm: with a split, callers on the B arm are routed by
@@ -76,7 +78,7 @@ func TestSplitRoutesEachArm(t *testing.T) {
 		t.Fatalf("explicit model: %d, arm %q", r.status, r.header.Get("X-Triage-Arm"))
 	}
 
-	waitFor(t, func() bool {
+	testenv.Wait(t, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return strings.Count(logged.String(), "\n") >= 6
@@ -201,7 +203,7 @@ func TestSplitShadowNamesServingArm(t *testing.T) {
 			t.Fatalf("arm %d: status %d replica %q, want %s", arm, r.status, r.header.Get("X-Sim-Replica"), want)
 		}
 	}
-	waitFor(t, func() bool {
+	testenv.Wait(t, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return strings.Count(logged.String(), "\n") >= 2

@@ -20,6 +20,7 @@ import (
 	"github.com/triagegw/triage/classifier/classifiertest"
 	"github.com/triagegw/triage/internal/testenv"
 	"github.com/triagegw/triage/router/config"
+	"github.com/triagegw/triage/router/routertest"
 	"github.com/triagegw/triage/router/tracing"
 	"github.com/triagegw/triage/router/tracing/tracingtest"
 	"github.com/triagegw/triage/rules"
@@ -39,24 +40,9 @@ func newTracedHarness(t *testing.T, cfg *config.Config, routing *rules.Set, exp 
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := gw.HTTPServer(nil)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { gw.Run(ctx); close(done) }()
-	t.Cleanup(func() {
-		srv.Close()
-		cancel()
-		<-done
-		sctx, stop := context.WithTimeout(context.Background(), time.Second)
-		defer stop()
-		_ = gw.Shutdown(sctx)
-	})
-	return &harness{gw: gw, URL: "http://" + ln.Addr().String(), log: logs}
+	return &harness{gw: gw, URL: "http://" + routertest.Serve(t, gw, routertest.Options{
+		// Some of these tests take the endpoint down: what is left unexported then is theirs to check.
+		ShutdownWithin: time.Second, ShutdownErr: func(error) {}}), log: logs}
 }
 
 // tracedRules routes code to the code pool at tier 1 and law to the
@@ -102,7 +88,7 @@ tier2: {enabled: true, budget: 5s}
 func spans(t *testing.T, h *harness, exp *tracingtest.Exporter, id trace.TraceID) map[string][]tracetest.SpanStub {
 	t.Helper()
 	var out map[string][]tracetest.SpanStub
-	waitFor(t, func() bool {
+	testenv.Wait(t, func() bool {
 		if err := h.gw.tracer.Flush(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -324,7 +310,7 @@ func TestTraceparentUpstream(t *testing.T) {
 		t.Fatalf("status %d", r.status)
 	}
 	var up tracetest.SpanStub
-	waitFor(t, func() bool {
+	testenv.Wait(t, func() bool {
 		if err := on.gw.tracer.Flush(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -436,7 +422,7 @@ func TestTraceEndpointDownSlowsNoRequest(t *testing.T) {
 			if took := time.Since(start); took > timeout/3 {
 				t.Fatalf("50 requests took %v with the OTLP endpoint %s: requests waited on the export (its timeout is %v)", took, tc.name, timeout)
 			}
-			waitFor(t, func() bool {
+			testenv.Wait(t, func() bool {
 				return !strings.Contains(grep(scrape(t, h), "triage_trace_spans_dropped_total"), `reason="`+tc.reason+`"} 0`)
 			}, "spans counted as dropped ("+tc.reason+")")
 			t.Logf("%s: 50 requests in %v; %s", tc.name, time.Since(start), strings.ReplaceAll(grep(scrape(t, h), "triage_trace_spans_dropped_total{"), "\n", "; "))

@@ -3,6 +3,8 @@ package router
 import (
 	"strings"
 	"testing"
+
+	"github.com/triagegw/triage/internal/testenv"
 )
 
 // Usage is read from the tail of what the replica sends: a JSON body's
@@ -26,7 +28,7 @@ func TestUsageFromTheTail(t *testing.T) {
 		strings.Count(r.body, "data: ") != 7 { // role, 4 content, finish, [DONE]
 		t.Fatalf("stream without include_usage: %d %q", r.status, r.body)
 	}
-	waitFor(t, func() bool { return strings.Count(h.log.String(), `"msg":"request"`) == 3 }, "three access lines")
+	testenv.Wait(t, func() bool { return strings.Count(h.log.String(), `"msg":"request"`) == 3 }, "three access lines")
 	lines := strings.Split(strings.TrimSpace(h.log.String()), "\n")
 	var with []string
 	for _, l := range lines {
@@ -62,7 +64,7 @@ func TestStreamUsageOptOut(t *testing.T) {
 	if r.status != 200 || !strings.Contains(r.body, `"usage":{`) {
 		t.Fatalf("%d %q", r.status, r.body)
 	}
-	waitFor(t, func() bool { return strings.Count(h.log.String(), `"msg":"request"`) == 2 }, "two access lines")
+	testenv.Wait(t, func() bool { return strings.Count(h.log.String(), `"msg":"request"`) == 2 }, "two access lines")
 	if n := strings.Count(h.log.String(), `"prompt_tokens":`); n != 1 {
 		t.Fatalf("%d access lines with usage, want 1:\n%s", n, h.log.String())
 	}

@@ -14,6 +14,8 @@ import (
 
 	"github.com/triagegw/triage/classifier"
 	"github.com/triagegw/triage/classifier/classifiertest"
+
+	"github.com/triagegw/triage/internal/testenv"
 )
 
 var testClasses = []string{"code", "health", "law", "other"}
@@ -549,9 +551,7 @@ func TestTier2Budget(t *testing.T) {
 		t.Fatalf("while loading: %+v (state %q)", d, s.Tier2State())
 	}
 	close(loading)
-	for !s.Tier2Loaded() {
-		time.Sleep(time.Millisecond)
-	}
+	testenv.Wait(t, s.Tier2Loaded, "tier 2 loaded")
 	if d := s.Decide(context.Background(), input(t, "auto", "my lease")); d.Tier != 2 || d.Pool != "legal" || s.Tier2State() != "loaded" {
 		t.Fatalf("once loaded: %+v (state %q)", d, s.Tier2State())
 	}

@@ -115,17 +115,12 @@ func readEvent(br *bufio.Reader) (string, error) {
 
 func waitStats(t *testing.T, s *Server, ok func(Stats) bool) Stats {
 	t.Helper()
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		st := s.Stats()
-		if ok(st) {
-			return st
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("stats never reached the expected state: %+v", st)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	var st Stats
+	testenv.WaitWithin(t, 3*time.Second, "the stats' expected state", func() (bool, string) {
+		st = s.Stats()
+		return ok(st), fmt.Sprintf("%+v", st)
+	})
+	return st
 }
 
 func checkAPIError(t *testing.T, resp *http.Response, status int, typ, msgContains string) {

@@ -3,10 +3,10 @@ package split
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/triagegw/triage/internal/testenv"
 )
@@ -51,10 +51,8 @@ func TestLogQueuesDropsAndWritesWholeLines(t *testing.T) {
 
 func waitLines(t *testing.T, out *testenv.Buffer, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		if l := lines(out); len(l) >= n && l[0] != "" {
-			return
-		}
-	}
-	t.Fatalf("want %d lines, have %q", n, lines(out))
+	testenv.WaitWithin(t, testenv.WaitTimeout, fmt.Sprintf("%d lines", n), func() (bool, string) {
+		l := lines(out)
+		return len(l) >= n && l[0] != "", fmt.Sprintf("%q", l)
+	})
 }

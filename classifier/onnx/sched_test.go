@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/triagegw/triage/classifier"
+
+	"github.com/triagegw/triage/internal/testenv"
 )
 
 // These tests drive the scheduler with a Run of known duration: what they
@@ -73,9 +75,9 @@ func TestSchedulerAdmission(t *testing.T) {
 		}()
 	}
 	submit(0)
-	waitFor(t, func() bool { return s.stats().Running == 1 })
+	testenv.Wait(t, func() bool { return s.stats().Running == 1 }, "s.stats().Running == 1")
 	submit(1)
-	waitFor(t, func() bool { return s.stats().Queued == 1 })
+	testenv.Wait(t, func() bool { return s.stats().Queued == 1 }, "s.stats().Queued == 1")
 	for i := 2; i < 5; i++ {
 		submit(i)
 	}
@@ -116,7 +118,7 @@ func TestSchedulerNeverStartsALateRun(t *testing.T) {
 		go func() { defer wg.Done(); _, errs[i] = s.embed(ctx, deadline, ids(10), nil, 4) }()
 	}
 	submit(0)
-	waitFor(t, func() bool { return s.stats().Running == 1 })
+	testenv.Wait(t, func() bool { return s.stats().Running == 1 }, "s.stats().Running == 1")
 	for i := 1; i < 4; i++ {
 		submit(i)
 	}
@@ -155,11 +157,11 @@ func TestSchedulerBatchesWhatQueues(t *testing.T) {
 		}()
 	}
 	submit(0, 3)
-	waitFor(t, func() bool { return s.stats().Running == 1 }) // the first runs alone
+	testenv.Wait(t, func() bool { return s.stats().Running == 1 }, "s.stats().Running == 1") // the first runs alone
 	for i := 1; i < 7; i++ {
 		submit(i, 20+i) // of about one length: no more padding than fits allows
 	}
-	waitFor(t, func() bool { return s.stats().Queued == 6 })
+	testenv.Wait(t, func() bool { return s.stats().Queued == 6 }, "s.stats().Queued == 6")
 	for range 3 {
 		f.gate <- struct{}{}
 	}
@@ -188,13 +190,13 @@ func TestSchedulerPaddedTokenCap(t *testing.T) {
 		go func() { defer wg.Done(); _, _ = s.embed(context.Background(), deadline, ids(n), nil, 4) }()
 	}
 	submit(5)
-	waitFor(t, func() bool { return s.stats().Running == 1 })
+	testenv.Wait(t, func() bool { return s.stats().Running == 1 }, "s.stats().Running == 1")
 	// 10, 10, 100: the 100-token text would pad the batch to 300 tokens.
 	for k, n := range []int{10, 10, 100, 10} {
 		submit(n)
-		waitFor(t, func() bool { return s.stats().Queued == k+1 }) // in this order
+		testenv.Wait(t, func() bool { return s.stats().Queued == k+1 }, "s.stats().Queued == k+1") // in this order
 	}
-	waitFor(t, func() bool { return s.stats().Queued == 4 })
+	testenv.Wait(t, func() bool { return s.stats().Queued == 4 }, "s.stats().Queued == 4")
 	for range 3 {
 		f.gate <- struct{}{}
 	}
@@ -213,17 +215,17 @@ func TestSchedulerDropsTextsWhoseCallerLeft(t *testing.T) {
 	defer close(f.gate)
 	deadline := time.Now().Add(time.Hour)
 	go func() { _, _ = s.embed(context.Background(), deadline, ids(5), nil, 4) }()
-	waitFor(t, func() bool { return s.stats().Running == 1 })
+	testenv.Wait(t, func() bool { return s.stats().Running == 1 }, "s.stats().Running == 1")
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { _, err := s.embed(ctx, deadline, ids(5), nil, 4); errc <- err }()
-	waitFor(t, func() bool { return s.stats().Queued == 1 })
+	testenv.Wait(t, func() bool { return s.stats().Queued == 1 }, "s.stats().Queued == 1")
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want context.Canceled", err)
 	}
 	f.gate <- struct{}{}
-	waitFor(t, func() bool { return f.runs.Load() == 1 && s.stats().Running == 0 })
+	testenv.Wait(t, func() bool { return f.runs.Load() == 1 && s.stats().Running == 0 }, "f.runs.Load() == 1 && s.stats().Running == 0")
 	if st := s.stats(); st.Expired != 1 || st.Queued != 0 {
 		t.Errorf("stats %+v, want 1 expired, none queued", st)
 	}
@@ -262,10 +264,10 @@ func TestSchedulerCloseFailsWaiting(t *testing.T) {
 	}()
 	deadline := time.Now().Add(time.Hour)
 	go func() { _, _ = s.embed(context.Background(), deadline, ids(5), nil, 4) }()
-	waitFor(t, func() bool { return s.stats().Running == 1 })
+	testenv.Wait(t, func() bool { return s.stats().Running == 1 }, "s.stats().Running == 1")
 	errc := make(chan error, 1)
 	go func() { _, err := s.embed(context.Background(), deadline, ids(5), nil, 4); errc <- err }()
-	waitFor(t, func() bool { return s.stats().Queued == 1 })
+	testenv.Wait(t, func() bool { return s.stats().Queued == 1 }, "s.stats().Queued == 1")
 	closed := make(chan struct{})
 	go func() { s.close(); close(closed) }()
 	if err := <-errc; !errors.Is(err, errClosed) {
@@ -286,11 +288,11 @@ func TestSchedulerQueueBound(t *testing.T) {
 	defer close(f.gate)
 	deadline := time.Now().Add(time.Hour)
 	go func() { _, _ = s.embed(context.Background(), deadline, ids(5), nil, 4) }()
-	waitFor(t, func() bool { return s.stats().Running == 1 })
+	testenv.Wait(t, func() bool { return s.stats().Running == 1 }, "s.stats().Running == 1")
 	for range 2 {
 		go func() { _, _ = s.embed(context.Background(), deadline, ids(5), nil, 4) }()
 	}
-	waitFor(t, func() bool { return s.stats().Queued == 2 })
+	testenv.Wait(t, func() bool { return s.stats().Queued == 2 }, "s.stats().Queued == 2")
 	if _, err := s.embed(context.Background(), deadline, ids(5), nil, 4); !errors.Is(err, classifier.ErrShed) {
 		t.Errorf("past the queue's bound: %v, want ErrShed", err)
 	}
@@ -343,16 +345,6 @@ func equalInts(a, b []int) bool {
 		}
 	}
 	return true
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatal("condition not reached in 5s")
 }
 
 func TestCostModelSpreadCoversMostRuns(t *testing.T) {

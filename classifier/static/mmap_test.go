@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/triagegw/triage/classifier"
+	"github.com/triagegw/triage/classifier/tokenize"
 	"github.com/triagegw/triage/datasets"
 	"github.com/triagegw/triage/internal/testenv"
 	"github.com/triagegw/triage/models"
@@ -68,29 +69,80 @@ func TestMappedTableClassifiesAsHeap(t *testing.T) {
 		}
 		sameClassifications(t, a, b, texts)
 	})
+	// With the default heads' own encoder the model may fold the head
+	// into the rows (then the table is read once, by New, and the mapped
+	// and the heap table must fold to the same bits) or keep the table;
+	// built with L2 features it always keeps the table and reads its
+	// vectors for every text. Either way the mapped table is exercised.
 	t.Run("default", func(t *testing.T) {
-		h, m := defaultModel(t)
-		if m.table == nil {
-			t.Skip("the default tier 1 is folded: its table is not kept")
-		}
-		if runtime.GOOS == "linux" && m.table.MappedBytes() == 0 {
-			t.Fatal("Load did not map the table")
-		}
-		heap, err := New(m.tok, m.table.Clone(), m.head, h.Tier1.Encoder)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if heap.table.MappedBytes() != 0 {
-			t.Fatal("a cloned table is mapped")
-		}
+		h, _ := defaultModel(t)
+		tok, mapped, heap := defaultTables(t, h)
 		shared := testenv.Shared(t, "datasets/subjects/dev.jsonl")
 		dev, err := datasets.ReadJSONL(filepath.Join(shared, "datasets", "subjects", "dev.jsonl"))
 		if err != nil {
 			t.Fatal(err)
 		}
+		texts := append([]string(nil), texts...)
 		for _, row := range dev.Rows[:min(500, len(dev.Rows))] {
 			texts = append(texts, row.Text)
 		}
-		sameClassifications(t, m, heap, texts)
+		head := h.Tier1.Head
+		for _, normalize := range []string{h.Tier1.Encoder.Normalize, "l2"} {
+			enc := h.Tier1.Encoder
+			enc.Normalize = normalize
+			a, err := New(tok, mapped, &head, enc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := New(tok, heap, &head, enc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Folded() != b.Folded() || (a.Folded() && normalize != "mean") {
+				t.Fatalf("normalize %s: Folded() = %v mapped, %v on the heap", normalize, a.Folded(), b.Folded())
+			}
+			if a.Folded() {
+				fa, _ := a.Fold()
+				fb, _ := b.Fold()
+				for i := range fa {
+					if math.Float32bits(fa[i]) != math.Float32bits(fb[i]) {
+						t.Fatalf("Fold()[%d] = %v mapped, %v on the heap", i, fa[i], fb[i])
+					}
+				}
+			} else if a.table != mapped || b.table != heap {
+				t.Fatalf("normalize %s: the unfolded models do not hold the tables they were given", normalize)
+			}
+			sameClassifications(t, a, b, texts)
+		}
 	})
+}
+
+// defaultTables loads the default heads' tokenizer and table, mapped from
+// its file as Load does, and a copy of the table on the heap.
+func defaultTables(t *testing.T, h *classifier.Heads) (*tokenize.WordPiece, *models.Table, *models.Table) {
+	t.Helper()
+	tokPath, err := h.Resolve(h.Tier1.Encoder.Tokenizer, modelsDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenize.LoadWordPiece(tokPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tablePath, err := h.Resolve(h.Tier1.Encoder.Table, modelsDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapped, err := models.ReadTable(tablePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if runtime.GOOS == "linux" && mapped.MappedBytes() == 0 {
+		t.Fatal("ReadTable did not map the default table")
+	}
+	heap := mapped.Clone()
+	if heap.MappedBytes() != 0 {
+		t.Fatal("a cloned table is mapped")
+	}
+	return tok, mapped, heap
 }

@@ -93,7 +93,7 @@ func TestTenancyExample(t *testing.T) {
 		t.Fatalf("keys create: %d %q %q", code, stdout, stderr)
 	}
 	erin := strings.TrimSpace(stdout)
-	eventually(t, 10*time.Second, "the new key to apply", func() (bool, string) {
+	testenv.WaitWithin(t, 10*time.Second, "the new key to apply", func() (bool, string) {
 		r := post(erin, "saul-7b-instruct")
 		return r.StatusCode == 200, r.Status
 	})
@@ -105,7 +105,7 @@ func TestTenancyExample(t *testing.T) {
 	if code, stdout, stderr = runIn(t, dir, nil, "keys", "revoke", "--config", cfgPath, id); code != 0 {
 		t.Fatalf("keys revoke: %d %s %s", code, stdout, stderr)
 	}
-	eventually(t, 10*time.Second, "the revocation to apply", func() (bool, string) {
+	testenv.WaitWithin(t, 10*time.Second, "the revocation to apply", func() (bool, string) {
 		r := post(erin, "auto")
 		return r.StatusCode == 401, r.Status
 	})
@@ -178,7 +178,7 @@ access:
 		t.Fatalf("before the rotation: key a %d, key b %d; want 200, 401", sa, sb)
 	}
 	replaceFile(t, jwksPath, jwks(b))
-	eventually(t, 10*time.Second, "the rotated JWKS to apply", func() (bool, string) {
+	testenv.WaitWithin(t, 10*time.Second, "the rotated JWKS to apply", func() (bool, string) {
 		sb := status(sign(b))
 		return sb == 200, fmt.Sprint("key b ", sb)
 	})
@@ -187,7 +187,7 @@ access:
 	}
 	// Caught empty: the reload is rejected, key b still verifies.
 	writeFile(t, jwksPath, "")
-	eventually(t, 10*time.Second, "the reload of the empty JWKS file rejected", func() (bool, string) {
+	testenv.WaitWithin(t, 10*time.Second, "the reload of the empty JWKS file rejected", func() (bool, string) {
 		return strings.Contains(gw.stderr.String(), "config reload rejected"), gw.stderr.String()
 	})
 	if sb := status(sign(b)); sb != 200 {
@@ -198,7 +198,7 @@ access:
 	if err := os.Truncate(keysPath, 0); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "a reload of the truncated keys file", func() (bool, string) {
+	testenv.WaitWithin(t, 10*time.Second, "a reload of the truncated keys file", func() (bool, string) {
 		return strings.Contains(gw.stderr.String(), "access.keys_file holds no key"), gw.stderr.String()
 	})
 	if s := status(svc); s != 200 {

@@ -231,29 +231,37 @@ var errPortTaken = errors.New("port taken")
 // waitReady polls GET path on p until it answers 200, p exits, or timeout.
 func (p *proc) waitReady(path string, timeout time.Duration) error {
 	c := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
-	deadline := time.Now().Add(timeout)
-	last := "no answer"
-	for time.Now().Before(deadline) {
+	return p.waitOK(c, p.url(path), timeout)
+}
+
+// waitOK polls GET url until it answers 200, within timeout; it stops
+// early when p exits (errPortTaken when its port was taken).
+func (p *proc) waitOK(c *http.Client, url string, timeout time.Duration) error {
+	var exited error
+	last, ok := testenv.Poll(timeout, func() (bool, string) {
 		if p.exited() {
 			if strings.Contains(p.stderr.String(), "address already in use") {
-				return errPortTaken
+				exited = errPortTaken
+			} else {
+				exited = fmt.Errorf("%s exited (%v) before GET %s answered 200", p.name, p.err, url)
 			}
-			return fmt.Errorf("%s exited (%v) before GET %s answered 200", p.name, p.err, path)
+			return true, ""
 		}
-		resp, err := c.Get(p.url(path))
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			last = fmt.Sprintf("%d %s", resp.StatusCode, b)
-		} else {
-			last = err.Error()
+		resp, err := c.Get(url)
+		if err != nil {
+			return false, err.Error()
 		}
-		time.Sleep(20 * time.Millisecond)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, fmt.Sprintf("%d %s", resp.StatusCode, b)
+	})
+	switch {
+	case exited != nil:
+		return exited
+	case !ok:
+		return fmt.Errorf("%s: GET %s did not answer 200 within %v; last: %s", p.name, url, timeout, last)
 	}
-	return fmt.Errorf("%s: GET %s did not answer 200 within %v; last: %s", p.name, path, timeout, last)
+	return nil
 }
 
 // startReady starts triage with args plus "--listen ADDR" on a free port
@@ -483,23 +491,6 @@ func scrape(t *testing.T, c *http.Client, gw *proc) string {
 	return string(r.body)
 }
 
-// eventually polls cond every 25ms until it reports true, failing the test
-// with what cond last said if that takes longer than timeout.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, last := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not true within %v; last: %s", what, timeout, last)
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-}
-
 // sseStream reads an event stream line by line.
 type sseStream struct {
 	r *bufio.Reader
@@ -688,7 +679,7 @@ func TestServeEndToEnd(t *testing.T) {
 	t.Run("metrics", func(t *testing.T) {
 		// The request counter is bumped after the response ends, so the
 		// last stream may land a moment after its [DONE].
-		eventually(t, 5*time.Second, "triage_requests_total counts the requests by pool", func() (bool, string) {
+		testenv.WaitWithin(t, 5*time.Second, "triage_requests_total counts the requests by pool", func() (bool, string) {
 			m := scrape(t, c, gw)
 			a, okA := metricValue(m, "triage_requests_total", map[string]string{"pool": "pool-a", "code": "200"})
 			b, okB := metricValue(m, "triage_requests_total", map[string]string{"pool": "pool-b", "code": "200"})
@@ -744,7 +735,7 @@ func TestSIGTERMDrainsStreams(t *testing.T) {
 		// The gateway stops being ready, logs "shutting down", then closes
 		// its listener: wait for the line, then for the listener to close
 		// while the stream is still in flight.
-		eventually(t, 10*time.Second, "the draining gateway refuses new connections", func() (bool, string) {
+		testenv.WaitWithin(t, 10*time.Second, "the draining gateway refuses new connections", func() (bool, string) {
 			if gw.exited() {
 				t.Fatal("the gateway exited before it was seen refusing new connections")
 			}
@@ -858,7 +849,7 @@ func TestHotReload(t *testing.T) {
 
 	// Add pool B by replacing the file: the watch picks it up.
 	replaceFile(t, cfg, gatewayConfig("", poolA, poolB))
-	eventually(t, 5*time.Second, "after adding pool b to the file, a request for m-b reaches replica-b", func() (bool, string) {
+	testenv.WaitWithin(t, 5*time.Second, "after adding pool b to the file, a request for m-b reaches replica-b", func() (bool, string) {
 		r, err := chat(t, c, base, "m-b", nil)
 		if err != nil {
 			return false, err.Error()
@@ -876,11 +867,11 @@ func TestHotReload(t *testing.T) {
 
 	// An invalid config (pool c has no replicas) is rejected whole.
 	replaceFile(t, cfg, gatewayConfig("", poolA, poolB, poolSpec{name: "c", model: "m-c"}))
-	eventually(t, 5*time.Second, `triage_config_reloads_total{result="invalid"} >= 1 after writing an invalid config`, func() (bool, string) {
+	testenv.WaitWithin(t, 5*time.Second, `triage_config_reloads_total{result="invalid"} >= 1 after writing an invalid config`, func() (bool, string) {
 		v, ok := metricValue(scrape(t, c, gw), "triage_config_reloads_total", map[string]string{"result": "invalid"})
 		return ok && v >= 1, fmt.Sprintf("value %v (found %v)", v, ok)
 	})
-	eventually(t, 5*time.Second, `gateway log says "config reload rejected" naming pools[2].replicas`, func() (bool, string) {
+	testenv.WaitWithin(t, 5*time.Second, `gateway log says "config reload rejected" naming pools[2].replicas`, func() (bool, string) {
 		for _, line := range strings.Split(gw.stderr.String(), "\n") {
 			if strings.Contains(line, "config reload rejected") && strings.Contains(line, "pools[2].replicas") {
 				return true, ""
@@ -901,7 +892,7 @@ func TestHotReload(t *testing.T) {
 	// Back to pool A only, and SIGHUP as well.
 	replaceFile(t, cfg, gatewayConfig("", poolA))
 	gw.signal(t, syscall.SIGHUP)
-	eventually(t, 5*time.Second, "after removing pool b, m-b gets 404", func() (bool, string) {
+	testenv.WaitWithin(t, 5*time.Second, "after removing pool b, m-b gets 404", func() (bool, string) {
 		r, err := chat(t, c, base, "m-b", nil)
 		if err != nil {
 			return false, err.Error()
@@ -913,7 +904,7 @@ func TestHotReload(t *testing.T) {
 		t.Fatalf("m-a after removing pool b: X-Sim-Replica %q, want replica-a", got)
 	}
 	sighup := regexp.MustCompile(`"msg":"config reloaded".*"trigger":"SIGHUP"`)
-	eventually(t, 5*time.Second, "gateway log has a SIGHUP-triggered \"config reloaded\"", func() (bool, string) {
+	testenv.WaitWithin(t, 5*time.Second, "gateway log has a SIGHUP-triggered \"config reloaded\"", func() (bool, string) {
 		return sighup.MatchString(gw.stderr.String()), "not logged yet"
 	})
 	if v := configVersion(t, c, gw); v <= v2 {

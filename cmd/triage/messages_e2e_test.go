@@ -171,7 +171,7 @@ func TestServeListenMessages(t *testing.T) {
 	if err := gw.waitReady("/healthz", 20*time.Second); err != nil {
 		t.Fatalf("gateway not ready: %v\n%s", err, gw.stderr.String())
 	}
-	eventually(t, 5*time.Second, "the banner", func() (bool, string) {
+	testenv.WaitWithin(t, 5*time.Second, "the banner", func() (bool, string) {
 		s := gw.stderr.String()
 		return strings.Contains(s, "triage: gateway on http://localhost:"+gwPort+" (config "+cfg+", replicas simulated); try:\n  curl -si http://localhost:"+gwPort+"/v1/chat/completions") &&
 			strings.Contains(s, `-d '{"model":"m","messages"`), s

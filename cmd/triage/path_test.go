@@ -18,6 +18,7 @@ import (
 
 	"github.com/triagegw/triage/internal/testenv"
 	"github.com/triagegw/triage/router"
+	"github.com/triagegw/triage/router/routertest"
 	"github.com/triagegw/triage/router/tracing"
 	"github.com/triagegw/triage/router/tracing/tracingtest"
 )
@@ -252,26 +253,7 @@ func startPath(tb testing.TB, c pathCase) *pathClient {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { gw.Run(ctx); close(done) }()
-	srv := gw.HTTPServer(nil)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	go srv.Serve(ln)
-	tb.Cleanup(func() {
-		srv.Close()
-		cancel()
-		<-done
-		ctx, stop := context.WithTimeout(context.Background(), 10*time.Second)
-		defer stop()
-		if err := gw.Shutdown(ctx); err != nil {
-			tb.Errorf("%s: exporting the last spans: %v", c.name, err)
-		}
-	})
-	conn, err := net.Dial("tcp", ln.Addr().String())
+	conn, err := net.Dial("tcp", routertest.Serve(tb, gw, routertest.Options{}))
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -491,7 +491,7 @@ func TestREADMEQuickstart(t *testing.T) {
 				}
 				continue
 			}
-			eventually(t, 60*time.Second, fmt.Sprintf("README:%d's %v", cu.line, want), func() (bool, string) {
+			testenv.WaitWithin(t, 60*time.Second, fmt.Sprintf("README:%d's %v", cu.line, want), func() (bool, string) {
 				bad := headerMismatch(send(), want)
 				return bad == "", bad
 			})

@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -46,6 +48,7 @@ func nginxBin(t *testing.T) string {
 type lb struct {
 	url, dir, conf string
 	cmd            *exec.Cmd
+	gen            int // the config's generation, which /lb-generation answers
 }
 
 func (n *lb) write(t *testing.T, addr string, gateways []string) {
@@ -74,6 +77,7 @@ http {
 %[3]s  }
   server {
     listen %[4]s;
+    location = /lb-generation { return 200 "%[5]d"; }
     location / {
       proxy_pass http://triage;
       proxy_buffering off;
@@ -82,18 +86,51 @@ http {
     }
   }
 }
-`, user, n.dir, up.String(), addr))
+`, user, n.dir, up.String(), addr, n.gen))
 }
 
 // set points the balancer at gateways, as a Service's endpoints change:
 // nginx reloads, and its old worker finishes the requests it has.
 func (n *lb) set(t *testing.T, gateways []string) {
 	t.Helper()
+	old := n.workers(t)
+	n.gen++
 	n.write(t, strings.TrimPrefix(n.url, "http://"), gateways)
 	if err := n.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond) // the new worker has taken over
+	// The change has spread once the old worker has finished what it
+	// had accepted and exited, and a new connection is answered from the
+	// new config.
+	c := &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	want := strconv.Itoa(n.gen)
+	testenv.WaitWithin(t, 10*time.Second, "nginx's old worker gone and config generation "+want+" answering", func() (bool, string) {
+		now := n.workers(t)
+		for _, w := range old {
+			if slices.Contains(now, w) {
+				return false, "workers " + strings.Join(now, " ") + ", old " + strings.Join(old, " ")
+			}
+		}
+		resp, err := c.Get(n.url + "/lb-generation")
+		if err != nil {
+			return false, err.Error()
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return string(b) == want, "generation " + string(b)
+	})
+}
+
+// workers are the pids of nginx's worker processes (its master's
+// children).
+func (n *lb) workers(t *testing.T) []string {
+	t.Helper()
+	pid := n.cmd.Process.Pid
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Fields(string(b))
 }
 
 func startNginx(t *testing.T, gateways []string) *lb {
@@ -123,20 +160,15 @@ func startNginx(t *testing.T, gateways []string) *lb {
 		}
 	})
 	c := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.WaitWithin(t, 10*time.Second, "nginx to answer", func() (bool, string) {
 		resp, err := c.Get(n.url + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return n
-			}
+		if err != nil {
+			return false, err.Error() + "\n" + stderr.String()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("nginx did not answer within 10s: %v\n%s", err, stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		resp.Body.Close()
+		return resp.StatusCode == 200, fmt.Sprintf("%d\n%s", resp.StatusCode, stderr.String())
+	})
+	return n
 }
 
 // startGatewayAt runs a gateway on addr (to restart one where the balancer
@@ -175,7 +207,6 @@ func TestScaleOut(t *testing.T) {
 	nginx := startNginx(t, addrs)
 	lb := nginx.url
 	c := newClient(t)
-	time.Sleep(200 * time.Millisecond) // every replica subscribed
 
 	t.Run("a conversation keeps its pool whichever replica takes a turn", func(t *testing.T) {
 		for conv := range 3 {
@@ -183,18 +214,25 @@ func TestScaleOut(t *testing.T) {
 			for i, next := range []string{"", "now add TLS", "and tests?", "and a Dockerfile?"} {
 				if next != "" {
 					msgs += `,{"role":"assistant","content":"Here you go."},{"role":"user","content":"` + next + `"}`
-					time.Sleep(50 * time.Millisecond) // a person's next turn comes much later
 				}
-				req, _ := http.NewRequest("POST", lb+"/v1/chat/completions", strings.NewReader(`{"model":"auto","messages":[`+msgs+`]}`))
-				req.Header.Set("Content-Type", "application/json")
-				resp, err := c.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				resp.Body.Close()
-				if resp.StatusCode != 200 || resp.Header.Get("X-Sim-Replica") != "code" || (i > 0 && resp.Header.Get("X-Triage-Reason") != "session") {
-					t.Fatalf("conversation %d turn %d: %d from %q, reason %q", conv, i+1, resp.StatusCode, resp.Header.Get("X-Sim-Replica"), resp.Header.Get("X-Triage-Reason"))
-				}
+				// The turn before was recorded by another replica a Redis
+				// round trip ago (and the replicas subscribe as they
+				// start): a person's next turn comes far later, so the turn
+				// is asked again until the session has spread.
+				testenv.WaitWithin(t, testenv.WaitTimeout, fmt.Sprintf("conversation %d turn %d routed to code by its session", conv, i+1), func() (bool, string) {
+					req, _ := http.NewRequest("POST", lb+"/v1/chat/completions", strings.NewReader(`{"model":"auto","messages":[`+msgs+`]}`))
+					req.Header.Set("Content-Type", "application/json")
+					resp, err := c.Do(req)
+					if err != nil {
+						t.Fatal(err)
+					}
+					resp.Body.Close()
+					if resp.StatusCode != 200 {
+						t.Fatalf("conversation %d turn %d: status %d", conv, i+1, resp.StatusCode)
+					}
+					return resp.Header.Get("X-Sim-Replica") == "code" && (i == 0 || resp.Header.Get("X-Triage-Reason") == "session"),
+						fmt.Sprintf("from %q, reason %q", resp.Header.Get("X-Sim-Replica"), resp.Header.Get("X-Triage-Reason"))
+				})
 			}
 		}
 	})
@@ -236,7 +274,8 @@ func TestScaleOut(t *testing.T) {
 				}
 			})
 		}
-		time.Sleep(300 * time.Millisecond)
+		// Traffic is under way before the first replica leaves.
+		testenv.Wait(t, func() bool { return sent.Load() >= 40 }, "40 requests sent")
 		for i, g := range gws {
 			// As Kubernetes rolls a pod: its endpoint leaves the Service
 			// (and the pod's preStop waits for that to spread), then

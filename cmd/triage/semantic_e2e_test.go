@@ -101,7 +101,7 @@ func TestSemanticRoutingEndToEnd(t *testing.T) {
 	}
 	// A floor no score clears: the same prompt now stays below it.
 	replaceFile(t, rulesPath, rulesBody("0.99999"))
-	eventually(t, 10*time.Second, "the stricter floor to apply", func() (bool, string) {
+	testenv.WaitWithin(t, 10*time.Second, "the stricter floor to apply", func() (bool, string) {
 		r := ask(t, c, gw.url(""), "auto", python)
 		return r.header.Get("X-Triage-Reason") == "below_floor" && r.header.Get("X-Sim-Replica") == "gen", r.header.Get("X-Triage-Reason")
 	})
@@ -112,7 +112,7 @@ func TestSemanticRoutingEndToEnd(t *testing.T) {
 	// A broken rules file: rejected whole, with its line; the last good
 	// rules stay in effect.
 	replaceFile(t, rulesPath, strings.Replace(rulesBody("0.99999"), "class: law", "class: astrology", 1))
-	eventually(t, 10*time.Second, "the broken rules to be rejected", func() (bool, string) {
+	testenv.WaitWithin(t, 10*time.Second, "the broken rules to be rejected", func() (bool, string) {
 		log := gw.stderr.String()
 		return strings.Contains(log, "config reload rejected") && strings.Contains(log, `\"astrology\" is not a class`), ""
 	})
@@ -259,7 +259,7 @@ func TestShadowEndToEnd(t *testing.T) {
 		}
 	}
 	logPath := filepath.Join(dir, "shadow", "decisions.jsonl")
-	eventually(t, 10*time.Second, "three shadow decisions in the log", func() (bool, string) {
+	testenv.WaitWithin(t, 10*time.Second, "three shadow decisions in the log", func() (bool, string) {
 		b, _ := os.ReadFile(logPath)
 		return bytes.Count(b, []byte("\n")) == 3, string(b)
 	})

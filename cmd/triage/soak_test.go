@@ -267,7 +267,7 @@ func TestSoak(t *testing.T) {
 
 	// Every reload applied.
 	var reloads, invalid float64
-	eventually(t, 5*time.Second, "the gateway reloads every config rewrite", func() (bool, string) {
+	testenv.WaitWithin(t, 5*time.Second, "the gateway reloads every config rewrite", func() (bool, string) {
 		m := scrape(t, &http.Client{Timeout: 5 * time.Second}, s.gw)
 		reloads, _ = metricValue(m, "triage_config_reloads_total", map[string]string{"result": "success"})
 		invalid, _ = metricValue(m, "triage_config_reloads_total", map[string]string{"result": "invalid"})

@@ -113,7 +113,7 @@ func TestSplitEndToEnd(t *testing.T) {
 	readLines := func(name string, n int) [][]byte {
 		t.Helper()
 		var b []byte
-		eventually(t, 10*time.Second, fmt.Sprintf("%d lines in %s", n, name), func() (bool, string) {
+		testenv.WaitWithin(t, 10*time.Second, fmt.Sprintf("%d lines in %s", n, name), func() (bool, string) {
 			b, _ = os.ReadFile(filepath.Join(dir, name))
 			return bytes.Count(b, []byte("\n")) >= n, string(b)
 		})
@@ -166,7 +166,7 @@ func TestSplitEndToEnd(t *testing.T) {
 	// by_request on: the gateway warns, and completions are drawn anew,
 	// landing on both arms.
 	replaceFile(t, rulesPath, live(", by_request: true"))
-	eventually(t, 10*time.Second, "a warning that split.by_request is not sticky", func() (bool, string) {
+	testenv.WaitWithin(t, 10*time.Second, "a warning that split.by_request is not sticky", func() (bool, string) {
 		log := gw.stderr.String()
 		return strings.Contains(log, "split.by_request") && strings.Contains(log, "not sticky"), ""
 	})

@@ -53,7 +53,7 @@ func TestTier2EndToEnd(t *testing.T) {
 	}
 	// Tier 1 is unsure (0.46 against a 0.87 floor); tier 2 is not (0.91).
 	const rebase = "How do I rebase my branch onto main in git?"
-	eventually(t, 60*time.Second, "tier 2 to decide", func() (bool, string) {
+	testenv.WaitWithin(t, 60*time.Second, "tier 2 to decide", func() (bool, string) {
 		r := ask(t, c, gw.url(""), "auto", rebase)
 		h := r.header
 		return h.Get("X-Triage-Tier") == "2" && h.Get("X-Triage-Route") == "coding" && h.Get("X-Sim-Replica") == "code" &&
@@ -80,7 +80,7 @@ func TestTier2EndToEnd(t *testing.T) {
 	if err := heads.Save(headsDir); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the new heads", func() (bool, string) { return v() != before, v() })
+	testenv.WaitWithin(t, 10*time.Second, "the new heads", func() (bool, string) { return v() != before, v() })
 	if st := tier2(); st != "loaded" {
 		t.Fatalf("tier 2 %q right after a heads reload that kept its encoder", st)
 	}
@@ -90,7 +90,7 @@ func TestTier2EndToEnd(t *testing.T) {
 
 	// Rules that never escalate (tier 2 off): reloaded, tier 2 is "off".
 	replaceFile(t, filepath.Join(dir, "rules.yaml"), rules(""))
-	eventually(t, 10*time.Second, "the rules without tier 2", func() (bool, string) { st := tier2(); return st == "off", st })
+	testenv.WaitWithin(t, 10*time.Second, "the rules without tier 2", func() (bool, string) { st := tier2(); return st == "off", st })
 	if r := ask(t, c, gw.url(""), "auto", rebase); r.header.Get("X-Triage-Tier") != "1" || r.header.Get("X-Triage-Reason") != "below_floor" || r.header.Get("X-Sim-Replica") != "gen" {
 		t.Fatalf("without tier 2: %v", r.header)
 	}

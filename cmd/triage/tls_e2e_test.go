@@ -22,6 +22,8 @@ import (
 
 	"github.com/triagegw/triage/router/tlsconf/tlsconftest"
 	"github.com/triagegw/triage/sim"
+
+	"github.com/triagegw/triage/internal/testenv"
 )
 
 // httpsClient trusts pki's CA. Keep-alive is on: tests rely on a
@@ -53,29 +55,7 @@ func startTLSGateway(t *testing.T, cfgPath string, c *http.Client) *proc {
 }
 
 func waitHTTPS(p *proc, c *http.Client, url string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	last := "no answer"
-	for time.Now().Before(deadline) {
-		if p.exited() {
-			if strings.Contains(p.stderr.String(), "address already in use") {
-				return errPortTaken
-			}
-			return fmt.Errorf("%s exited (%v) before GET %s answered 200", p.name, p.err, url)
-		}
-		resp, err := c.Get(url)
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			last = fmt.Sprintf("%d %s", resp.StatusCode, b)
-		} else {
-			last = err.Error()
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return fmt.Errorf("%s: GET %s did not answer 200 within %v; last: %s", p.name, url, timeout, last)
+	return p.waitOK(c, url, timeout)
 }
 
 // peerSerial makes a request on a new connection and returns the serial of
@@ -104,7 +84,7 @@ func TestTLSServeEndToEnd(t *testing.T) {
 	gw := startTLSGateway(t, cfg, c)
 	base := "https://" + gw.addr
 
-	eventually(t, 5*time.Second, `the gateway logs "triage listening" with "tls":true`, func() (bool, string) {
+	testenv.WaitWithin(t, 5*time.Second, `the gateway logs "triage listening" with "tls":true`, func() (bool, string) {
 		for _, line := range strings.Split(gw.stderr.String(), "\n") {
 			if strings.Contains(line, `"msg":"triage listening"`) && strings.Contains(line, `"tls":true`) {
 				return true, ""
@@ -171,7 +151,7 @@ func TestTLSServeEndToEnd(t *testing.T) {
 		mustChat(t, c, base, "m-a", http.StatusOK) // c now holds a connection made with the first certificate
 
 		next := pki.IssueServer(t, pki.CertFile, pki.KeyFile).SerialNumber.String()
-		eventually(t, 10*time.Second, "new connections see the rotated certificate", func() (bool, string) {
+		testenv.WaitWithin(t, 10*time.Second, "new connections see the rotated certificate", func() (bool, string) {
 			s, err := peerSerial(pki, base+"/healthz")
 			return err == nil && s == next, fmt.Sprintf("serial %s (%v), want %s", s, err, next)
 		})
@@ -184,7 +164,7 @@ func TestTLSServeEndToEnd(t *testing.T) {
 		if got := resp.TLS.PeerCertificates[0].SerialNumber.String(); got != first {
 			t.Fatalf("the kept-alive connection: serial %s, want the first certificate's %s (the connection should have been kept)", got, first)
 		}
-		eventually(t, 5*time.Second, "the rotation is logged", func() (bool, string) {
+		testenv.WaitWithin(t, 5*time.Second, "the rotation is logged", func() (bool, string) {
 			return strings.Contains(gw.stderr.String(), `"msg":"TLS certificate reloaded"`), "no TLS certificate reloaded line"
 		})
 
@@ -192,10 +172,10 @@ func TestTLSServeEndToEnd(t *testing.T) {
 		// stays in effect.
 		failures := strings.Count(gw.stderr.String(), "TLS certificate reload failed")
 		replaceFile(t, pki.CertFile, "not a certificate\n")
-		eventually(t, 10*time.Second, "a failed reload is logged", func() (bool, string) {
+		testenv.WaitWithin(t, 10*time.Second, "a failed reload is logged", func() (bool, string) {
 			return strings.Count(gw.stderr.String(), "TLS certificate reload failed") > failures, "no new failure logged"
 		})
-		eventually(t, 5*time.Second, "the failure names the file and the problem", func() (bool, string) {
+		testenv.WaitWithin(t, 5*time.Second, "the failure names the file and the problem", func() (bool, string) {
 			return strings.Contains(gw.stderr.String(), "server.tls.cert_file: "+pki.CertFile+": no certificate found"), gw.stderr.String()
 		})
 		if s, err := peerSerial(pki, base+"/healthz"); err != nil || s != next {
@@ -271,7 +251,7 @@ func TestTLSUpstreamEndToEnd(t *testing.T) {
 		if !strings.Contains(string(r.body), `"code":"bad_gateway"`) {
 			t.Fatalf("%s: 502 body %s", tc.model, r.body)
 		}
-		eventually(t, 5*time.Second, tc.model+": the access log says why", func() (bool, string) {
+		testenv.WaitWithin(t, 5*time.Second, tc.model+": the access log says why", func() (bool, string) {
 			for _, line := range strings.Split(gw.stderr.String(), "\n") {
 				if strings.Contains(line, `"pool":"`+tc.pool+`"`) && strings.Contains(line, `"status":502`) && strings.Contains(line, tc.log) {
 					return true, ""
@@ -286,12 +266,12 @@ func TestTLSUpstreamEndToEnd(t *testing.T) {
 	// Its CA file rewritten in place: the reload rebuilds the pool with the
 	// new content (here a CA that did not sign the replica), and back.
 	replaceFile(t, caFile, fileText(t, other.CAFile))
-	eventually(t, 10*time.Second, "a rewritten ca_file takes effect", func() (bool, string) {
+	testenv.WaitWithin(t, 10*time.Second, "a rewritten ca_file takes effect", func() (bool, string) {
 		r, err := chat(t, c, base, "m-tls", nil)
 		return err == nil && r.status >= 500, fmt.Sprintf("%d %s (%v)", r.status, r.body, err)
 	})
 	replaceFile(t, caFile, fileText(t, pki.CAFile))
-	eventually(t, 10*time.Second, "the restored ca_file takes effect", func() (bool, string) {
+	testenv.WaitWithin(t, 10*time.Second, "the restored ca_file takes effect", func() (bool, string) {
 		r, err := chat(t, c, base, "m-tls", nil)
 		return err == nil && r.status == http.StatusOK, fmt.Sprintf("%d %s (%v)", r.status, r.body, err)
 	})

@@ -11,9 +11,10 @@ import (
 	"github.com/triagegw/triage/router/tracing/tracingtest"
 )
 
-// SIGTERM exports the spans still queued before the gateway exits: the
-// batch they wait in would otherwise go out only after its 5 s delay,
-// which the process does not live to see.
+// SIGTERM exports the spans still queued before the gateway exits. Their
+// batch (512 spans) would go out only after tracing.batch_delay, set to
+// an hour here: no span can reach the collector before SIGTERM, so every
+// span it has after the exit was flushed by the shutdown.
 func TestSIGTERMExportsSpans(t *testing.T) {
 	t.Parallel()
 	col := tracingtest.NewCollector()
@@ -21,7 +22,7 @@ func TestSIGTERMExportsSpans(t *testing.T) {
 	sim := startSim(t, "m-a", "replica-a")
 	cfg := filepath.Join(t.TempDir(), "triage.yaml")
 	writeFile(t, cfg, gatewayConfig("", poolSpec{name: "a", model: "m-a", replicas: []*proc{sim}})+
-		"tracing:\n  endpoint: "+col.URL+"\n  service_name: triage-e2e\n")
+		"tracing:\n  endpoint: "+col.URL+"\n  service_name: triage-e2e\n  batch_delay: 1h\n")
 	gw := startGateway(t, cfg)
 	c := &http.Client{Timeout: 10 * time.Second}
 	for i := range 3 {
@@ -35,7 +36,7 @@ func TestSIGTERMExportsSpans(t *testing.T) {
 		}
 	}
 	if n := col.Spans(); n != 0 {
-		t.Logf("%d spans exported before SIGTERM (the batch delay passed): the test proves less", n)
+		t.Fatalf("%d spans exported before SIGTERM, with an hour's batch delay and a batch of 512", n)
 	}
 	gw.signal(t, syscall.SIGTERM)
 	if code := gw.waitExit(t, 10*time.Second); code != 0 {

@@ -1,11 +1,9 @@
 package grafana
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -27,6 +25,9 @@ import (
 	"github.com/triagegw/triage/router/pool"
 	"github.com/triagegw/triage/rules"
 	"github.com/triagegw/triage/sim"
+
+	"github.com/triagegw/triage/internal/testenv"
+	"github.com/triagegw/triage/router/routertest"
 )
 
 const dashboardPath = "triage.json"
@@ -223,21 +224,7 @@ default: general
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := gw.HTTPServer(nil)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { gw.Run(ctx); close(done) }()
-	t.Cleanup(func() {
-		srv.Close()
-		cancel()
-		<-done
-	})
-	base := "http://" + ln.Addr().String()
+	base := "http://" + routertest.Serve(t, gw, routertest.Options{})
 
 	do := func(method, path, body string, hdr ...string) (*http.Response, string) {
 		t.Helper()
@@ -288,21 +275,17 @@ default: general
 		}
 	}
 	// The shadow decides off the request path: wait for its three.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		r, m := do("GET", "/metrics", "")
+	var m string
+	testenv.WaitWithin(t, 5*time.Second, "the three shadow decisions counted and the code pool's replicas scraped", func() (bool, string) {
+		var r *http.Response
+		r, m = do("GET", "/metrics", "")
 		if r.StatusCode != 200 {
 			t.Fatalf("/metrics: %d", r.StatusCode)
 		}
-		if strings.Contains(m, `triage_shadow_decisions_total{result="agree"} 1`) && strings.Contains(m, `triage_shadow_decisions_total{result="differ"} 2`) &&
-			strings.Count(m, "\ntriage_replica_requests_running{") == 2 { // and both replicas' metrics scraped
-			return m
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the three shadow decisions were not counted, or the code pool's replicas not scraped:\n%s", m)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return strings.Contains(m, `triage_shadow_decisions_total{result="agree"} 1`) && strings.Contains(m, `triage_shadow_decisions_total{result="differ"} 2`) &&
+			strings.Count(m, "\ntriage_replica_requests_running{") == 2, m // and both replicas' metrics scraped
+	})
+	return m
 }
 
 type dashboard struct {

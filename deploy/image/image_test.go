@@ -502,22 +502,18 @@ func runImage(t *testing.T, img *image, rootfs string, m *measures) {
 		b, err := io.ReadAll(resp.Body)
 		return resp.StatusCode, b, err
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testenv.WaitWithin(t, 30*time.Second, "/healthz", func() (bool, string) {
 		code, _, err := get("/healthz")
 		if err == nil && code == 200 {
-			break
+			return true, ""
 		}
 		select {
 		case <-g.done:
 			t.Fatalf("the gateway exited (%v) before /healthz answered:\n%s", g.err, g.out)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/healthz: %d %v after 30s:\n%s", code, err, g.out)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("%d %v:\n%s", code, err, g.out)
+	})
 	// One request has been served: let the start's garbage go, then read
 	// the resident set.
 	time.Sleep(2 * time.Second)
@@ -550,9 +546,8 @@ func runImage(t *testing.T, img *image, rootfs string, m *measures) {
 	// pools' replicas are not there (503), the decision is made all the
 	// same.
 	body := `{"model":"auto","messages":[{"role":"user","content":"How do I rebase my branch onto main in git?"}]}`
-	deadline = time.Now().Add(60 * time.Second)
 	var state string
-	for {
+	testenv.WaitWithin(t, 60*time.Second, "tier 2 to load in the container", func() (bool, string) {
 		resp, err := g.client.Post("http://127.0.0.1:8080/v1/chat/completions", "application/json", strings.NewReader(body))
 		if err != nil {
 			t.Fatalf("POST /v1/chat/completions: %v\n%s", err, g.out)
@@ -569,33 +564,29 @@ func runImage(t *testing.T, img *image, rootfs string, m *measures) {
 			t.Fatalf("/readyz: %v: %s", err, b)
 		}
 		state = ready.Tier2
-		if state == "loaded" || strings.HasPrefix(state, "failed") || time.Now().After(deadline) {
-			break
+		if strings.HasPrefix(state, "failed") {
+			t.Fatalf("tier 2 is %q in the container, want loaded:\n%s", state, g.out)
 		}
-		time.Sleep(250 * time.Millisecond)
-	}
-	if state != "loaded" {
-		t.Fatalf("tier 2 is %q in the container, want loaded:\n%s", state, g.out)
-	}
+		return state == "loaded", fmt.Sprintf("%q:\n%s", state, g.out)
+	})
 	// Loaded, it decides the prompt. On a machine busy with other tests
 	// the first Run may outlive the 50 ms budget (tier2_timeout) or be
 	// refused as unable to make it (tier2_shed); the late answer is
 	// cached, so a retry is decided by tier 2 without another Run.
 	var tier, reason string
-	for try := 1; ; try++ {
+	try := 0
+	_, _ = testenv.Poll(testenv.WaitTimeout, func() (bool, string) {
+		try++
 		resp, err := g.client.Post("http://127.0.0.1:8080/v1/chat/completions", "application/json", strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
 		tier, reason = resp.Header.Get("X-Triage-Tier"), resp.Header.Get("X-Triage-Reason")
-		if tier == "2" || try == 20 || (reason != "tier2_timeout" && reason != "tier2_shed") {
-			if try > 1 {
-				t.Logf("tier 2 decided the prompt at try %d", try)
-			}
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
+		return tier == "2" || (reason != "tier2_timeout" && reason != "tier2_shed"), ""
+	})
+	if try > 1 {
+		t.Logf("tier 2 decided the prompt at try %d", try)
 	}
 	if tier != "2" {
 		t.Errorf("with tier 2 loaded, the prompt was decided by tier %q (%s), want 2", tier, reason)

@@ -3,10 +3,13 @@ package logsink
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/triagegw/triage/internal/testenv"
 )
 
 type blockingWriter struct {
@@ -67,11 +70,8 @@ func TestRunFlushesOnInterval(t *testing.T) {
 	defer cancel()
 	go w.Run(ctx)
 	w.Write([]byte("hello\n"))
-	deadline := time.Now().Add(5 * time.Second)
-	for out.String() != "hello\n" {
-		if time.Now().After(deadline) {
-			t.Fatalf("not flushed: %q", out.String())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.WaitWithin(t, testenv.WaitTimeout, "the line flushed", func() (bool, string) {
+		s := out.String()
+		return s == "hello\n", fmt.Sprintf("%q", s)
+	})
 }

@@ -14,6 +14,10 @@
 // ort/ (the ONNX Runtime library), and TRIAGE_REQUIRE_REDIS=1 for the
 // redis-server Redis starts for a test (scripts/install-redis.sh).
 //
+// Receive waits for an event a test is told of (a hook's channel), Wait
+// polls for a state it can only look at, both within a bound that fails
+// the test: the one way tests here wait, never a bare time.Sleep.
+//
 // Buffer is the output tests read while a server, a child process or a
 // worker writes it.
 //

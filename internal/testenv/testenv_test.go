@@ -28,6 +28,11 @@ func (r *recorder) Fatal(args ...any) {
 	runtime.Goexit()
 }
 
+func (r *recorder) Fatalf(format string, args ...any) {
+	r.failed = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
 func record(f func(t testing.TB)) *recorder {
 	r := &recorder{}
 	done := make(chan struct{})

@@ -301,7 +301,8 @@ func TestImportGloVeReal(t *testing.T) {
 	if raceEnabled {
 		// The import is one goroutine; under the race detector it takes
 		// about 50 s instead of 5 (the gzip inflater is instrumented too).
-		t.Skip("skipped under -race: run go test -run GloVeReal ./models/glove")
+		// make test runs it again without the race detector.
+		t.Skip("skipped under -race: make test runs go test -run GloVeReal ./models/glove without it")
 	}
 	vocab, _, err := vocab.ReadFile(filepath.Join(dir, "tokenizer", "bert-base-uncased.json"))
 	if err != nil {

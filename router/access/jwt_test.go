@@ -26,6 +26,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/triagegw/triage/internal/testenv"
 )
 
 // jwtTestNow is the clock of every test: tokens are minted relative to it.
@@ -761,17 +763,12 @@ func TestJWTRun(t *testing.T) {
 	}()
 	srv.set(http.StatusOK, jwksJSON("rsa2", "ed"))
 	tok := signJWT(t, "ed", jwtClaims())
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		_, err := j.Verify(tok, jwtTestNow)
-		if err == nil {
-			break
+	testenv.WaitWithin(t, 5*time.Second, "Run to pick up the rotated key", func() (bool, string) {
+		if _, err := j.Verify(tok, jwtTestNow); err != nil {
+			return false, err.Error()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("rotated key not picked up by Run: %v", err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return true, ""
+	})
 	cancel()
 	select {
 	case <-done:

@@ -474,10 +474,20 @@ func (s *RedisStore) Publish(ctx context.Context, topic string, msg []byte) erro
 // Subscribe calls fn with each message published on topic (under the
 // store's prefix) until ctx is done, on a connection of its own which
 // go-redis re-establishes after Redis comes back. fn runs on one
-// goroutine, in order.
-func (s *RedisStore) Subscribe(ctx context.Context, topic string, fn func(msg []byte)) {
+// goroutine, in order. subscribed, when not nil, runs once Redis has
+// confirmed the subscription: a message published from then on reaches
+// fn (unless the connection drops). It does not run when Redis is
+// unreachable at first.
+func (s *RedisStore) Subscribe(ctx context.Context, topic string, subscribed func(), fn func(msg []byte)) {
 	ps := s.client.Subscribe(ctx, s.prefix+topic)
 	defer ps.Close()
+	if subscribed != nil {
+		if _, err := ps.Receive(ctx); err == nil {
+			subscribed()
+		} else if ctx.Err() != nil {
+			return
+		}
+	}
 	ch := ps.Channel()
 	for {
 		select {

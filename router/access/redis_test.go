@@ -266,13 +266,9 @@ func TestRedisRateKeyExpires(t *testing.T) {
 	if ttl := raw.PTTL(ctx, "t1:rl:one").Val(); ttl <= 0 || ttl > 100*time.Millisecond {
 		t.Errorf("one request's key: PTTL %s, want up to one interval (100ms)", ttl)
 	}
-	deadline := time.Now().Add(2 * time.Second)
-	for raw.Exists(ctx, "t1:rl:one").Val() == 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the key of a budget whole again is still there after 2s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.WaitWithin(t, 2*time.Second, "the key of a budget whole again to expire", func() (bool, string) {
+		return raw.Exists(ctx, "t1:rl:one").Val() == 0, "still there"
+	})
 	if got, _ := mustLease(t, s, "one", 600, 1); got != (redisLease{1, 599}) {
 		t.Errorf("after the key expired: got %+v, want a whole budget's {1 599}", got)
 	}
@@ -347,13 +343,9 @@ func TestRedisReport(t *testing.T) {
 	// The count expires: the period is over, and the next report starts
 	// it again from what the replica reports.
 	report("short", "a", 1, 10, 50*time.Millisecond)
-	deadline := time.Now().Add(2 * time.Second)
-	for raw.Exists(ctx, "t2:spent:short").Val() == 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("a count with a 50ms TTL is still there after 2s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.WaitWithin(t, 2*time.Second, "a count with a 50ms TTL to expire", func() (bool, string) {
+		return raw.Exists(ctx, "t2:spent:short").Val() == 0, "still there"
+	})
 	if v := report("short", "b", 1, 7, time.Hour); v != 7 {
 		t.Errorf("after the count expired: %d, want 7", v)
 	}
@@ -471,17 +463,12 @@ func failsWithinTimeout(t *testing.T, what string, f func() error) {
 // again.
 func untilRedisAnswers(t *testing.T, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		err := f()
-		if err == nil {
-			return
+	testenv.WaitWithin(t, 5*time.Second, what+" to succeed after Redis came back", func() (bool, string) {
+		if err := f(); err != nil {
+			return false, err.Error()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s still failing 5s after Redis came back: %v", what, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return true, ""
+	})
 }
 
 // TestRedisDownAndBack: Redis going away mid-test makes each call fail

@@ -48,7 +48,7 @@ func (r *replica) errorsAfter(t *testing.T, n uint64) func() {
 	base := r.l.sh.store.Stats().Errors
 	return func() {
 		t.Helper()
-		eventuallyTrue(t, func() bool { return r.l.sh.store.Stats().Errors >= base+n }, "failed calls to a stalled Redis")
+		testenv.Wait(t, func() bool { return r.l.sh.store.Stats().Errors >= base+n }, "failed calls to a stalled Redis")
 	}
 }
 
@@ -67,7 +67,7 @@ func TestSharedBudgetStallCountsOnce(t *testing.T) {
 		t.Fatal(d)
 	}
 	adm.Settle(100, 0, "")
-	eventuallyTrue(t, func() bool { return a.used() == 100 && b.used() == 100 }, "100 tokens counted on both replicas")
+	testenv.Wait(t, func() bool { return a.used() == 100 && b.used() == 100 }, "100 tokens counted on both replicas")
 
 	pause()
 	failed := a.errorsAfter(t, 3)
@@ -79,10 +79,10 @@ func TestSharedBudgetStallCountsOnce(t *testing.T) {
 	failed() // at least two reports of the 50 sent to the stalled Redis
 	resume()
 	waitShared(t, a, false)
-	eventuallyTrue(t, func() bool { return b.used() == 150 }, "150 tokens counted on the other replica")
+	testenv.Wait(t, func() bool { return b.used() == 150 }, "150 tokens counted on the other replica")
 	// Some rounds on: the reports Redis ran late changed nothing.
 	calls := a.l.sh.store.Stats().Calls
-	eventuallyTrue(t, func() bool { return a.l.sh.store.Stats().Calls > calls+10 }, "ten more calls")
+	testenv.Wait(t, func() bool { return a.l.sh.store.Stats().Calls > calls+10 }, "ten more calls")
 	if a.used() != 150 || b.used() != 150 {
 		t.Fatalf("after the stall: %d and %d tokens counted, want 150 on both", a.used(), b.used())
 	}
@@ -98,7 +98,7 @@ func TestSharedLeaseStallCountsOnce(t *testing.T) {
 	a := newStallReplica(t, addr, cfg, k, secret, false)
 	began := time.Now()
 	waitShared(t, a, false)
-	eventuallyTrue(t, func() bool { return a.c.e.rates[0].c.lease.Load() == leaseSize(limit) }, "the first lease")
+	testenv.Wait(t, func() bool { return a.c.e.rates[0].c.lease.Load() == leaseSize(limit) }, "the first lease")
 	pause()
 	failed := a.errorsAfter(t, 3)
 	for i := range 3 { // two from the lease, the third asks for more
@@ -122,11 +122,11 @@ func TestSharedLeaseStallCountsOnce(t *testing.T) {
 		return n
 	}
 	back := func() int { return int(time.Since(began) / (time.Minute / limit)) } // came back meanwhile
-	eventuallyTrue(t, func() bool { return left() <= limit-taken+back() }, "the calls answered and charged")
+	testenv.Wait(t, func() bool { return left() <= limit-taken+back() }, "the calls answered and charged")
 	// Two more calls answered (a lease needing nothing is read once a
 	// second): copies Redis ran late would have run by then.
 	calls := a.l.sh.store.Stats().Calls
-	eventuallyTrue(t, func() bool { return a.l.sh.store.Stats().Calls > calls+2 }, "two more calls")
+	testenv.Wait(t, func() bool { return a.l.sh.store.Stats().Calls > calls+2 }, "two more calls")
 	if n := left(); n < limit-taken {
 		t.Fatalf("%d of %d left in Redis after the stall, want %d (and what came back since)", n, limit, limit-taken)
 	}
@@ -146,12 +146,12 @@ func TestSharedBudgetRedisRestartedEmpty(t *testing.T) {
 		t.Fatal(d)
 	}
 	adm.Settle(300, 0, "")
-	eventuallyTrue(t, func() bool { return b.used() == 300 }, "300 tokens counted on the other replica")
+	testenv.Wait(t, func() bool { return b.used() == 300 }, "300 tokens counted on the other replica")
 	stop()
 	waitShared(t, a, true)
 	start()
 	waitShared(t, a, false)
-	eventuallyTrue(t, func() bool { return a.used() == 300 && b.used() == 300 }, "300 tokens counted on both replicas after the restart")
+	testenv.Wait(t, func() bool { return a.used() == 300 && b.used() == 300 }, "300 tokens counted on both replicas after the restart")
 }
 
 // A replica that has not served a tenant today learns what the others
@@ -167,7 +167,7 @@ func TestSharedBudgetIdleReplicaLearns(t *testing.T) {
 		t.Fatal(d)
 	}
 	adm.Settle(900, 0, "")
-	eventuallyTrue(t, func() bool { return b.used() == 900 }, "900 tokens counted on the replica that served nothing")
+	testenv.Wait(t, func() bool { return b.used() == 900 }, "900 tokens counted on the replica that served nothing")
 	if _, d := b.c.Admit(time.Now(), 200); d == nil || d.Code != "insufficient_quota" {
 		t.Errorf("200 tokens with 100 left of the budget: %+v, want insufficient_quota", d)
 	}

@@ -108,21 +108,14 @@ func TestSharedLimitRedisDownAndBack(t *testing.T) {
 	waitShared(t, r, false)
 	// The 40 admitted during the outage were charged: the limit (30) is
 	// spent, so the next request is refused.
-	deadline := time.Now().Add(2 * time.Second)
-	for {
+	testenv.WaitWithin(t, 2*time.Second, "enforcement to resume after Redis came back", func() (bool, string) {
 		_, d := r.c.Admit(time.Now(), 0)
-		if d != nil && d.Code == "rate_limit_exceeded" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("enforcement did not resume after Redis came back")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return d != nil && d.Code == "rate_limit_exceeded", "admitted"
+	})
 	// And the 400 tokens spent during the outage reached Redis.
 	b := r.s.keys[k.ID].budgets[0]
 	key := limitScope(&cfg.Policies[0], "p:alice", Principal{Name: "alice"}) + "|day|" + itoa(b.periodOf(time.Now()))
-	eventuallyTrue(t, func() bool {
+	testenv.Wait(t, func() bool {
 		return spentInRedis(t, addr, key) == 400
 	}, "the outage's 400 tokens in Redis")
 }
@@ -146,21 +139,10 @@ func TestSharedLimitFailClosed(t *testing.T) {
 
 func waitShared(t *testing.T, r *replica, degraded bool) {
 	t.Helper()
-	eventuallyTrue(t, func() bool {
+	testenv.Wait(t, func() bool {
 		d, _ := r.l.Degraded()
 		return d == degraded
 	}, "degraded="+map[bool]string{true: "true", false: "false"}[degraded])
-}
-
-func eventuallyTrue(t *testing.T, cond func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 5s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // spentInRedis is the total every replica reported at key.
@@ -203,7 +185,7 @@ func TestSharedTokensAcrossReplicas(t *testing.T) {
 	}
 	adm.Settle(500, 200, "") // 700 used, not the estimate
 	// b hears of a's 700 within a round or two: 400 no longer fits.
-	eventuallyTrue(t, func() bool {
+	testenv.Wait(t, func() bool {
 		adm, d := b.c.Admit(time.Now(), 400)
 		if d == nil {
 			adm.Settle(0, 0, "") // admitted before b heard: give it back
@@ -219,7 +201,7 @@ func TestSharedTokensAcrossReplicas(t *testing.T) {
 		t.Fatal("degraded with Redis up")
 	}
 	// a hears of b's 200 (900 used of 1000): 250 no longer fits there...
-	eventuallyTrue(t, func() bool {
+	testenv.Wait(t, func() bool {
 		adm, d := a.c.Admit(time.Now(), 250)
 		if d == nil {
 			adm.Settle(0, 0, "")
@@ -227,7 +209,7 @@ func TestSharedTokensAcrossReplicas(t *testing.T) {
 		return d != nil
 	}, "replica a refusing 250 after b took 200")
 	adm.Settle(0, 0, "") // ...until b's request fails and is refunded, on both replicas
-	eventuallyTrue(t, func() bool {
+	testenv.Wait(t, func() bool {
 		adm, d := a.c.Admit(time.Now(), 250)
 		if d == nil {
 			adm.Settle(0, 0, "")

@@ -20,6 +20,12 @@ func Watch(ctx context.Context, log *slog.Logger, files []string, settle time.Du
 	return watch(ctx, log, files, settle, onChange, watchHooks{})
 }
 
+// WatchReady is Watch, calling ready once the files' directories are
+// watched: a change from then on is seen.
+func WatchReady(ctx context.Context, log *slog.Logger, files []string, settle time.Duration, onChange, ready func()) error {
+	return watch(ctx, log, files, settle, onChange, watchHooks{ready: ready})
+}
+
 // watchHooks let a test follow and drive watch; the zero value is Watch.
 type watchHooks struct {
 	ready func()                               // the directories are watched

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/triagegw/triage/internal/testenv"
 )
 
 func serve(t *testing.T, s *Server) string {
@@ -278,8 +280,10 @@ func TestAbortMidStreamLooksBroken(t *testing.T) {
 // context, once the watch has started.
 func TestClientLeavingCancelsTheRequest(t *testing.T) {
 	cancelled := make(chan error, 1)
+	running := make(chan struct{}, 1)
 	addr := serve(t, &Server{WatchAfter: time.Millisecond, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.ReadAll(r.Body)
+		running <- struct{}{}
 		select {
 		case <-r.Context().Done():
 			cancelled <- r.Context().Err()
@@ -289,7 +293,7 @@ func TestClientLeavingCancelsTheRequest(t *testing.T) {
 	})})
 	c, _ := rawConn(t, addr)
 	io.WriteString(c, "POST /v1/x HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\n{}")
-	time.Sleep(50 * time.Millisecond)
+	testenv.Receive(t, running, "the handler to run") // the client leaves while it does
 	c.Close()
 	if err := <-cancelled; !errors.Is(err, context.Canceled) {
 		t.Fatalf("request context: %v", err)
@@ -498,7 +502,7 @@ func TestShutdownAnswersNewConnections(t *testing.T) {
 	s := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "done") })}
 	addr := serve(t, s)
 	c, br := rawConn(t, addr)
-	waitFor(t, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return len(s.conns) == 1 })
+	testenv.Wait(t, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return len(s.conns) == 1 }, "the server to track one connection")
 	shut := make(chan error, 1)
 	go func() { shut <- s.Shutdown(context.Background()) }()
 	time.Sleep(50 * time.Millisecond) // Shutdown has closed what is idle
@@ -629,15 +633,5 @@ func TestKeepAliveDeadlines(t *testing.T) {
 		if d := time.Since(start); resp.StatusCode != http.StatusRequestTimeout || d > time.Second {
 			t.Fatalf("after %s: a slow body got %d after %v, want 408 at about 150ms", path, resp.StatusCode, d)
 		}
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/triagegw/triage/internal/testenv"
 )
 
 type fakeClock struct {
@@ -374,18 +376,13 @@ func TestRunClosesCheckConnections(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { p.Run(ctx, nil); close(done) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for open.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Wait(t, func() bool { return open.Load() > 0 }, "a health check's connection")
 	cancel()
 	<-done
-	for open.Load() > 0 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if n := open.Load(); n != 0 {
-		t.Fatalf("%d health-check connections still open after Run returned", n)
-	}
+	testenv.WaitWithin(t, testenv.WaitTimeout, "the health checks' connections closed after Run returned", func() (bool, string) {
+		n := open.Load()
+		return n == 0, fmt.Sprintf("%d still open", n)
+	})
 }
 
 func TestConfigValidate(t *testing.T) {

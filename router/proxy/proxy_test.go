@@ -18,6 +18,8 @@ import (
 
 	"github.com/triagegw/triage/openai"
 	"github.com/triagegw/triage/router/pool"
+
+	"github.com/triagegw/triage/internal/testenv"
 )
 
 // newPool builds a pool over urls with active checks off.
@@ -374,6 +376,7 @@ func TestClientCancelReachesUpstream(t *testing.T) {
 
 func TestKeepAliveReuseAndStaleConnection(t *testing.T) {
 	var conns, reqs atomic.Int64
+	closed := make(chan struct{})
 	up := rawUpstream(t, func(c net.Conn, br *bufio.Reader) {
 		conns.Add(1)
 		for {
@@ -383,7 +386,9 @@ func TestKeepAliveReuseAndStaleConnection(t *testing.T) {
 			n := reqs.Add(1)
 			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 			if n == 3 {
-				return // close the connection after a response, without saying so
+				c.Close() // close the connection after a response, without saying so
+				close(closed)
+				return
 			}
 		}
 	})
@@ -397,7 +402,8 @@ func TestKeepAliveReuseAndStaleConnection(t *testing.T) {
 			t.Fatalf("request %d: Result %+v", i, res)
 		}
 		if i == 2 {
-			time.Sleep(50 * time.Millisecond) // let the close land
+			// On loopback the FIN is at the gateway's end once Close returns.
+			testenv.Receive(t, closed, "the upstream to close the connection")
 		}
 	}
 	if conns.Load() != 2 || reqs.Load() != 5 {

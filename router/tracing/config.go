@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"golang.org/x/net/http/httpguts"
 )
 
@@ -34,6 +35,9 @@ type Config struct {
 	// are dropped (triage_trace_spans_dropped_total{reason="queue_full"})
 	// rather than wait. Default 2048.
 	MaxQueue int `koanf:"max_queue"`
+	// BatchDelay is the longest an ended span waits for its batch to
+	// fill before the batch is exported anyway. Default 5s.
+	BatchDelay time.Duration `koanf:"batch_delay"`
 
 	// Headers are HeadersEnv's values when the config was loaded
 	// (ResolveSecrets); not a config key, and never printed.
@@ -45,6 +49,7 @@ const (
 	DefaultServiceName = "triage"
 	DefaultTimeout     = 10 * time.Second
 	DefaultMaxQueue    = 2048
+	DefaultBatchDelay  = sdktrace.DefaultScheduleDelay * time.Millisecond
 	tracesPath         = "/v1/traces"
 )
 
@@ -71,6 +76,9 @@ func (c *Config) SetDefaults() {
 	}
 	if c.MaxQueue == 0 {
 		c.MaxQueue = DefaultMaxQueue
+	}
+	if c.BatchDelay == 0 {
+		c.BatchDelay = DefaultBatchDelay
 	}
 }
 
@@ -106,6 +114,9 @@ func (c *Config) Validate(path string) []error {
 	}
 	if c.MaxQueue < 0 {
 		bad("max_queue", "must not be negative, got %d", c.MaxQueue)
+	}
+	if c.BatchDelay < 0 {
+		bad("batch_delay", "must not be negative, got %s", c.BatchDelay)
 	}
 	names := make([]string, 0, len(c.HeadersEnv))
 	for name := range c.HeadersEnv {

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
-	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -22,12 +21,9 @@ type Tracer struct {
 	b  *batcher
 }
 
-// Export batches: spans per export, and the longest a span waits for its
-// batch to fill (the SDK's defaults).
-const (
-	batchSize  = sdktrace.DefaultMaxExportBatchSize
-	batchDelay = sdktrace.DefaultScheduleDelay * time.Millisecond
-)
+// Spans per export (the SDK's default); Config.BatchDelay is the longest
+// a span waits for its batch to fill.
+const batchSize = sdktrace.DefaultMaxExportBatchSize
 
 // New starts a Tracer exporting to c.Endpoint over OTLP/HTTP, or to exp
 // when it is not nil (tests and benchmarks). c's zero fields take their
@@ -51,7 +47,7 @@ func New(c Config, exp sdktrace.SpanExporter) (*Tracer, error) {
 		}
 		exp = newJSONExporter(u, h, c.Timeout)
 	}
-	t := &Tracer{b: newBatcher(exp, c.MaxQueue, batchSize, batchDelay, c.Timeout)}
+	t := &Tracer{b: newBatcher(exp, c.MaxQueue, batchSize, c.BatchDelay, c.Timeout)}
 	t.tp = sdktrace.NewTracerProvider(
 		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(*c.SampleRatio))),
 		sdktrace.WithResource(resource.NewSchemaless(attribute.String("service.name", c.ServiceName))),

@@ -18,6 +18,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/triagegw/triage/internal/testenv"
 )
 
 // AppendHeaders writes what the SDK's W3C propagator would: the same
@@ -85,7 +87,7 @@ func TestConfigValidate(t *testing.T) {
 		{"grpc scheme", Config{Endpoint: "grpc://otel:4317"}, []string{"tracing.endpoint"}},
 		{"query", Config{Endpoint: "http://otel:4318/v1/traces?x=1"}, []string{"tracing.endpoint: \"http://otel:4318/v1/traces?x=1\": an OTLP endpoint takes no query"}},
 		{"ratio", Config{SampleRatio: &two}, []string{"tracing.sample_ratio: must be from 0 to 1, got 2"}},
-		{"negatives", Config{Timeout: -time.Second, MaxQueue: -1}, []string{"tracing.timeout", "tracing.max_queue"}},
+		{"negatives", Config{Timeout: -time.Second, MaxQueue: -1, BatchDelay: -time.Second}, []string{"tracing.timeout", "tracing.max_queue", "tracing.batch_delay"}},
 		{"header name", Config{HeadersEnv: map[string]string{"Bad Name": "X"}}, []string{`tracing.headers_env.Bad Name: "Bad Name" is not a valid header name`}},
 		{"unset variable", Config{HeadersEnv: map[string]string{"Authorization": "TRIAGE_TEST_UNSET_OTLP"}}, []string{"tracing.headers_env.Authorization: environment variable TRIAGE_TEST_UNSET_OTLP is not set"}},
 	} {
@@ -158,13 +160,11 @@ func TestFullBatchExportsAtOnce(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	deadline := time.Now().Add(batchDelay / 2)
-	for len(exp.GetSpans()) < batchSize {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of a full batch of %d spans exported after %v: the batch waited for its delay (%v)", len(exp.GetSpans()), batchSize, batchDelay/2, batchDelay)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	// Half the batch delay: a full batch goes out at once, not after it.
+	testenv.WaitWithin(t, DefaultBatchDelay/2, "a full batch exported before its delay", func() (bool, string) {
+		n := len(exp.GetSpans())
+		return n >= batchSize, fmt.Sprintf("%d of %d spans exported", n, batchSize)
+	})
 	_, s := tr.Start(context.Background(), "after")
 	s.End()
 	if err := tr.Flush(context.Background()); err != nil {
