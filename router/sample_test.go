@@ -11,6 +11,7 @@ import (
 	"github.com/triagegw/triage/classifier"
 	"github.com/triagegw/triage/classifier/classifiertest"
 	"github.com/triagegw/triage/internal/logsink"
+	"github.com/triagegw/triage/internal/testenv"
 	"github.com/triagegw/triage/sample"
 )
 
@@ -66,7 +67,7 @@ func TestSampling(t *testing.T) {
 		}
 	}
 	var data []byte
-	waitFor(t, func() bool {
+	testenv.Wait(t, func() bool {
 		data, _ = os.ReadFile(path)
 		return strings.Count(string(data), "\n") >= 2
 	}, "two sample records in the file")
