@@ -211,7 +211,7 @@ func TestFlappingHealth(t *testing.T) {
 	defer func() { stop(); wg.Wait() }()
 	for i := range 100 {
 		if r := h.do(t, "POST", "/v1/chat/completions", chatBody); r.status != 200 {
-			t.Fatalf("request %d: %d %s", i, r.status, r.body)
+			t.Fatalf("request %d: %d %s\n%s", i, r.status, r.body, h.log.String())
 		}
 		time.Sleep(5 * time.Millisecond) // over about 20 flips
 	}

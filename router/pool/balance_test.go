@@ -3,6 +3,7 @@ package pool
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -273,4 +274,47 @@ func BenchmarkPickP2C(b *testing.B) {
 		be, _ := p.Pick(nil)
 		be.Release()
 	}
+}
+
+// Health changes under a pick: p2c's two draws come from one reading of
+// which replicas are available. It used to count them, then draw twice
+// reading again, and a replica going down in between left the second
+// draw nothing: a nil replica, and a panic in the request (seen as a 500
+// under TestFlappingHealth). Two goroutines flip a replica's health while
+// two pick; every pick must give a replica.
+func TestPickWhileHealthFlips(t *testing.T) {
+	p := newPool(t, []int{1, 1}, nil)
+	flappy := p.Backends()[0]
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for up := false; ; up = !up {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if up {
+				flappy.health.Store(healthUp)
+			} else {
+				flappy.health.Store(healthDown)
+			}
+		}
+	})
+	var picks sync.WaitGroup
+	for range 2 {
+		picks.Go(func() {
+			for range 200_000 {
+				b, err := p.Pick(nil)
+				if err != nil || b == nil {
+					t.Errorf("Pick = %v, %v with a replica up throughout", b, err)
+					return
+				}
+				b.Release()
+			}
+		})
+	}
+	picks.Wait()
+	close(stop)
+	wg.Wait()
 }

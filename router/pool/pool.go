@@ -314,24 +314,27 @@ func (p *Pool) choose(k *Key, tried []*Backend) (*Backend, Choice) {
 	case p.policy == policyPrefix && k != nil && k.Conv != 0:
 		return p.choosePrefix(k, avail)
 	}
+	// The replicas available now, read once: health and breakers change
+	// under the pick, and both draws must come from the same set (a
+	// replica that went down between a count and a draw left nothing to
+	// draw, and a nil candidate).
+	var buf [16]*Backend
+	cands := buf[:0]
 	var total int64
-	var n int
-	var only *Backend
 	for _, b := range p.backends {
 		if avail(b) {
 			total += b.Weight
-			n++
-			only = b
+			cands = append(cands, b)
 		}
 	}
-	switch n {
+	switch len(cands) {
 	case 0:
 		return nil, ChoiceP2C
 	case 1:
-		return only, ChoiceOnly
+		return cands[0], ChoiceOnly
 	}
-	a := p.draw(total, nil, avail)
-	c := p.draw(total-a.Weight, a, avail)
+	a := draw(cands, total, nil)
+	c := draw(cands, total-a.Weight, a)
 	// Fewer in flight per unit of weight wins; a tie goes to the first draw,
 	// which was weight-proportional, so an idle pool splits by weight.
 	if a.inflight.Load()*c.Weight <= c.inflight.Load()*a.Weight {
@@ -340,22 +343,25 @@ func (p *Pool) choose(k *Key, tried []*Backend) (*Backend, Choice) {
 	return c, ChoiceP2C
 }
 
-// draw picks an available backend other than skip with probability
-// proportional to its weight; total is the sum of eligible weights.
-func (p *Pool) draw(total int64, skip *Backend, avail func(*Backend) bool) *Backend {
+// draw picks one of cands other than skip with probability proportional
+// to its weight; total is the sum of their weights (skip's left out), at
+// least 1, as every weight is.
+func draw(cands []*Backend, total int64, skip *Backend) *Backend {
 	r := rand.Int64N(total)
-	var last *Backend
-	for _, b := range p.backends {
-		if b == skip || !avail(b) {
+	for _, b := range cands {
+		if b == skip {
 			continue
 		}
-		last = b
 		if r < b.Weight {
 			return b
 		}
 		r -= b.Weight
 	}
-	return last // only if availability changed between the passes
+	for i := len(cands) - 1; ; i-- { // not reached while total is right
+		if cands[i] != skip {
+			return cands[i]
+		}
+	}
 }
 
 // Outcome is what a forwarded attempt came to, for the breaker.
