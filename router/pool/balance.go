@@ -165,6 +165,11 @@ func (p *Pool) choosePrefix(k *Key, avail func(*Backend) bool) (*Backend, Choice
 				}
 			}
 		}
+		if chosen == nil {
+			// Every replica counted above went down or was ejected
+			// since: health changes under a pick.
+			return nil, ChoiceMiss
+		}
 		switch {
 		case best != nil:
 			choice = ChoiceLoad
