@@ -93,19 +93,7 @@ func (p *Pool) Run(ctx context.Context, onChange func(Transition)) {
 		return
 	}
 	for _, b := range p.backends {
-		wg.Go(func() {
-			for {
-				p.CheckOnce(ctx, b, onChange)
-				jitter := time.Duration(rand.Int64N(int64(p.cfg.Health.Interval)/10 + 1))
-				t := time.NewTimer(p.cfg.Health.Interval + jitter)
-				select {
-				case <-ctx.Done():
-					t.Stop()
-					return
-				case <-t.C:
-				}
-			}
-		})
+		wg.Go(func() { every(ctx, p.cfg.Health.Interval, func() { p.CheckOnce(ctx, b, onChange) }) })
 	}
 	wg.Wait()
 	if c, ok := p.checker.(interface{ CloseIdleConnections() }); ok {
@@ -148,6 +136,22 @@ func (p *Pool) CheckOnce(ctx context.Context, b *Backend, onChange func(Transiti
 		b.health.Store(next)
 		if onChange != nil {
 			onChange(Transition{Pool: p.cfg.Name, Backend: b.Name, Healthy: next == healthUp, Err: err})
+		}
+	}
+}
+
+// every runs fn, then again each interval with up to 10% jitter (so a
+// pool's replicas are not all asked at once), until ctx is done.
+func every(ctx context.Context, interval time.Duration, fn func()) {
+	for {
+		fn()
+		jitter := time.Duration(rand.Int64N(int64(interval)/10 + 1))
+		t := time.NewTimer(interval + jitter)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
 		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"sync"
@@ -194,19 +193,7 @@ func (b *Backend) ScrapeFresh(now time.Time) bool {
 func (p *Pool) runScrapes(ctx context.Context, onChange func(Transition)) {
 	var wg sync.WaitGroup
 	for _, b := range p.backends {
-		wg.Go(func() {
-			for {
-				p.ScrapeOnce(ctx, b, onChange)
-				jitter := time.Duration(rand.Int64N(int64(p.cfg.Metrics.Interval)/10 + 1))
-				t := time.NewTimer(p.cfg.Metrics.Interval + jitter)
-				select {
-				case <-ctx.Done():
-					t.Stop()
-					return
-				case <-t.C:
-				}
-			}
-		})
+		wg.Go(func() { every(ctx, p.cfg.Metrics.Interval, func() { p.ScrapeOnce(ctx, b, onChange) }) })
 	}
 	wg.Wait()
 	if c, ok := p.scraper.(interface{ CloseIdleConnections() }); ok {
