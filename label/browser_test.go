@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -204,6 +205,7 @@ func startChromium(ctx context.Context, t *testing.T) *cdp {
 		"--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0", "--user-data-dir="+filepath.Join(dir, "profile"),
 		"--window-size=1280,900", "about:blank")
 	cmd.Env = append(os.Environ(), "HOME="+dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // its helper processes too, to stop them all
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -211,7 +213,13 @@ func startChromium(ctx context.Context, t *testing.T) *cdp {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	t.Cleanup(func() {
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		// A helper process may still be writing into the profile as it
+		// dies: the temporary directory can be removed once they stop.
+		testenv.Wait(t, func() bool { return os.RemoveAll(dir) == nil }, "chromium's profile directory removed")
+	})
 	// Chromium says where DevTools listen on its standard error.
 	addr := make(chan string, 1)
 	go func() {

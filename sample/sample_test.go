@@ -134,6 +134,10 @@ func TestRecordRedacted(t *testing.T) {
 			t.Errorf("line %d: decision %+v, want %+v", i, r.Decision, dec)
 		}
 	}
+	// A record is counted after its line is written: stop the writer
+	// before reading the count.
+	cancel()
+	<-done
 	if w := s.Counts().Written; w != 2 {
 		t.Errorf("written = %d, want 2", w)
 	}
