@@ -369,6 +369,10 @@ func printAB(w io.Writer, ab *evaluation.ABReport) error {
 		fmt.Fprintf(w, "%d items; the same top class for %.1f%% (%d differ)\n", ab.N, 100*ab.AgreementRate, ab.Differ)
 	}
 	fmt.Fprintf(w, "accuracy A %.4f  B %.4f  B-A %+.4f (95%% [%+.4f, %+.4f])\n", ab.Accuracy.A, ab.Accuracy.B, ab.Accuracy.Delta, ab.Accuracy.Lo, ab.Accuracy.Hi)
+	if d := ab.RoutePrecision; d != nil {
+		fmt.Fprintf(w, "route precision A %.4f  B %.4f  B-A %+.4f (95%% [%+.4f, %+.4f], paired bootstrap)\n", d.A, d.B, d.Delta, d.Lo, d.Hi)
+	}
+	printSideIntervals(w, ab)
 	test := "chi-square"
 	if ab.McNemar.Exact {
 		test = "exact"
@@ -388,6 +392,29 @@ func printAB(w io.Writer, ab *evaluation.ABReport) error {
 		fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%+.3f\t[%+.3f, %+.3f]\t\n", k, d.A, d.B, d.Delta, d.Lo, d.Hi)
 	}
 	return tw.Flush()
+}
+
+// printSideIntervals prints each side's own 95% intervals (Wilson): what
+// each figure may be, given the number of labels, beside the interval of
+// the difference above.
+func printSideIntervals(w io.Writer, ab *evaluation.ABReport) {
+	side := func(name string, acc, prec *evaluation.Interval, routed int) {
+		if acc == nil {
+			return
+		}
+		fmt.Fprintf(w, "  %s: accuracy %.3f–%.3f", name, acc.Lo, acc.Hi)
+		if prec != nil {
+			fmt.Fprintf(w, ", route precision %.3f–%.3f of %d routed", prec.Lo, prec.Hi, routed)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "95%% intervals of each side (Wilson, %d items):\n", ab.N)
+	var pa, pb *evaluation.Interval
+	if d := ab.RoutePrecision; d != nil {
+		pa, pb = d.CIA, d.CIB
+	}
+	side("A", ab.Accuracy.CIA, pa, ab.A.Routed)
+	side("B", ab.Accuracy.CIB, pb, ab.B.Routed)
 }
 
 // runABLog is "triage ab --log": live against shadow decisions of sampled

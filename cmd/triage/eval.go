@@ -335,6 +335,7 @@ func printEval(w io.Writer, r *evaluation.Report) {
 	if r.Mode == "rules" {
 		fmt.Fprintf(w, "route precision %.4f (of the items a class route took, the share whose label it covers)\n", r.RoutePrecision)
 	}
+	printIntervals(w, r)
 	lat := make([]string, 0, len(r.Latency))
 	for k, p := range r.Latency {
 		lat = append(lat, fmt.Sprintf("%s p50 %.1f µs p99 %.1f µs", k, p.P50, p.P99))
@@ -404,6 +405,17 @@ func printEval(w io.Writer, r *evaluation.Report) {
 		tw.Flush()
 	}
 	printRobustness(w, r.Robustness)
+}
+
+// printIntervals prints the 95% intervals of accuracy and, for a rule
+// set, route precision: how far the figures may be from what more labels
+// like these would show.
+func printIntervals(w io.Writer, r *evaluation.Report) {
+	fmt.Fprintf(w, "95%% intervals (Wilson): accuracy %.3f–%.3f of %d items", r.AccuracyCI.Lo, r.AccuracyCI.Hi, r.N)
+	if ci := r.RoutePrecisionCI; ci != nil {
+		fmt.Fprintf(w, "; route precision %.3f–%.3f of %d routed (±%.3f)", ci.Lo, ci.Hi, r.Routed, (ci.Hi-ci.Lo)/2)
+	}
+	fmt.Fprintln(w)
 }
 
 // readDataset reads a labelled dataset and applies the label map, if one
