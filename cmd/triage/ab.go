@@ -224,6 +224,7 @@ func (e *abEnv) headsSide(s abSpec, dir string) (*abSide, error) {
 // abFlags are the flags of "triage ab".
 type abFlags struct {
 	a, b, data, config, labelMap, html, models, log string
+	agreement                                       string
 	boot                                            int
 	seed                                            uint64
 	asJSON, configSet                               bool
@@ -245,6 +246,7 @@ func parseABFlags(args []string, stderr io.Writer) (*abFlags, error) {
 	fs.Uint64Var(&f.seed, "seed", 1, "bootstrap seed")
 	fs.BoolVar(&f.asJSON, "json", false, "print the comparison as JSON")
 	fs.StringVar(&f.html, "html", "", "also write a self-contained HTML page")
+	fs.StringVar(&f.agreement, "agreement", "", agreementFlagHelp)
 	fs.StringVar(&f.models, "models", "", modelsFlagHelp)
 	fs.StringVar(&f.log, "log", "", "a shadow decision log (the rules' shadow.log) to compare its live and shadow decisions, instead of --a/--b/--data")
 	if err := parseFlags(fs, args, stderr); err != nil {
@@ -320,6 +322,9 @@ func compareSpecs(ctx context.Context, f *abFlags, stderr io.Writer) (*evaluatio
 		return nil, err
 	}
 	if err := needLabels(set, "", "ab"); err != nil {
+		return nil, err
+	}
+	if err := checkModelLabels(set, f.agreement, "ab", stderr); err != nil {
 		return nil, err
 	}
 	items := itemsOf(set)

@@ -38,7 +38,7 @@ func runCalibrateRules(ctx context.Context, f *calibrateFlags, stdout, stderr io
 		return err
 	}
 	set := rt.set
-	ds, err := readLabelled(f.data, f.labelMap, set.Classes(), stderr)
+	ds, err := readLabelled(f.data, f.labelMap, set.Classes(), f.agreement, stderr)
 	if err != nil {
 		return err
 	}
@@ -51,7 +51,7 @@ func runCalibrateRules(ctx context.Context, f *calibrateFlags, stdout, stderr io
 	ev := gather(ds)
 	var prior *datasets.Set
 	if f.prior != "" {
-		if prior, err = readLabelled(f.prior, f.labelMap, set.Classes(), stderr); err != nil {
+		if prior, err = readLabelled(f.prior, f.labelMap, set.Classes(), "", stderr); err != nil {
 			return err
 		}
 		own := map[string]bool{}

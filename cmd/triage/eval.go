@@ -31,6 +31,7 @@ var errGate = errors.New("evaluation below the required figures")
 type evalFlags struct {
 	place                                                           placeFlags // --config, --heads, --models
 	rules, data, tier, labelMap, textCol, labelCol, by, train, html string
+	agreement                                                       string
 	asJSON                                                          bool
 	minAcc, minMacroP, minCov, maxEsc, defFloor                     float64
 	robust                                                          robustFlags
@@ -55,6 +56,7 @@ func parseEvalFlags(args []string, stderr io.Writer) (*evalFlags, error) {
 	fs.StringVar(&f.by, "by", "", "repeat the report per value of this column (realism, source, ...)")
 	fs.StringVar(&f.train, "train", "", "training data to check for leakage (evaluation texts found in it, exactly or normalised)")
 	fs.BoolVar(&f.asJSON, "json", false, "print the report as JSON")
+	fs.StringVar(&f.agreement, "agreement", "", agreementFlagHelp)
 	fs.StringVar(&f.html, "html", "", "also write a self-contained HTML report to this file")
 	fs.Float64Var(&f.minAcc, "min-accuracy", -1, "fail (exit 1) below this accuracy")
 	fs.Float64Var(&f.minMacroP, "min-macro-precision", -1, "fail below this macro precision")
@@ -136,6 +138,9 @@ func readEvalItems(f *evalFlags, stderr io.Writer) (*datasets.Set, []evaluation.
 		return nil, nil, err
 	}
 	if err := needLabels(set, f.labelCol, "eval"); err != nil {
+		return nil, nil, err
+	}
+	if err := checkModelLabels(set, f.agreement, "eval", stderr); err != nil {
 		return nil, nil, err
 	}
 	if f.train != "" {
