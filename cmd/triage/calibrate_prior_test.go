@@ -155,3 +155,40 @@ func TestCalibrateRefusesBadLabels(t *testing.T) {
 		t.Fatalf("--prior without --rules: %v %s", err, se.String())
 	}
 }
+
+// TestModelLabelsNeedAgreement: a labels file a model proposed is judged
+// on only with --agreement, whose report comes first.
+func TestModelLabelsNeedAgreement(t *testing.T) {
+	_, models := defaultHeadsOrSkip(t)
+	t.Setenv("TRIAGE_MODELS", models)
+	dir := t.TempDir()
+	modelLabels := filepath.Join(dir, "model.jsonl")
+	human := filepath.Join(dir, "human.jsonl")
+	if err := os.WriteFile(modelLabels, []byte(`{"text":"Can my landlord keep my deposit?","label":"law","labeller":"model:judge"}
+{"text":"What is the integral of 1/x?","label":"math","labeller":"model:judge"}
+{"text":"how do I rebase onto main","label":"other","labeller":"model:judge"}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(human, []byte(`{"text":"Can my landlord keep my deposit?","label":"law"}
+{"text":"What is the integral of 1/x?","label":"math"}
+{"text":"how do I rebase onto main","label":"computer science"}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root := repoRoot()
+	args := []string{"eval", "--rules", filepath.Join(root, "examples", "subjects", "rules.yaml"), "--config", filepath.Join(root, "examples", "subjects", "triage.yaml"), "--data", modelLabels}
+	var so, se bytes.Buffer
+	if code := run(context.Background(), args, &so, &se); code != 2 || !strings.Contains(se.String(), "add --agreement HUMAN.jsonl") {
+		t.Fatalf("eval on a model's labels: exit %d\n%s", code, se.String())
+	}
+	so.Reset()
+	se.Reset()
+	if code := run(context.Background(), append(args, "--agreement", human), &so, &se); code != 0 {
+		t.Fatalf("eval --agreement: exit %d\n%s", code, se.String())
+	}
+	report, figures := strings.Index(se.String(), "raw agreement 0.667"), strings.Index(so.String(), "route precision")
+	if report < 0 || figures < 0 || !strings.Contains(se.String(), "3 of 3 labels were proposed by model:judge") {
+		t.Fatalf("eval --agreement: stderr\n%s\nstdout\n%s", se.String(), so.String())
+	}
+}
