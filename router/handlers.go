@@ -23,6 +23,7 @@ import (
 	"github.com/triagegw/triage/openai"
 	"github.com/triagegw/triage/router/access"
 	"github.com/triagegw/triage/router/config"
+	"github.com/triagegw/triage/router/h1"
 	"github.com/triagegw/triage/router/metrics"
 	"github.com/triagegw/triage/router/proxy"
 	"github.com/triagegw/triage/rules"
@@ -566,10 +567,8 @@ func putBuf(bp *[]byte) {
 // on the wire ("k:v" is counted as "k: v"), so a head within the limits
 // by that bound is not counted again.
 func checkHeaders(r *http.Request, l *config.Limits) *openai.Error {
-	if hs, ok := r.Context().(interface{ HeadSize() (bytes, lines int) }); ok {
-		if b, n := hs.HeadSize(); n > 0 && n <= l.MaxHeaders && b+n <= int(l.MaxHeaderBytes) {
-			return nil
-		}
+	if b, n := h1.HeadSize(r.Context()); n > 0 && n <= l.MaxHeaders && b+n <= int(l.MaxHeaderBytes) {
+		return nil
 	}
 	n, size := 1, len(r.Host)+8 // Host moves out of Header
 	for k, vs := range r.Header {
@@ -592,12 +591,7 @@ func checkHeaders(r *http.Request, l *config.Limits) *openai.Error {
 // server parsed them (nil from net/http), for the proxy to forward in
 // that order. Nothing here changes r.Header, which they mirror.
 func headerLines(r *http.Request) (names, values []string) {
-	if hl, ok := r.Context().(interface {
-		HeaderLines() (names, values []string)
-	}); ok {
-		return hl.HeaderLines()
-	}
-	return nil, nil
+	return h1.HeaderLines(r.Context())
 }
 
 // readBody reads the whole body, capped at max bytes. The server's
