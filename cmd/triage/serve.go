@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -40,7 +39,7 @@ type serveOptions struct {
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o serveOptions
-	fs := flag.NewFlagSet("triage serve", flag.ContinueOnError)
+	fs := newFlagSet("triage serve", stderr)
 	fs.StringVar(&o.config, "config", "triage.yaml", "config file (YAML); TRIAGE_* environment variables override it")
 	fs.StringVar(&o.listen, "listen", "", "address to serve on, overriding the config's listen")
 	fs.BoolVar(&o.check, "check", false, "validate the config (and its rules) and exit")
