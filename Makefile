@@ -43,7 +43,7 @@ test:
 	TRIAGE_REQUIRE_ORT=1 TRIAGE_REQUIRE_USE=1 TRIAGE_REQUIRE_MODELS=1 TRIAGE_REQUIRE_REDIS=1 $(GO) test -race -count=1 -timeout 20m -tags ort ./...
 	# and without the runtime: tier 2 says why it cannot run, tier 1 works
 	TRIAGE_REQUIRE_MODELS=1 $(GO) test -count=1 -timeout 5m -run 'WithoutTag|Stub|ABCLI|ShippedConfigs|SemanticRoutingEndToEnd' ./classifier/onnx ./cmd/triage
-	# every triage command the README shows, with the output it shows, and the
+	# every triage command the README and docs/ show, with the output they show, and the
 	# CLI tests that run a command over a whole dataset (without -race: they
 	# classify thousands of prompts; under it they skip)
 	TRIAGE_REQUIRE_ORT=1 TRIAGE_REQUIRE_USE=1 TRIAGE_REQUIRE_MODELS=1 $(GO) test -count=1 -timeout 10m -tags ort -run 'README|CLI' ./cmd/triage

@@ -20,12 +20,11 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/triagegw/triage/anthropic"
 	"github.com/triagegw/triage/openai"
 	"github.com/triagegw/triage/router/access"
 	"github.com/triagegw/triage/router/config"
+	"github.com/triagegw/triage/router/h1"
 	"github.com/triagegw/triage/router/metrics"
-	"github.com/triagegw/triage/router/pool"
 	"github.com/triagegw/triage/router/proxy"
 	"github.com/triagegw/triage/rules"
 )
@@ -178,309 +177,6 @@ func (g *Gateway) messages(c *gin.Context) { g.serve(c, shapeMessages) }
 // go back where the response lives.
 func (g *Gateway) createResponse(c *gin.Context) { g.serve(c, shapeResponses) }
 
-func (g *Gateway) serve(c *gin.Context, sh shape) {
-	start := time.Now()
-	s := g.snap.Load()
-	r, w := c.Request, c.Writer
-	ids := requestID(r.Header)
-	id := ids[0]
-	w.Header()["X-Request-Id"] = ids
-	var raw http.ResponseWriter = w // the server's own writer: its optional methods without gin's wrapper
-	if u, ok := w.(interface{ Unwrap() http.ResponseWriter }); ok {
-		raw = u.Unwrap()
-	}
-
-	al := accessLine{id: id, path: r.URL.Path, start: start}
-	if g.tracer != nil {
-		al.trace = g.startTrace(r, c.FullPath(), start, id)
-	}
-	var bp *[]byte
-	defer func() {
-		g.account(s, &al) // before the body buffer, which al.model points into, is reused
-		putBuf(bp)
-	}()
-
-	if oe := checkHeaders(r, &s.cfg.Limits); oe != nil {
-		w.Header()["Connection"] = []string{"close"}
-		al.status, al.err = oe.Status, oe
-		sh.writeError(w, oe)
-		return
-	}
-	path, query := r.URL.Path, r.URL.RawQuery
-	if sh == shapeMessages {
-		w.Header()["Request-Id"] = ids // where Anthropic's clients look for it
-		if ae := checkAnthropic(r.Header); ae != nil {
-			al.status, al.err = ae.Status, ae
-			writeAnthropic(w, ae)
-			return
-		}
-		path, query = "/v1/chat/completions", "" // what the pools speak
-	}
-	var caller access.Caller
-	var adm access.Admission
-	if s.access != nil {
-		// Who is calling, before the body is read: a stranger costs a
-		// map lookup and a hash, not a body.
-		var d *access.Denial
-		if caller, d = s.access.Authenticate(r.Header, start); d != nil {
-			g.deny(w, sh, &al, d)
-			return
-		}
-		al.principal, al.keyID = caller.Principal().Name, caller.Principal().Key
-	}
-	body, bp, oerr := readBody(r, int64(s.cfg.Limits.MaxBodyBytes))
-	al.bytesIn = len(body)
-	if oerr != nil {
-		// The rest of the body is not worth reading: close the connection
-		// after the error instead of draining it.
-		w.Header()["Connection"] = []string{"close"}
-		al.status, al.err = oerr.Status, oerr
-		sh.writeError(w, oerr)
-		return
-	}
-	// golang/go#40747 cuts ~1% of streams when the response starts while
-	// the request body is unread; the body is read by now, and full duplex
-	// keeps it so if that ever changes. Not before: net/http (go1.26) then
-	// races its background read against the next request after a 413.
-	if fd, ok := raw.(interface{ EnableFullDuplex() error }); ok {
-		_ = fd.EnableFullDuplex()
-	}
-	orig := body // the client's own body, before any translation
-	// What a Messages request asks that not every pool serves as asked.
-	var asks anthropic.Asks
-	if sh == shapeMessages {
-		chat, a, ae := anthropic.ToChatAsks(body, "", 0)
-		asks = a
-		if ae != nil {
-			al.status, al.err = ae.Status, ae
-			writeAnthropic(w, ae)
-			return
-		}
-		body = chat // routed, limited and forwarded as the chat completion it is
-	}
-	req, err := openai.Extract(body)
-	if err != nil {
-		oe := err.(*openai.Error)
-		al.status, al.err = oe.Status, err
-		sh.writeError(w, oe)
-		return
-	}
-	al.model, al.stream = req.Model, req.Stream
-	// A Responses chain continues a response this caller made, on the
-	// replica that holds it. With access control, any other chain (another
-	// principal's response, or one this gateway does not know) is refused
-	// here, before anything is counted or forwarded: the owner check must
-	// not only steer the replica, or a replica holding the response would
-	// continue it for anyone.
-	var chain responseLoc
-	chained := false
-	if sh == shapeResponses {
-		prev, named, oe := chainOf(body, &req)
-		if oe == nil && named {
-			loc, ok := g.responses.get(prev)
-			switch {
-			case ok && loc.owner == al.principal:
-				chain, chained = loc, s.byName[loc.pool] != nil
-			case s.access != nil:
-				oe = previousNotFound(prev)
-			}
-		}
-		if oe != nil {
-			al.status, al.err = oe.Status, oe
-			openai.WriteError(w, oe)
-			return
-		}
-	}
-	var dec rules.Decision
-	alias, semantic := "", false
-	if s.rules != nil {
-		alias, semantic = s.rules.Alias(req.Model)
-	}
-	if s.access != nil {
-		if d := caller.AllowModel(string(req.Model), semantic); d != nil {
-			g.deny(w, sh, &al, d)
-			return
-		}
-		// Counted before deciding: a client over its limit does not get
-		// tier 2 run for it.
-		var d *access.Denial
-		var t0 time.Time
-		if al.trace != nil {
-			t0 = time.Now()
-		}
-		adm, d = caller.Admit(start, caller.Estimate(len(body), req.MaxTokens))
-		if al.trace != nil {
-			al.trace.admitted(t0, &adm, d)
-		}
-		rateHeaders(w.Header(), &adm)
-		if adm.Degraded {
-			w.Header()["X-Triage-Degraded"] = []string{"true"} // shared limits counted on this replica alone
-		}
-		if d != nil {
-			g.deny(w, sh, &al, d)
-			return
-		}
-		defer adm.Release()
-		// A request refused or failing before a replica answers (a block
-		// route, a pool it may not use) gives its tokens back.
-		defer adm.Settle(0, 0, "")
-	}
-	if semantic {
-		t0 := time.Now()
-		var sig rules.Signals
-		release := s.signals(alias, body, &req, r.Header, &sig)
-		sig.Principal = al.principal
-		al.arm = s.assignArm(w.Header(), &sig, &al)
-		if al.trace != nil {
-			dec = s.rules.DecideTimed(r.Context(), sig, &al.trace.timing)
-		} else {
-			dec = s.rules.Decide(r.Context(), sig)
-		}
-		if s.sessions != nil {
-			var recorded bool
-			dec, recorded = s.sessions.ApplyRecorded(sig.Principal, sig.Session, dec)
-			if recorded && g.share != nil {
-				g.share.offer(sig.Principal, sig.Session, dec)
-			}
-		}
-		al.decideTime = time.Since(t0)
-		if al.trace != nil {
-			al.trace.decided(t0, al.decideTime, &dec)
-		}
-		g.metrics.Decision(orDefault(dec.Route), dec.Reason, dec.Tier, al.decideTime.Seconds())
-		g.shadow.Offer(s.rules, s.shadowOut, id, &sig, dec, al.decideTime)
-		g.sampleText(s, &al, sig.Text)
-		release()
-	} else if dec, err = s.table.decide(&req); err != nil {
-		oe := openai.ModelNotFound(req.ModelName())
-		al.status, al.err = oe.Status, err
-		sh.writeError(w, oe)
-		return
-	}
-	al.dec, al.semantic = dec, semantic
-	if dec.Block {
-		setExplain(w.Header(), s, &dec)
-		oe := openai.Blocked(dec.Route, s.rules.BlockMessage(dec.Route))
-		al.status, al.err = oe.Status, oe
-		sh.writeError(w, oe)
-		return
-	}
-	if s.access != nil && semantic && !dec.Block && (dec.Tier > 0 || dec.SessionClass != "") {
-		// A tenant's pin follows the class the route was decided for:
-		// this turn's, or, for a turn its session kept, the class the
-		// session's route was decided for.
-		class := dec.Class
-		if dec.SessionClass != "" {
-			class = dec.SessionClass
-		}
-		if pool := caller.Pinned(class); pool != "" {
-			dec.Pool, dec.Fallback = pool, "" // the tenant's own pool for this class
-			al.dec = dec
-		}
-	}
-	e := s.byName[dec.Pool]
-	if e == nil {
-		oe := openai.Internal()
-		al.status, al.err = oe.Status, errors.New("router: decider chose unknown pool "+dec.Pool)
-		sh.writeError(w, oe)
-		return
-	}
-	if dec.Fallback != "" && !e.pool.Available() {
-		if fb := s.byName[dec.Fallback]; fb != nil {
-			e = fb
-		}
-	}
-	prefer, owner := "", al.principal
-	if sh == shapeResponses {
-		// A chain continues where its previous response lives, whatever
-		// the subject of its new turn.
-		if chained {
-			e, prefer = s.byName[chain.pool], chain.replica
-			dec.Pool, dec.Fallback = chain.pool, ""
-			if semantic {
-				dec.Reason = "previous_response"
-			}
-			al.dec = dec
-		}
-		if e.kind == pool.KindAnthropic {
-			oe := openai.BadRequest("pool " + strconv.Quote(e.pool.Name()) + " (kind anthropic) does not serve the Responses API; send chat completions or messages, or route Responses to a vllm or openai pool")
-			oe.Param = "model"
-			al.status, al.err = oe.Status, oe
-			openai.WriteError(w, oe)
-			return
-		}
-	}
-	if semantic {
-		setExplain(w.Header(), s, &dec)
-	}
-	if s.access != nil {
-		class := ""
-		if semantic && dec.Tier > 0 {
-			class = dec.Class
-		}
-		if d := caller.AllowRoute(e.pool.Name(), dec.Route, class); d != nil {
-			g.deny(w, sh, &al, d)
-			return
-		}
-	}
-	al.pool = e
-	fr := proxy.Request{
-		Method: r.Method, Path: path, RawQuery: query, Header: r.Header,
-		Body: body, Stream: req.Stream, RequestID: id, Start: start,
-		Usage: true, // chat, completions and embeddings all end with their usage
-	}
-	fr.HeaderNames, fr.HeaderValues = headerLines(r)
-	if req.ModelEscaped || string(req.Model) != e.model {
-		fr.ModelSpan, fr.ModelTok = req.ModelSpan, e.tok
-	}
-	if al.trace != nil {
-		fr.Trace = al.trace
-	}
-	switch {
-	case e.kind == pool.KindAnthropic:
-		if oe := toAnthropicPool(&fr, e, sh, orig, &req); oe != nil {
-			al.status, al.err = oe.Status, oe
-			sh.writeError(w, oe)
-			return
-		}
-	case sh == shapeMessages:
-		// The chat request asks for usage itself (message_delta reports
-		// it), and the answer goes back as a Messages answer.
-		if oe := toChatPool(&fr, e, asks, orig); oe != nil {
-			al.status, al.err = oe.Status, oe
-			sh.writeError(w, oe)
-			return
-		}
-	case sh == shapeResponses:
-		// Responses streams report usage in their last event unasked.
-		fr.Prefer = prefer
-		fr.Peek = (&idPeek{g: g, pool: e.pool.Name(), owner: owner}).peek
-	case req.Stream && e.askUsage:
-		// A stream ends with its usage only when asked: ask on the
-		// client's behalf, and drop the answer before it sees it.
-		if ed, ok := openai.UsageEdit(body, &req); ok {
-			fr.Edit, fr.StripUsage = ed, true
-		}
-	}
-	// X-Triage-Replica-Choice says whether some replica was sent this
-	// prefix before: across tenants that tells one about another's
-	// prompts, so it is never sent with access control on.
-	key := affinity(&fr, e, body, &req, semantic && s.rules.Explain() && s.access == nil)
-	res := g.tr.Forward(r.Context(), w, e.pool, &e.policy, &fr)
-	unkey(key)
-	switch {
-	case res.UsageFound:
-		adm.Settle(res.Usage.PromptTokens, res.Usage.CompletionTokens, e.pool.Name())
-	case res.Status/100 == 2:
-		adm.Keep() // answered without usage: the estimate stands
-	} // else nothing was generated: the deferred Settle refunds the estimate
-	al.res = res
-	al.status = res.Status
-	if res.Aborted {
-		panic(http.ErrAbortHandler) // after the deferred accounting: the client must see the response break
-	}
-}
-
 // deny answers a request access control refused, in OpenAI's shape:
 // 401, 403, or 429 with Retry-After.
 func (g *Gateway) deny(w http.ResponseWriter, sh shape, al *accessLine, d *access.Denial) {
@@ -623,10 +319,13 @@ type accessLine struct {
 	trace      *reqTrace // nil: tracing off
 	arm        rules.Arm // the split arm; rules.ArmNone: no split
 	armBy      string    // what the arm was assigned by
+	placedBy   string    // the override that chose the pool (place); "": the decision's own
 	sampleText string    // the classifier's text, when sampled; "": not sampled
 	sampleCut  bool      // sampleText was clipped
 }
 
+// account ends a request's record: it goes to each of its observers
+// (metrics, usage log, trace, split log, sampler, access log), once.
 func (g *Gateway) account(s *snapshot, al *accessLine) {
 	if al.done {
 		return
@@ -634,16 +333,39 @@ func (g *Gateway) account(s *snapshot, al *accessLine) {
 	al.done = true
 	g.served.Add(1)
 	end := time.Now() // one clock read for the duration and the log line
-	d := end.Sub(al.start)
-	var pm *metrics.Pool
 	poolName := metrics.NoPool
 	if al.pool != nil {
-		pm, poolName = al.pool.m, al.pool.pool.Name()
+		poolName = al.pool.pool.Name()
+	}
+	g.observeMetrics(al, end)
+	if s.usageOut != nil && al.principal != "" && al.pool != nil {
+		g.recordUsage(s, al, poolName)
+	}
+	if al.trace != nil {
+		al.trace.end(al, end, poolName)
+	}
+	if al.arm != rules.ArmNone {
+		g.splitDone(s, al, poolName, end)
+	}
+	if al.sampleText != "" {
+		g.recordSample(s, al)
+	}
+	if s.cfg.Log.AccessLog() || al.res.Aborted {
+		g.logAccess(al, end, poolName)
+	}
+}
+
+// observeMetrics counts a request in its pool's metrics (or the no-pool
+// series, for one refused before a pool was chosen).
+func (g *Gateway) observeMetrics(al *accessLine, end time.Time) {
+	var pm *metrics.Pool
+	if al.pool != nil {
+		pm = al.pool.m
 	} else {
 		pm = g.metrics.Pool(metrics.NoPool)
 	}
 	pm.Code(al.status).Inc()
-	pm.Duration.Observe(d.Seconds())
+	pm.Duration.Observe(end.Sub(al.start).Seconds())
 	res := &al.res
 	if res.TTFB > 0 && al.pool != nil {
 		pm.TTFB.Observe(res.TTFB.Seconds())
@@ -661,21 +383,12 @@ func (g *Gateway) account(s *snapshot, al *accessLine) {
 		}
 		pm.Tokens(route, res.Usage.PromptTokens, res.Usage.CompletionTokens)
 	}
-	if s.usageOut != nil && al.principal != "" && al.pool != nil {
-		g.recordUsage(s, al, poolName)
-	}
-	if al.trace != nil {
-		al.trace.end(al, end, poolName)
-	}
-	if al.arm != rules.ArmNone {
-		g.splitDone(s, al, poolName, end)
-	}
-	if al.sampleText != "" {
-		g.recordSample(s, al)
-	}
-	if !s.cfg.Log.AccessLog() && !res.Aborted {
-		return
-	}
+}
+
+// logAccess writes a request's access line (an aborted response's is
+// written even with the access log off, as a warning).
+func (g *Gateway) logAccess(al *accessLine, end time.Time, poolName string) {
+	res := &al.res
 	level, msg := "INFO", "request"
 	if res.Aborted || al.status >= 500 {
 		level = "WARN"
@@ -693,6 +406,9 @@ func (g *Gateway) account(s *snapshot, al *accessLine) {
 	clipped(&l, "model", al.model)
 	l.bool("stream", al.stream)
 	l.str("pool", poolName)
+	if al.placedBy != "" {
+		l.str("placed_by", al.placedBy)
+	}
 	l.str("backend", backend)
 	if al.principal != "" {
 		l.str("principal", al.principal)
@@ -700,25 +416,13 @@ func (g *Gateway) account(s *snapshot, al *accessLine) {
 	if d := &al.dec; d.Reason != "" {
 		l.str("reason", d.Reason)
 		if al.semantic {
-			l.str("route", orDefault(d.Route))
-			if d.Tier > 0 {
-				l.str("class", d.Class)
-				l.int("tier", int64(d.Tier))
-				l.float("score", d.Score)
-			}
-			if d.Mass > 0 {
-				l.float("mass", d.Mass)
-			}
-			if d.Block {
-				l.bool("blocked", true)
-			}
-			l.us("decision_us", al.decideTime)
+			logDecision(&l, d, al.decideTime)
 		}
 	}
 	l.int("status", int64(al.status))
 	l.int("attempts", int64(res.Attempts))
 	l.ms("ttfb_ms", res.TTFB)
-	l.ms("duration_ms", d)
+	l.ms("duration_ms", end.Sub(al.start))
 	l.int("bytes_in", int64(al.bytesIn))
 	l.int("bytes_out", res.Bytes)
 	if res.UsageFound {
@@ -733,6 +437,23 @@ func (g *Gateway) account(s *snapshot, al *accessLine) {
 		clipped(&l, "error", cause.Error())
 	}
 	l.end(g.access)
+}
+
+// logDecision adds a routing decision's fields to an access line.
+func logDecision(l *logLine, d *rules.Decision, took time.Duration) {
+	l.str("route", orDefault(d.Route))
+	if d.Tier > 0 {
+		l.str("class", d.Class)
+		l.int("tier", int64(d.Tier))
+		l.float("score", d.Score)
+	}
+	if d.Mass > 0 {
+		l.float("mass", d.Mass)
+	}
+	if d.Block {
+		l.bool("blocked", true)
+	}
+	l.us("decision_us", took)
 }
 
 // usageRecord is one line of the usage log.
@@ -846,10 +567,8 @@ func putBuf(bp *[]byte) {
 // on the wire ("k:v" is counted as "k: v"), so a head within the limits
 // by that bound is not counted again.
 func checkHeaders(r *http.Request, l *config.Limits) *openai.Error {
-	if hs, ok := r.Context().(interface{ HeadSize() (bytes, lines int) }); ok {
-		if b, n := hs.HeadSize(); n > 0 && n <= l.MaxHeaders && b+n <= int(l.MaxHeaderBytes) {
-			return nil
-		}
+	if b, n := h1.HeadSize(r.Context()); n > 0 && n <= l.MaxHeaders && b+n <= int(l.MaxHeaderBytes) {
+		return nil
 	}
 	n, size := 1, len(r.Host)+8 // Host moves out of Header
 	for k, vs := range r.Header {
@@ -872,12 +591,7 @@ func checkHeaders(r *http.Request, l *config.Limits) *openai.Error {
 // server parsed them (nil from net/http), for the proxy to forward in
 // that order. Nothing here changes r.Header, which they mirror.
 func headerLines(r *http.Request) (names, values []string) {
-	if hl, ok := r.Context().(interface {
-		HeaderLines() (names, values []string)
-	}); ok {
-		return hl.HeaderLines()
-	}
-	return nil, nil
+	return h1.HeaderLines(r.Context())
 }
 
 // readBody reads the whole body, capped at max bytes. The server's

@@ -17,6 +17,7 @@ import (
 
 	"github.com/triagegw/triage/classifier"
 	"github.com/triagegw/triage/classifier/classifiertest"
+	"github.com/triagegw/triage/internal/testenv"
 	"github.com/triagegw/triage/router/access"
 	"github.com/triagegw/triage/router/config"
 	"github.com/triagegw/triage/router/pool"
@@ -250,6 +251,14 @@ func TestSessionsScopedByPrincipal(t *testing.T) {
 	}
 	if r := ask("acme", "conv-1", "and then?"); r.header.Get("X-Sim-Replica") != "acme-code" || r.header.Get("X-Triage-Reason") != "session" {
 		t.Fatalf("acme's follow-up kept by its session: %q, reason %q", r.header.Get("X-Sim-Replica"), r.header.Get("X-Triage-Reason"))
+	}
+	// The access line names the override that chose acme's pool, on its
+	// two turns and no one else's.
+	testenv.Wait(t, func() bool { return strings.Count(h.log.String(), `"placed_by":"tenant_pin"`) == 2 }, "two access lines placed by acme's pin")
+	for _, l := range strings.Split(h.log.String(), "\n") {
+		if strings.Contains(l, `"placed_by"`) != strings.Contains(l, `"principal":"acme"`) && strings.Contains(l, `"request_id"`) {
+			t.Errorf("placed_by on the wrong line: %s", l)
+		}
 	}
 }
 

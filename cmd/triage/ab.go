@@ -236,7 +236,7 @@ const abSpecHelp = "heads (judged on classes): tier1, tier2, " + headsCascade + 
 
 func parseABFlags(args []string, stderr io.Writer) (*abFlags, error) {
 	var f abFlags
-	fs := flag.NewFlagSet("triage ab", flag.ContinueOnError)
+	fs := newFlagSet("triage ab", stderr)
 	fs.StringVar(&f.a, "a", "", "spec A (required): "+abSpecHelp)
 	fs.StringVar(&f.b, "b", "", "spec B (required), of the same kind as A")
 	fs.StringVar(&f.data, "data", "", "labelled dataset, .jsonl or .csv (required)")

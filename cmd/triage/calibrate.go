@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -38,7 +37,7 @@ type calibrateFlags struct {
 
 func parseCalibrateFlags(args []string, stderr io.Writer) (*calibrateFlags, error) {
 	var f calibrateFlags
-	fs := flag.NewFlagSet("triage calibrate", flag.ContinueOnError)
+	fs := newFlagSet("triage calibrate", stderr)
 	f.place.register(fs, "heads artifact to calibrate")
 	fs.StringVar(&f.data, "data", "", "labelled calibration set, .jsonl or .csv (required); not the training data")
 	fs.StringVar(&f.rules, "rules", "", "a rules file: fit its routes' floors per tier, escalate_at, mix and fallback_floor at the level the rules decide (route precision), instead of per-class floors")

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -39,7 +38,7 @@ prints one result per line.
 
 func parseClassifyFlags(args []string, stderr io.Writer) (*classifyFlags, error) {
 	var f classifyFlags
-	fs := flag.NewFlagSet("triage classify", flag.ContinueOnError)
+	fs := newFlagSet("triage classify", stderr)
 	f.place.register(fs, "heads artifact directory")
 	fs.IntVar(&f.tier, "tier", 1, "tier to run: 1 or 2 (the heads' tier-2 head on the ONNX encoder)")
 	if err := parseWithArgs(fs, args, stderr, classifyUsage); err != nil {

@@ -61,7 +61,7 @@ func runDatasets(ctx context.Context, args []string, stdout, stderr io.Writer) e
 }
 
 func runDatasetsFetch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("triage datasets fetch", flag.ContinueOnError)
+	fs := newFlagSet("triage datasets fetch", stderr)
 	revision := fs.String("revision", hub.DefaultRevision, "branch, tag or commit sha")
 	out := fs.String("out", "", "also copy the file here")
 	cache := fs.String("cache", "", "hub cache directory (default $TRIAGE_HUB_CACHE, $XDG_CACHE_HOME/triage/hub or ~/.cache/triage/hub)")
@@ -90,7 +90,7 @@ func runDatasetsFetch(ctx context.Context, args []string, stdout, stderr io.Writ
 }
 
 func runDatasetsLs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("triage datasets ls", flag.ContinueOnError)
+	fs := newFlagSet("triage datasets ls", stderr)
 	revision := fs.String("revision", hub.DefaultRevision, "branch, tag or commit sha")
 	pos, err := parseDatasetsArgs(fs, args, stderr, "usage: triage datasets ls [--revision REV] REPO", 1)
 	if err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -40,7 +39,7 @@ type distillFlags struct {
 
 func parseDistillFlags(args []string, stderr io.Writer) (*distillFlags, error) {
 	var f distillFlags
-	fs := flag.NewFlagSet("triage distill", flag.ContinueOnError)
+	fs := newFlagSet("triage distill", stderr)
 	fs.StringVar(&f.teacher, "teacher", "", "the teacher: a tier-2 model directory (encoder.json and its graph) (required)")
 	fs.StringVar(&f.out, "out", "", "table file to write (required)")
 	fs.StringVar(&f.models, "models", modelsDir(), "directory of model files built by setup ($TRIAGE_MODELS): the ONNX runtime, tokenizers")

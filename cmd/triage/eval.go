@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -44,7 +43,7 @@ const headsCascade = "heads-cascade"
 
 func parseEvalFlags(args []string, stderr io.Writer) (*evalFlags, error) {
 	var f evalFlags
-	fs := flag.NewFlagSet("triage eval", flag.ContinueOnError)
+	fs := newFlagSet("triage eval", stderr)
 	fs.StringVar(&f.place.heads, "heads", "", "heads artifact to evaluate one tier of, judged on classes (the top class against the label)")
 	fs.StringVar(&f.rules, "rules", "", "rules file to evaluate, judged on routes: the gateway's whole decision (its pools come from --config)")
 	fs.StringVar(&f.place.config, "config", "triage.yaml", "gateway config, for --rules (pools) and for its models_dir")

@@ -52,8 +52,7 @@ func runKeys(_ context.Context, args []string, stdout, stderr io.Writer) error {
 type keysFlags struct{ file, config *string }
 
 func newKeysFlags(name string, stderr io.Writer) (*flag.FlagSet, keysFlags) {
-	fs := flag.NewFlagSet("triage keys "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("triage keys "+name, stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, keysUsage)
 		fs.PrintDefaults()

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -57,7 +56,7 @@ func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
 func parseLabelFlags(args []string, stderr io.Writer) (*labelFlags, error) {
 	var f labelFlags
-	fs := flag.NewFlagSet("triage label", flag.ContinueOnError)
+	fs := newFlagSet("triage label", stderr)
 	f.place.register(fs, "heads artifact directory whose classes are the labels")
 	fs.Var(&f.samples, "sample", "sample file to label (JSONL: the gateway's sample records, or any rows with a \"text\"); may be given more than once")
 	fs.StringVar(&f.out, "out", "", "labels file to append to (created with mode 0600; resumed when it holds labels)")

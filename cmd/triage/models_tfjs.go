@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
@@ -33,7 +32,7 @@ type tfjsFlags struct {
 
 func parseTFJSFlags(args []string, stderr io.Writer) (*tfjsFlags, error) {
 	var f tfjsFlags
-	fset := flag.NewFlagSet("triage models import tfjs", flag.ContinueOnError)
+	fset := newFlagSet("triage models import tfjs", stderr)
 	fset.StringVar(&f.dir, "dir", "", "the TF.js graph model: a directory with model.json and its weight shards (required)")
 	fset.StringVar(&f.out, "out", "", "directory to write model.onnx and encoder.json into (required)")
 	fset.StringVar(&f.vocab, "vocab", "", "the model's vocab.json (default: OUT/vocab.json, else DIR/vocab.json; copied into OUT)")

@@ -1,12 +1,16 @@
 package main
 
-// The README is the front door: every `bin/triage` command it shows runs,
-// from the repository root, with the built binary, and says what the README
-// says it says. Output the README quotes in full is compared line for line;
-// output it abbreviates ("...") or quotes in a comment is checked field by
-// field ("key": value pairs, numbers to the digits shown). The quickstart's
-// curl requests run against `serve --sim` on the shipped triage.yaml, and
-// the X-* headers shown are the headers the gateway sends.
+// The README is the front door, and docs/ the rest of the house: every
+// `bin/triage` command the README and the pages of docs/ show runs, from
+// the repository root, with the built binary, and says what the page says
+// it says. Output a page quotes in full is compared line for line; output
+// it abbreviates ("...") or quotes in a JSON comment is checked field by
+// field ("key": value pairs, numbers to the digits shown). The
+// quickstart's curl requests (the README's and docs/getting-started.md's)
+// run against `serve --sim` on the shipped triage.yaml, and the X-*
+// headers shown are the headers the gateway sends. Every relative link of
+// those pages leads to a file that exists, and to a heading of it when it
+// names one.
 
 import (
 	"bytes"
@@ -24,12 +28,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/triagegw/triage/internal/testenv"
 )
 
-// readmeCmd is one `bin/triage` command shown in the README.
+// readmeCmd is one `bin/triage` command shown in the README or a page of
+// docs/.
 type readmeCmd struct {
+	file     string   // the page, relative to the repository root
 	line     int      // where it starts
 	raw      string   // as shown
 	args     []string // after bin/triage
@@ -41,14 +48,15 @@ type readmeCmd struct {
 // readmeCurl is one curl request of the quickstart, and the response
 // headers shown after it (one line per request sent).
 type readmeCurl struct {
+	file   string
 	line   int
 	path   string
 	body   string // -d; empty: GET
 	expect []string
 }
 
-// readmeSkips are the README commands this test does not run, by their
-// first words, and why.
+// readmeSkips are the commands of the README and docs/ this test does not
+// run, by their first words, and why.
 var readmeSkips = []struct{ prefix, why string }{
 	{"serve", "runs until stopped; the quickstart test runs it"},
 	{"train", "trains for minutes; train_test.go and train_ort_test.go train on samples"},
@@ -62,11 +70,34 @@ var readmeSkips = []struct{ prefix, why string }{
 	{"calibrate --rules examples/subjects/rules.yaml", "minutes on the 2-core machine (each candidate fitted without each source, and the whole fit without each); TestCalibrateRulesHeldOutCLI runs it on 200 items of each source"},
 }
 
-// parseREADME finds the README's triage commands (in code blocks and in
-// inline code) and the quickstart's curl requests.
-func parseREADME(t *testing.T, path string) ([]readmeCmd, []readmeCurl) {
+// docPages are the pages whose commands and links are checked: the README
+// and every page of docs/, relative to root.
+func docPages(t *testing.T, root string) []string {
 	t.Helper()
-	b, err := os.ReadFile(path)
+	docs, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages := []string{"README.md"}
+	for _, d := range docs {
+		rel, _ := filepath.Rel(root, d)
+		pages = append(pages, filepath.ToSlash(rel))
+	}
+	if len(pages) < 10 {
+		t.Fatalf("found %d pages (README.md and docs/*.md): is docs/ there?", len(pages))
+	}
+	return pages
+}
+
+// quickstartPages are the pages whose curl requests run against the
+// default configuration.
+var quickstartPages = []string{"README.md", "docs/getting-started.md"}
+
+// parseREADME finds a page's triage commands (in code blocks and in
+// inline code) and curl requests; page is relative to root.
+func parseREADME(t *testing.T, root, page string) ([]readmeCmd, []readmeCurl) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, page))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +110,7 @@ func parseREADME(t *testing.T, path string) ([]readmeCmd, []readmeCurl) {
 	flush := func() {
 		text := strings.Join(para, " ")
 		for _, m := range inline.FindAllStringSubmatch(text, -1) {
-			c := readmeCmd{line: paraLine, raw: m[1]}
+			c := readmeCmd{file: page, line: paraLine, raw: m[1]}
 			c.args, c.redirect = shellWords(strings.TrimPrefix(m[1], "bin/triage "))
 			cmds = append(cmds, c)
 		}
@@ -116,12 +147,12 @@ func parseREADME(t *testing.T, path string) ([]readmeCmd, []readmeCurl) {
 			text := strings.TrimPrefix(logical, "$ ")
 			switch {
 			case strings.HasPrefix(text, "bin/triage "):
-				c := readmeCmd{line: start + 1, raw: text}
+				c := readmeCmd{file: page, line: start + 1, raw: text}
 				c.args, c.redirect = shellWords(strings.TrimPrefix(text, "bin/triage "))
 				cmds = append(cmds, c)
 				last, lastCurl = &cmds[len(cmds)-1], nil
 			case strings.HasPrefix(text, "curl "):
-				cu := readmeCurl{line: start + 1, path: "/v1/chat/completions"}
+				cu := readmeCurl{file: page, line: start + 1, path: "/v1/chat/completions"}
 				if m := regexp.MustCompile(`localhost:\d+(/\S*)`).FindStringSubmatch(text); m != nil {
 					cu.path = m[1]
 				}
@@ -222,7 +253,7 @@ func placeholder(root string, args []string) string {
 	return ""
 }
 
-var upperWord = regexp.MustCompile(`^[A-Z]+(\.[a-z]+)?$`)
+var upperWord = regexp.MustCompile(`^[A-Z]{2,}(\.[a-z]+)?$`) // FILE, DIR; not the word "I"
 
 func pathLike(a string) bool {
 	if strings.ContainsAny(a, " ?") {
@@ -236,13 +267,18 @@ func pathLike(a string) bool {
 	return strings.HasPrefix(a, "var/") || strings.HasPrefix(a, "models/") || strings.HasPrefix(a, "../")
 }
 
-// TestREADMECommands runs every triage command the README shows.
+// TestREADMECommands runs every triage command the README and the pages of
+// docs/ show.
 func TestREADMECommands(t *testing.T) {
 	root, _ := readmeRoot(t)
-	cmds, _ := parseREADME(t, filepath.Join(root, "README.md"))
+	var cmds []readmeCmd
+	for _, page := range docPages(t, root) {
+		c, _ := parseREADME(t, root, page)
+		cmds = append(cmds, c...)
+	}
 	ran := 0
 	for _, c := range cmds {
-		name := fmt.Sprintf("line%d", c.line)
+		name := fmt.Sprintf("%s:%d", strings.ReplaceAll(c.file, "/", "-"), c.line)
 		skip := ""
 		if p := placeholder(root, c.args); p != "" {
 			skip = "its input " + strconv.Quote(p) + " stands for the user's own"
@@ -259,47 +295,62 @@ func TestREADMECommands(t *testing.T) {
 			skip = "it uses the shell's redirection"
 		}
 		if skip != "" {
-			t.Logf("README:%d: not run (%s): bin/triage %s", c.line, skip, strings.Join(c.args, " "))
+			t.Logf("%s:%d: not run (%s): bin/triage %s", c.file, c.line, skip, strings.Join(c.args, " "))
 			continue
 		}
 		ran++
 		t.Run(name, func(t *testing.T) {
 			args := make([]string, len(c.args))
 			copy(args, c.args)
+			written := map[string]string{} // where an output file went → the path shown
 			for i := 1; i < len(args); i++ {
 				if args[i-1] == "--out" || args[i-1] == "--html" {
 					args[i] = filepath.Join(t.TempDir(), filepath.Base(args[i])) // not into the repository
+					written[args[i]] = c.args[i]
 				}
 			}
 			t0 := time.Now()
 			code, stdout, stderr := runIn(t, root, nil, args...)
-			t.Logf("README:%d: bin/triage %s: exit %d in %v", c.line, strings.Join(args, " "), code, time.Since(t0).Round(time.Millisecond))
+			t.Logf("%s:%d: bin/triage %s: exit %d in %v", c.file, c.line, strings.Join(args, " "), code, time.Since(t0).Round(time.Millisecond))
 			if code != 0 {
-				t.Fatalf("README:%d: bin/triage %s: exit %d\nstdout:\n%s\nstderr:\n%s", c.line, strings.Join(args, " "), code, stdout, stderr)
+				t.Fatalf("%s:%d: bin/triage %s: exit %d\nstdout:\n%s\nstderr:\n%s", c.file, c.line, strings.Join(args, " "), code, stdout, stderr)
 			}
-			var claims []string
+			for got, shown := range written {
+				stdout = strings.ReplaceAll(stdout, got, shown) // as if run as shown
+			}
+			// Comments after a command are its output too: "# {...}" lines
+			// are checked field by field; other "# ..." lines, when no line
+			// is JSON, line for line.
+			var claims, commented []string
 			for _, cm := range c.comments {
-				if strings.HasPrefix(strings.TrimSpace(strings.TrimPrefix(cm, "#")), "{") {
+				text := strings.TrimSpace(strings.TrimPrefix(cm, "#"))
+				if strings.HasPrefix(text, "{") {
 					claims = append(claims, cm)
+				} else {
+					commented = append(commented, text)
 				}
 			}
-			shown := strings.Join(c.output, "\n")
+			output := c.output
+			if len(claims) == 0 && len(c.output) == 0 {
+				output = commented
+			}
+			shown := strings.Join(output, "\n")
 			switch {
-			case len(c.output) == 0:
+			case len(output) == 0:
 			case strings.Contains(shown, "..."):
 				claims = append(claims, shown)
 			default:
 				if got := trimLines(stdout); got != trimLines(shown) {
-					t.Errorf("README:%d: bin/triage %s prints\n%s\nthe README shows\n%s", c.line, strings.Join(args, " "), got, trimLines(shown))
+					t.Errorf("%s:%d: bin/triage %s prints\n%s\nthe page shows\n%s", c.file, c.line, strings.Join(args, " "), got, trimLines(shown))
 				}
 			}
 			for _, cl := range claims {
-				checkClaims(t, c.line, cl, stdout)
+				checkClaims(t, fmt.Sprintf("%s:%d", c.file, c.line), cl, stdout)
 			}
 		})
 	}
 	if ran < 12 {
-		t.Fatalf("ran %d README commands; the README shows more (is the parser broken?)", ran)
+		t.Fatalf("ran %d commands of the README and docs/; they show more (is the parser broken?)", ran)
 	}
 }
 
@@ -338,7 +389,7 @@ var claimRE = regexp.MustCompile(`"([A-Za-z_0-9]+)":\s*("(?:[^"\\]|\\.)*"|-?[0-9
 // checkClaims checks each "key": value the README shows against the JSON
 // the command printed: some occurrence of the key has that value (a number
 // to the digits shown).
-func checkClaims(t *testing.T, line int, shown, stdout string) {
+func checkClaims(t *testing.T, where string, shown, stdout string) {
 	t.Helper()
 	vals := map[string][]any{}
 	dec := json.NewDecoder(strings.NewReader(stdout))
@@ -348,14 +399,14 @@ func checkClaims(t *testing.T, line int, shown, stdout string) {
 		if err := dec.Decode(&v); err == io.EOF {
 			break
 		} else if err != nil {
-			t.Errorf("README:%d: output is not JSON: %v\n%s", line, err, stdout)
+			t.Errorf("%s: output is not JSON: %v\n%s", where, err, stdout)
 			return
 		}
 		collect(v, vals)
 	}
 	pairs := claimRE.FindAllStringSubmatch(shown, -1)
 	if len(pairs) == 0 {
-		t.Errorf("README:%d: no \"key\": value in %q", line, shown)
+		t.Errorf("%s: no \"key\": value in %q", where, shown)
 	}
 	for _, p := range pairs {
 		key, want := p[1], p[2]
@@ -364,7 +415,7 @@ func checkClaims(t *testing.T, line int, shown, stdout string) {
 			ok = ok || claimHolds(want, got)
 		}
 		if !ok {
-			t.Errorf("README:%d: the README shows \"%s\": %s; the output has %v", line, key, want, vals[key])
+			t.Errorf("%s: the page shows \"%s\": %s; the output has %v", where, key, want, vals[key])
 		}
 	}
 }
@@ -409,14 +460,26 @@ func claimHolds(want string, got any) bool {
 }
 
 // TestREADMEQuickstart runs the quickstart: the shipped triage.yaml under
-// `serve --sim` (on free ports), and the curl requests the README shows,
-// checking the X-* headers shown after each. A replica is checked by its
-// pool (general-0 and general-1 are both the general pool's).
+// `serve --sim` (on free ports), and the curl requests the README and
+// docs/getting-started.md show, checking the X-* headers shown after each
+// (in a comment after a response body too). A replica is checked by its
+// pool (general-0 and general-1 are both the general pool's). A curl on
+// another page is not run: it is logged.
 func TestREADMEQuickstart(t *testing.T) {
 	root, models := readmeRoot(t)
-	_, curls := parseREADME(t, filepath.Join(root, "README.md"))
-	if len(curls) < 5 {
-		t.Fatalf("found %d curl requests in the README's quickstart", len(curls))
+	var curls []readmeCurl
+	for _, page := range docPages(t, root) {
+		_, c := parseREADME(t, root, page)
+		if !slices.Contains(quickstartPages, page) {
+			for _, cu := range c {
+				t.Logf("%s:%d: not run (the quickstart's requests are those of %v): curl %s", cu.file, cu.line, quickstartPages, cu.path)
+			}
+			continue
+		}
+		curls = append(curls, c...)
+	}
+	if n := len(curls); n < 7 {
+		t.Fatalf("found %d curl requests in %v; they show more (is the parser broken?)", n, quickstartPages)
 	}
 	cfg, err := os.ReadFile(filepath.Join(root, "triage.yaml"))
 	if err != nil {
@@ -447,7 +510,7 @@ func TestREADMEQuickstart(t *testing.T) {
 			req.Header.Set("Content-Type", "application/json")
 			resp, err := c.Do(req)
 			if err != nil {
-				t.Fatalf("README:%d: %v", cu.line, err)
+				t.Fatalf("%s:%d: %v", cu.file, cu.line, err)
 			}
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
@@ -473,10 +536,10 @@ func TestREADMEQuickstart(t *testing.T) {
 			resp := send()
 			b, _ := io.ReadAll(resp.Body)
 			if resp.StatusCode != 200 {
-				t.Errorf("README:%d: %s: %d %s", cu.line, cu.path, resp.StatusCode, b)
+				t.Errorf("%s:%d: %s: %d %s", cu.file, cu.line, cu.path, resp.StatusCode, b)
 			}
 			if strings.Contains(cu.body, `"stream":true`) && !strings.HasSuffix(strings.TrimSpace(string(b)), "data: [DONE]") {
-				t.Errorf("README:%d: the stream does not end with data: [DONE]:\n%s", cu.line, b)
+				t.Errorf("%s:%d: the stream does not end with data: [DONE]:\n%s", cu.file, cu.line, b)
 			}
 			continue
 		}
@@ -487,11 +550,11 @@ func TestREADMEQuickstart(t *testing.T) {
 			if i == 0 {
 				resp := send()
 				if bad := headerMismatch(resp, want); bad != "" {
-					t.Errorf("README:%d: %s", cu.line, bad)
+					t.Errorf("%s:%d: %s", cu.file, cu.line, bad)
 				}
 				continue
 			}
-			testenv.WaitWithin(t, 60*time.Second, fmt.Sprintf("README:%d's %v", cu.line, want), func() (bool, string) {
+			testenv.WaitWithin(t, 60*time.Second, fmt.Sprintf("%s:%d's %v", cu.file, cu.line, want), func() (bool, string) {
 				bad := headerMismatch(send(), want)
 				return bad == "", bad
 			})
@@ -501,12 +564,17 @@ func TestREADMEQuickstart(t *testing.T) {
 
 // headerClaims parses a line of headers shown after a curl ("HTTP/1.1 200
 // OK", "X-Name: value", or several "X-Name: value" separated by runs of
-// spaces, then an optional # comment).
+// spaces, then an optional # comment), or a response body followed by a
+// comment naming headers ("{...}   # X-Name: value, X-Other: value").
 func headerClaims(line string) [][2]string {
+	comment := ""
 	if i := strings.Index(line, "#"); i >= 0 {
-		line = line[:i]
+		line, comment = line[:i], line[i+1:]
 	}
 	line = strings.TrimSpace(line)
+	if strings.HasPrefix(line, "{") {
+		line = strings.ReplaceAll(strings.TrimSpace(comment), ", X-", "  X-")
+	}
 	if m := regexp.MustCompile(`^HTTP/1\.1 (\d{3})`).FindStringSubmatch(line); m != nil {
 		return [][2]string{{":status", m[1]}}
 	}
@@ -546,4 +614,115 @@ func poolOf(replica string) string {
 		return replica[:i]
 	}
 	return replica
+}
+
+var (
+	mdLinkRE     = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	mdCodeSpanRE = regexp.MustCompile("`[^`]*`")
+	mdHeadingRE  = regexp.MustCompile(`^(#{1,6})\s+(.*?)\s*#*\s*$`)
+	mdInlineRE   = regexp.MustCompile(`\[([^\]]*)\]\([^)]*\)`)
+)
+
+// TestREADMELinks checks every relative link of the README and the pages
+// of docs/: the file or directory it names exists, and a #fragment names
+// a heading of the markdown page it points to.
+func TestREADMELinks(t *testing.T) {
+	root, err := filepath.Abs(repoRoot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors := map[string]map[string]bool{} // page → its headings' ids
+	headings := func(file string) map[string]bool {
+		if a, ok := anchors[file]; ok {
+			return a
+		}
+		a := map[string]bool{}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]int{}
+		forEachProseLine(string(b), func(_ int, l string) {
+			m := mdHeadingRE.FindStringSubmatch(l)
+			if m == nil {
+				return
+			}
+			id := headingID(m[2])
+			if n := seen[id]; n > 0 {
+				a[fmt.Sprintf("%s-%d", id, n)] = true
+			} else {
+				a[id] = true
+			}
+			seen[id]++
+		})
+		anchors[file] = a
+		return a
+	}
+	checked := 0
+	for _, page := range docPages(t, root) {
+		b, err := os.ReadFile(filepath.Join(root, page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		forEachProseLine(string(b), func(line int, l string) {
+			for _, m := range mdLinkRE.FindAllStringSubmatch(mdCodeSpanRE.ReplaceAllString(l, ""), -1) {
+				target := m[1]
+				if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+					continue
+				}
+				checked++
+				path, frag, _ := strings.Cut(target, "#")
+				file := filepath.Join(root, page) // a bare #fragment: this page
+				if path != "" {
+					file = filepath.Join(root, filepath.Dir(page), filepath.FromSlash(path))
+				}
+				if rel, err := filepath.Rel(root, file); err != nil || strings.HasPrefix(rel, "..") {
+					t.Errorf("%s:%d: the link %q leaves the repository", page, line, target)
+					continue
+				}
+				if _, err := os.Stat(file); err != nil {
+					t.Errorf("%s:%d: the link %q names a file that does not exist: %v", page, line, target, err)
+					continue
+				}
+				if frag != "" && strings.HasSuffix(file, ".md") && !headings(file)[frag] {
+					t.Errorf("%s:%d: the link %q names #%s, which is no heading of %s", page, line, target, frag, filepath.Base(file))
+				}
+			}
+		})
+	}
+	if checked < 50 {
+		t.Fatalf("checked %d links; the pages have more (is the parser broken?)", checked)
+	}
+}
+
+// forEachProseLine calls f with each line of a markdown text outside its
+// fenced code blocks, numbered from 1.
+func forEachProseLine(text string, f func(line int, l string)) {
+	fenced := false
+	for i, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "```") {
+			fenced = !fenced
+			continue
+		}
+		if !fenced {
+			f(i+1, l)
+		}
+	}
+}
+
+// headingID is the id GitHub gives a heading: its text lower-cased,
+// without punctuation other than hyphens and underscores, spaces as
+// hyphens.
+func headingID(h string) string {
+	h = mdInlineRE.ReplaceAllString(h, "$1")
+	var b strings.Builder
+	for _, r := range strings.ToLower(h) {
+		switch {
+		case r == ' ':
+			b.WriteByte('-')
+		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsNumber(r):
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
 }

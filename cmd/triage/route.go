@@ -41,7 +41,7 @@ func (f *headerFlag) Set(v string) error {
 }
 
 func runRoute(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("triage route", flag.ContinueOnError)
+	fs := newFlagSet("triage route", stderr)
 	cfgPath := fs.String("config", "triage.yaml", "gateway config naming the rules")
 	model := fs.String("model", "", "model the request names (default: the rules' first alias)")
 	hdr := &headerFlag{h: http.Header{}}
@@ -93,7 +93,7 @@ func runRules(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprint(stderr, rulesCheckUsage)
 		return errUsage
 	}
-	fs := flag.NewFlagSet("triage rules check", flag.ContinueOnError)
+	fs := newFlagSet("triage rules check", stderr)
 	cfgPath := fs.String("config", "triage.yaml", "gateway config whose pools the rules route to, and whose models_dir holds the model files")
 	data := fs.String("data", "", "JSONL prompts to dry-run ({\"text\"[,\"label\"]}): route distribution, escalation, per-route precision")
 	fs.SetOutput(stderr)

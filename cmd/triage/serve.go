@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -40,7 +39,7 @@ type serveOptions struct {
 
 func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var o serveOptions
-	fs := flag.NewFlagSet("triage serve", flag.ContinueOnError)
+	fs := newFlagSet("triage serve", stderr)
 	fs.StringVar(&o.config, "config", "triage.yaml", "config file (YAML); TRIAGE_* environment variables override it")
 	fs.StringVar(&o.listen, "listen", "", "address to serve on, overriding the config's listen")
 	fs.BoolVar(&o.check, "check", false, "validate the config (and its rules) and exit")
@@ -181,21 +180,7 @@ func serve(ctx context.Context, o serveOptions, l *gatewayLoader, first router.L
 	defer stopRun()
 	var bg sync.WaitGroup
 	defer bg.Wait()
-	bg.Go(func() { gw.Run(runCtx) })
-	bg.Go(func() { releaseWhenIdle(runCtx, gw.Served, 500*time.Millisecond, l.cache.releasePages) })
-	rl := &router.Reloader{Gateway: gw, Load: l.load, Log: log, Before: l.reloadTLS(log),
-		Applied: func(ld router.Loaded) {
-			_ = lg.level.UnmarshalText([]byte(ld.Config.Log.Level))
-			warnRules(log, ld)
-			if ld.Config.Server.TLS != cfg.Server.TLS {
-				log.Warn("server.tls changed; it takes effect at restart")
-			}
-		}}
-	files := first.Files
-	if l.edgeTLS != nil { // known only now: watched from the start too
-		files = append(files, l.edgeTLS.Files()...)
-	}
-	bg.Go(func() { rl.Run(runCtx, hup, files) })
+	runBackground(runCtx, &bg, gw, l, first, lg, hup)
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -212,11 +197,43 @@ func serve(ctx context.Context, o serveOptions, l *gatewayLoader, first router.L
 		return err
 	case <-ctx.Done():
 	}
-	// Drain: readiness goes false, new connections are refused, requests
-	// and streams in flight run to their end or to the deadline.
+	if err := drain(gw, srv, errc, cfg.Server.ShutdownTimeout, log); err != nil {
+		return err
+	}
+	stopRun()
+	log.Info("stopped")
+	return nil
+}
+
+// runBackground starts the gateway's loops, which end with ctx: its own
+// (health checks, scrapes, shared state), the release of idle model pages,
+// and the reloader, which watches the config's files and SIGHUP.
+func runBackground(ctx context.Context, bg *sync.WaitGroup, gw *router.Gateway, l *gatewayLoader, first router.Loaded, lg *logging, hup <-chan os.Signal) {
+	log, tls := lg.log, first.Config.Server.TLS
+	bg.Go(func() { gw.Run(ctx) })
+	bg.Go(func() { releaseWhenIdle(ctx, gw.Served, 500*time.Millisecond, l.cache.releasePages) })
+	rl := &router.Reloader{Gateway: gw, Load: l.load, Log: log, Before: l.reloadTLS(log),
+		Applied: func(ld router.Loaded) {
+			_ = lg.level.UnmarshalText([]byte(ld.Config.Log.Level))
+			warnRules(log, ld)
+			if ld.Config.Server.TLS != tls {
+				log.Warn("server.tls changed; it takes effect at restart")
+			}
+		}}
+	files := first.Files
+	if l.edgeTLS != nil { // known only now: watched from the start too
+		files = append(files, l.edgeTLS.Files()...)
+	}
+	bg.Go(func() { rl.Run(ctx, hup, files) })
+}
+
+// drain stops serving: readiness goes false, new connections are refused,
+// requests and streams in flight run to their end or to the deadline, and
+// what is left then is closed.
+func drain(gw *router.Gateway, srv *h1.Server, errc <-chan error, deadline time.Duration, log *slog.Logger) error {
 	gw.Drain()
-	log.Info("shutting down: draining requests in flight", "deadline", cfg.Server.ShutdownTimeout.String())
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.Server.ShutdownTimeout)
+	log.Info("shutting down: draining requests in flight", "deadline", deadline.String())
+	sctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
 		log.Warn("drain deadline reached; closing the remaining connections", "error", err.Error())
@@ -225,8 +242,6 @@ func serve(ctx context.Context, o serveOptions, l *gatewayLoader, first router.L
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
-	stopRun()
-	log.Info("stopped")
 	return nil
 }
 

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,7 +20,7 @@ import (
 )
 
 func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("triage sim", flag.ContinueOnError)
+	fs := newFlagSet("triage sim", stderr)
 	listen := fs.String("listen", "127.0.0.1:9001", "address to serve on")
 	logRequests := fs.Bool("log-requests", false, "log one JSON line per POST request to stderr: its X-Request-Id, path and how it is answered (ok, error, invalid, drop, fault) (default false)")
 	var o sim.Options

@@ -57,7 +57,7 @@ type trainFlags struct {
 
 func parseTrainFlags(args []string, stderr io.Writer) (*trainFlags, error) {
 	var f trainFlags
-	fs := flag.NewFlagSet("triage train", flag.ContinueOnError)
+	fs := newFlagSet("triage train", stderr)
 	fs.StringVar(&f.data, "data", "", "labelled JSONL ({\"text\",\"label\"}) to train on (required)")
 	fs.StringVar(&f.out, "out", "", "heads artifact directory to write (required)")
 	fs.IntVar(&f.tier, "tier", 1, "tier to train: 1 (static table and head) or 2 (a head on the tier-2 encoder's embeddings, added to --out)")

@@ -9,7 +9,7 @@ import (
 
 // Config is the gateway's access section. Without a keys file (and so
 // without credentials to check) access control is off and every request
-// is served, as before.
+// is served.
 type Config struct {
 	// KeysFile is the API keys file (JSON lines, see ParseKeys), relative
 	// to the config file; `triage keys` manages it. It is re-read on
@@ -149,7 +149,9 @@ func (l Limits) any() bool {
 // Price is a pool's price, in dollars per million tokens (so microdollars
 // per token).
 type Price struct {
-	PromptPerMillion     float64 `koanf:"prompt_per_million"`
+	// PromptPerMillion is the price of a million prompt tokens.
+	PromptPerMillion float64 `koanf:"prompt_per_million"`
+	// CompletionPerMillion is the price of a million completion tokens.
 	CompletionPerMillion float64 `koanf:"completion_per_million"`
 }
 

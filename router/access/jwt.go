@@ -25,9 +25,9 @@ type JWTConfig struct {
 	// for RS256 (kty RSA), ES256 (kty EC, crv P-256) and EdDSA (kty OKP,
 	// crv Ed25519). It is read once; a reload builds a new JWT.
 	JWKSFile string `koanf:"jwks_file"`
-	// JWKSURL is an https (or http) URL serving a JWK Set. It is fetched in
-	// NewJWT and then every Refresh by Run. Give JWKSFile or JWKSURL, not
-	// both.
+	// JWKSURL is an https (or http) URL serving a JWK Set. It is fetched
+	// when the config is loaded (NewJWT) and then every Refresh in the
+	// background (Run). Give JWKSFile or JWKSURL, not both.
 	JWKSURL string `koanf:"jwks_url"`
 	// Secret is the shared key for HS256 tokens, at least 32 bytes
 	// (RFC 7518 §3.2). It may be given instead of a JWKS or besides one.
@@ -37,8 +37,8 @@ type JWTConfig struct {
 	// Audience, when set, lists the accepted audiences: the token's "aud"
 	// must contain one of them.
 	Audience []string `koanf:"audience"`
-	// PrincipalClaim names the claim that gives Principal.Name, a non-empty
-	// string. Default "sub".
+	// PrincipalClaim names the claim that gives the principal's name, a
+	// non-empty string. Default "sub".
 	PrincipalClaim string `koanf:"principal_claim"`
 	// PrincipalPrefix is put before every token principal's name (for
 	// example "idp:"), so that tokens and API keys never name the same
@@ -48,13 +48,13 @@ type JWTConfig struct {
 	// stored responses, sessions and limits; and with one, a key whose
 	// principal starts with it is refused at load.
 	PrincipalPrefix string `koanf:"principal_prefix"`
-	// GroupsClaim names the claim that gives Principal.Groups: an array of
+	// GroupsClaim names the claim that gives the principal's groups: an array of
 	// strings, or one string of space-separated names. Default "groups".
 	GroupsClaim string `koanf:"groups_claim"`
 	// Skew is the clock skew allowed on "exp", "nbf" and "iat". Default
 	// 30s; at most 5m.
 	Skew time.Duration `koanf:"skew"`
-	// Refresh is how often Run fetches JWKSURL. Default 5m; at least 1s.
+	// Refresh is how often JWKSURL is fetched again (by Run). Default 5m; at least 1s.
 	Refresh time.Duration `koanf:"refresh"`
 	// Revoked lists token ids ("jti") that are refused.
 	Revoked []string `koanf:"revoked"`

@@ -7,7 +7,7 @@ import (
 	"github.com/triagegw/triage/router/tlsconf"
 )
 
-// RedisTLS is access.redis.tls: Redis over TLS (Redis 6 or later serving
+// RedisTLS is Redis over TLS (Redis 6 or later serving
 // its tls-port). Off by default: Redis on a private network is commonly
 // spoken to in the clear.
 type RedisTLS struct {

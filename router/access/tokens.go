@@ -18,7 +18,9 @@ import (
 // Budget caps the tokens a tenant uses in a calendar day and month (UTC),
 // prompt and completion together. Zero: no cap.
 type Budget struct {
-	TokensPerDay   int64 `koanf:"tokens_per_day"`
+	// TokensPerDay caps the tokens of a calendar day (UTC).
+	TokensPerDay int64 `koanf:"tokens_per_day"`
+	// TokensPerMonth caps the tokens of a calendar month (UTC).
 	TokensPerMonth int64 `koanf:"tokens_per_month"`
 	// CostPerDay and CostPerMonth cap the dollars spent, at the pools'
 	// access.prices.

@@ -30,8 +30,9 @@ import (
 
 // Config is the gateway's whole configuration.
 type Config struct {
-	// Listen is the address the gateway serves on. Default 127.0.0.1:8080.
-	// Changing it takes a restart.
+	// Listen is the address the gateway serves on, host:port (triage
+	// serve --listen overrides it). Default 127.0.0.1:8080. Changing it
+	// takes a restart.
 	Listen string `koanf:"listen"`
 	// Pools are the upstream pools. At least one.
 	Pools []pool.Config `koanf:"pools"`
@@ -83,7 +84,8 @@ type Limits struct {
 // Server tunes the HTTP server. Changing these takes a restart.
 type Server struct {
 	// ReadTimeout bounds reading a request's head and body, from its first
-	// byte. It does not bound the response: streams run as long as the
+	// byte (for a connection's first request, from the connection's
+	// start; the TLS handshake too). It does not bound the response: streams run as long as the
 	// upstream's timeouts allow. Default 30s.
 	ReadTimeout time.Duration `koanf:"read_timeout"`
 	// IdleTimeout closes client keep-alive connections idle this long.
@@ -105,7 +107,8 @@ type Server struct {
 	// DebugAllowRemote lets DebugListen be a non-loopback address. Default
 	// false.
 	DebugAllowRemote bool `koanf:"debug_allow_remote"`
-	// TLS, when set, serves HTTPS instead of plain HTTP.
+	// TLS, when set, serves HTTPS (TLS 1.2 or later, HTTP/1.1) instead of
+	// plain HTTP.
 	TLS ServerTLS `koanf:"tls"`
 }
 

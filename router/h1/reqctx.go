@@ -52,6 +52,49 @@ func (c *reqCtx) HeadSize() (bytes, lines int) { return c.fieldBytes, c.fields }
 // iterating the map (which a handler must then not have changed).
 func (c *reqCtx) HeaderLines() (names, values []string) { return c.keys, c.vals }
 
+// headKey finds a fast-path request's context through any context
+// derived from it (context.WithValue, WithCancel, a middleware's wrapper):
+// its head's facts are not lost when a handler's context is not the one
+// the server made.
+type headKey struct{}
+
+func (c *reqCtx) Value(key any) any {
+	if _, ok := key.(headKey); ok {
+		return c
+	}
+	return c.Context.Value(key)
+}
+
+// HeadSize is the size of the header section of the request whose
+// context is ctx (or is derived from its context), as HeadSize says; 0,
+// 0 for a request this server did not parse. A context that reports its
+// own HeadSize is asked directly.
+func HeadSize(ctx context.Context) (bytes, lines int) {
+	if hs, ok := ctx.(interface{ HeadSize() (bytes, lines int) }); ok {
+		return hs.HeadSize()
+	}
+	if c, ok := ctx.Value(headKey{}).(*reqCtx); ok {
+		return c.HeadSize()
+	}
+	return 0, 0
+}
+
+// HeaderLines is the header of the request whose context is ctx (or is
+// derived from its context) as it arrived, as HeaderLines says; nil for a
+// request this server did not parse. A context that reports its own
+// HeaderLines is asked directly.
+func HeaderLines(ctx context.Context) (names, values []string) {
+	if hl, ok := ctx.(interface {
+		HeaderLines() (names, values []string)
+	}); ok {
+		return hl.HeaderLines()
+	}
+	if c, ok := ctx.Value(headKey{}).(*reqCtx); ok {
+		return c.HeaderLines()
+	}
+	return nil, nil
+}
+
 type afterFunc struct{ f func() }
 
 // closedDone is the Done channel of a context canceled before anyone asked.

@@ -635,3 +635,31 @@ func TestKeepAliveDeadlines(t *testing.T) {
 		}
 	}
 }
+
+// A handler whose request's context was wrapped (a middleware's value, a
+// cancel) still reads what the server knows of the head: the facts are
+// found through the context, not by the context's type. A request the
+// fast path hands to net/http has none.
+func TestHeadFactsThroughAWrappedContext(t *testing.T) {
+	type key struct{}
+	wrap := func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithCancel(context.WithValue(r.Context(), key{}, "v"))
+		defer cancel()
+		bytes, lines := HeadSize(ctx)
+		names, values := HeaderLines(ctx)
+		w.Header().Set("X-Head", fmt.Sprintf("%d %d %q %q", bytes, lines, names, values))
+	}
+	addr := serve(t, &Server{Handler: http.HandlerFunc(wrap)})
+	c, br := rawConn(t, addr)
+	head := "Host: gw\r\nX-A: 1\r\nX-B:2\r\n"
+	fmt.Fprintf(c, "GET / HTTP/1.1\r\n%s\r\n", head)
+	resp, _ := readResp(t, br, "GET")
+	if got, want := resp.Header.Get("X-Head"), fmt.Sprintf("%d 3 %q %q", len(head), []string{"", "X-A", "X-B"}, []string{"", "1", "2"}); got != want {
+		t.Errorf("fast path: %s, want %s", got, want)
+	}
+	fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: gw\r\nX-Folded: a\r\n b\r\n\r\n") // not plain: net/http's
+	resp, _ = readResp(t, br, "GET")
+	if got := resp.Header.Get("X-Head"); got != "0 0 [] []" {
+		t.Errorf("net/http: %s", got)
+	}
+}

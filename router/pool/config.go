@@ -29,8 +29,9 @@ type Config struct {
 	//     /health to check, so health is passive only (the breaker);
 	//   - "anthropic": Anthropic's Messages API (api.anthropic.com or a
 	//     compatible server). Chat completions routed here are translated
-	//     to Messages and back, streams included; health is passive only,
-	//     and the replicas' API keys are sent as x-api-key.
+	//     to Messages and back, streams and tool calls included; health is
+	//     passive only, the replicas' API keys are sent as x-api-key, and
+	//     completions, embeddings and Responses are not served.
 	Kind string `koanf:"kind"`
 	// Aliases are further names clients may send to reach this pool.
 	Aliases []string `koanf:"aliases"`
@@ -56,8 +57,8 @@ type Config struct {
 	// format, beam search, guided decoding, a prefill an openai pool
 	// cannot continue) is refused even so. Default false.
 	DropUnsupported bool `koanf:"drop_unsupported"`
-	// MaxIdleConns caps idle keep-alive connections kept per replica.
-	// Default 64.
+	// MaxIdleConns caps idle keep-alive connections kept per replica
+	// (each closed after 4s idle). Default 64.
 	MaxIdleConns int `koanf:"max_idle_conns"`
 	// TLS configures connections to the pool's https replicas. Optional:
 	// without it they are verified against the system roots.
@@ -98,7 +99,8 @@ func (c *Config) ServesResponses() bool { return c.Kind != KindAnthropic }
 // AsksStreamUsage reports StreamUsage with its default.
 func (c *Config) AsksStreamUsage() bool { return c.StreamUsage == nil || *c.StreamUsage }
 
-// TLS configures connections to https replicas. Paths are relative to the
+// TLS configures connections to https replicas: a pool with tls has only
+// https replicas. Paths are relative to the
 // config file (config.Load resolves them). The files are read when the
 // config is loaded; a reload that finds their content changed rebuilds the
 // pool, so rotated upstream certificates take effect on reload.
@@ -132,13 +134,15 @@ func (t TLS) client() (*tls.Config, error) {
 // Replica is one upstream server.
 type Replica struct {
 	// URL is the base URL (http or https); request paths such as
-	// /v1/chat/completions are appended to it. Required.
+	// /v1/chat/completions are appended to it, after its own path if it
+	// has one. Required.
 	URL string `koanf:"url"`
-	// Weight is the replica's share of traffic relative to the others.
-	// Default 1.
+	// Weight is the replica's share of traffic relative to the others,
+	// 1 to 10000. Default 1.
 	Weight int `koanf:"weight"`
 	// APIKeyEnv names an environment variable holding the upstream API key,
-	// sent as "Authorization: Bearer <key>". Optional; read once, when the
+	// sent as "Authorization: Bearer <key>" (as x-api-key to a kind:
+	// anthropic pool). Optional; read once, when the
 	// config is loaded (ResolveSecrets).
 	APIKeyEnv string `koanf:"api_key_env"`
 	// APIKey is the key APIKeyEnv held when the config was loaded; it is not
@@ -195,7 +199,7 @@ type Health struct {
 	// Path is requested on the replica's base URL; 200 is healthy.
 	// Default /health (vLLM's).
 	Path string `koanf:"path"`
-	// Interval between checks. Default 5s.
+	// Interval between checks (plus up to 10% jitter). Default 5s.
 	Interval time.Duration `koanf:"interval"`
 	// Timeout of one check. Default 2s.
 	Timeout time.Duration `koanf:"timeout"`
@@ -253,7 +257,8 @@ type Metrics struct {
 	// Path is requested on the replica's base URL. Default /metrics
 	// (vLLM's).
 	Path string `koanf:"path"`
-	// Interval between scrapes of one replica. Default 250ms.
+	// Interval between scrapes of one replica (plus up to 10% jitter);
+	// figures older than three intervals are not used. Default 250ms.
 	Interval time.Duration `koanf:"interval"`
 	// Timeout of one scrape. Default 1s.
 	Timeout time.Duration `koanf:"timeout"`

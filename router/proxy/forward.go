@@ -219,22 +219,29 @@ func (t *Transport) Forward(ctx context.Context, w http.ResponseWriter, p *pool.
 			}
 		}
 		res.Err = nil
-		if req.ExplainChoice {
-			w.Header()["X-Triage-Replica-Choice"] = choiceValues[res.Choice : res.Choice+1 : res.Choice+1]
-		}
-		res = t.relay(ctx, w, up, pol, req, deadline, res)
-		b.Release()
-		req.attemptDone(status, "", res.Err)
-		switch {
-		case res.ClientGone:
-			p.Report(b, pool.Neutral)
-		case res.Aborted || res.Err != nil || status >= 500 || res.Status >= 500:
-			p.Report(b, pool.Failure)
-		default:
-			p.Report(b, pool.Success)
-		}
-		return res
+		return t.answer(ctx, w, p, b, up, pol, req, deadline, res)
 	}
+}
+
+// answer relays the replica's answer, the attempt that is not retried,
+// and reports how the replica did.
+func (t *Transport) answer(ctx context.Context, w http.ResponseWriter, p *pool.Pool, b *pool.Backend, up *upstream, pol *Policy, req *Request, deadline time.Time, res Result) Result {
+	status := up.status // before the relay, which may hand up's connection on
+	if req.ExplainChoice {
+		w.Header()["X-Triage-Replica-Choice"] = choiceValues[res.Choice : res.Choice+1 : res.Choice+1]
+	}
+	res = t.relay(ctx, w, up, pol, req, deadline, res)
+	b.Release()
+	req.attemptDone(status, "", res.Err)
+	switch {
+	case res.ClientGone:
+		p.Report(b, pool.Neutral)
+	case res.Aborted || res.Err != nil || status >= 500 || res.Status >= 500:
+		p.Report(b, pool.Failure)
+	default:
+		p.Report(b, pool.Success)
+	}
+	return res
 }
 
 // choiceValues are the X-Triage-Replica-Choice values, indexed by
