@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -195,5 +196,17 @@ func TestProposeBudgetAndFailures(t *testing.T) {
 		}})
 	if !errors.Is(err, ErrFailing) || st.Failed != 5 {
 		t.Fatalf("down: stats %+v, %v", st, err)
+	}
+}
+
+// TestInstructionDocumented: the instruction docs/own-traffic-workflow.md
+// quotes is the one sent, word for word (the classes stand as CLASSES).
+func TestInstructionDocumented(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "docs", "own-traffic-workflow.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "> " + Instruction([]string{"CLASSES"}) + "\n"; !strings.Contains(string(b), want) {
+		t.Fatalf("docs/own-traffic-workflow.md does not quote the instruction sent:\n%s", want)
 	}
 }
