@@ -179,8 +179,12 @@ func proposeLabels(ctx context.Context, f *labelFlags, s *label.Session, stdout 
 			return badInput(fmt.Errorf("--key-env %s: the variable is empty or unset", f.keyEnv))
 		}
 	}
-	if u, err := url.Parse(f.gateway); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	u, err := url.Parse(f.gateway)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return badInput(fmt.Errorf("--gateway %q: want the gateway's base URL, http://host:port", f.gateway))
+	}
+	if c.Key != "" && u.Scheme == "http" && !label.LoopbackHost(u.Hostname()) {
+		return badInput(fmt.Errorf("--gateway %s: the key would cross the network in clear text: use https://, or a gateway on this machine", f.gateway))
 	}
 	system := label.Instruction(s.Classes())
 	o := label.ProposeOptions{Ask: c.Ask, Labeller: "model:" + f.by, Concurrency: f.concurrency, MaxTokensTotal: f.maxTokensTotal,

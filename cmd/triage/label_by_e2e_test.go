@@ -157,3 +157,29 @@ func TestLabelByPoolE2E(t *testing.T) {
 		t.Fatalf("eval on a model's labels: exit %d, stderr %q", code, e.String())
 	}
 }
+
+// TestLabelByRefusals: --by's flags that cannot work are refused before
+// any call.
+func TestLabelByRefusals(t *testing.T) {
+	dir := t.TempDir()
+	sample := filepath.Join(dir, "sample.jsonl")
+	writeFile(t, sample, `{"text":"Is a verbal contract binding?"}`+"\n")
+	t.Setenv("LABEL_TEST_KEY", "sk-triage-secret")
+	for _, tc := range []struct {
+		args []string
+		code int
+		says string
+	}{
+		{[]string{"--gateway", "http://gateway.example:8080", "--key-env", "LABEL_TEST_KEY"}, 2, "clear text"},
+		{[]string{"--gateway", "http://127.0.0.1:1", "--key-env", "LABEL_TEST_UNSET"}, 2, "LABEL_TEST_UNSET: the variable is empty or unset"},
+		{[]string{"--gateway", "ftp://127.0.0.1:1"}, 2, "want the gateway's base URL"},
+		{[]string{"--concurrency", "0"}, 2, "--concurrency is 1 to 64"},
+		{[]string{"--max-tokens-total", "0"}, 2, "at least 1"},
+	} {
+		var o, e bytes.Buffer
+		args := append([]string{"label", "--by", "judge", "--sample", sample, "--out", filepath.Join(dir, "out.jsonl"), "--classes", "law"}, tc.args...)
+		if code := run(context.Background(), args, &o, &e); code != tc.code || !strings.Contains(e.String(), tc.says) {
+			t.Errorf("triage %v: exit %d, stderr %q; want %d and %q", args, code, e.String(), tc.code, tc.says)
+		}
+	}
+}
