@@ -37,7 +37,9 @@ func TestChatClient(t *testing.T) {
 	}))
 	defer srv.Close()
 	c := &ChatClient{URL: srv.URL + "/", Model: "judge-model", Key: "sk-triage-x", MaxTokens: 8}
-	ask := func() (Answer, error) { return c.Ask(context.Background(), "the instruction", "is a verbal contract binding?") }
+	ask := func() (Answer, error) {
+		return c.Ask(context.Background(), "the instruction", "is a verbal contract binding?")
+	}
 
 	reply = `{"choices":[{"message":{"role":"assistant","content":"law"}}],"usage":{"total_tokens":57}}`
 	a, err := ask()
