@@ -2,6 +2,7 @@ package evaluation
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -125,6 +126,18 @@ func TestABRoutePrecision(t *testing.T) {
 			t.Fatalf("n=%d: accuracy interval of A %+v", n, r.Accuracy.CIA)
 		}
 		width[n] = d.CIA.Hi - d.CIA.Lo
+		// The page shows both sides' route precisions with their intervals,
+		// and the paired interval of the difference.
+		var page bytes.Buffer
+		if err := WriteABHTML(&page, r); err != nil {
+			t.Fatal(err)
+		}
+		figs := figureTexts(t, checkPage(t, page.String()))
+		ciA := fmt.Sprintf("95%% %.3f–%.3f", d.CIA.Lo, d.CIA.Hi)
+		if figs["Route prec. A"] != [2]string{"0.800", ciA} || figs["Route prec. B"][0] != "0.889" ||
+			figs["Route prec. B − A"][0] != "+0.089" || !strings.HasSuffix(figs["Route prec. B − A"][1], "] paired") {
+			t.Fatalf("n=%d: page figures %q", n, figs)
+		}
 	}
 	// Four times the labels, half the width (as 1/√n, within rounding).
 	if ratio := width[100] / width[400]; ratio < 1.8 || ratio > 2.2 {
