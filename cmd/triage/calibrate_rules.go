@@ -160,6 +160,9 @@ func printRouteFit(w io.Writer, f *calibrateFlags, set *rules.Set, ds *datasets.
 	ci := rep.CV.PrecisionCI
 	fmt.Fprintf(w, "cross-validated route precision %.3f, 95%% interval %.3f–%.3f (Wilson, %d routed of %d): more labels narrow it\n",
 		rep.CV.Precision, ci.Lo, ci.Hi, rep.CV.Routed, rep.CV.N)
+	if rep.Selection.Own {
+		fmt.Fprintln(w, "  (the setting is the best of those tried on these labels: the traffic may come out below it, by up to the interval's half-width)")
+	}
 	if len(rep.Sources) == 0 {
 		return
 	}
