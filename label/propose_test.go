@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -209,4 +210,30 @@ func TestInstructionDocumented(t *testing.T) {
 	if want := "> " + Instruction([]string{"CLASSES"}) + "\n"; !strings.Contains(string(b), want) {
 		t.Fatalf("docs/own-traffic-workflow.md does not quote the instruction sent:\n%s", want)
 	}
+}
+
+// FuzzParseAnswer: a model's answer is a label only when, trimmed, it is
+// one of the classes but for case; and then it is that class as named.
+func FuzzParseAnswer(f *testing.F) {
+	classes := []string{"law", "computer science", "other"}
+	for _, s := range []string{"law", " LAW\n", "computer science", "law.", "Law, other", "", "\u212aaw", "[sim] lorem"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, answer string) {
+		got, ok := ParseAnswer(answer, classes)
+		if !ok {
+			if got != "" {
+				t.Fatalf("ParseAnswer(%q) = %q, false: a refusal names no class", answer, got)
+			}
+			for _, c := range classes {
+				if strings.EqualFold(strings.TrimSpace(answer), c) {
+					t.Fatalf("ParseAnswer(%q) refused class %q", answer, c)
+				}
+			}
+			return
+		}
+		if !slices.Contains(classes, got) || !strings.EqualFold(strings.TrimSpace(answer), got) {
+			t.Fatalf("ParseAnswer(%q) = %q", answer, got)
+		}
+	})
 }
