@@ -24,6 +24,9 @@ type Row struct {
 	// Cols holds every column but the text (label, source, realism and any
 	// other), for slicing reports by any of them. Filled by Read.
 	Cols map[string]string `json:"-"`
+	// Line is the row's line in its file (its first, for a CSV record
+	// spanning lines). Filled by Read.
+	Line int `json:"-"`
 }
 
 // Set is a dataset read from a file.

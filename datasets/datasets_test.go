@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -109,5 +110,64 @@ func TestColumns(t *testing.T) {
 	_, err = Read(write(t, "b.csv", "q,label\nx,y\n"), Columns{})
 	if err == nil || !strings.Contains(err.Error(), `no "text" column to take the text from (its columns: q, label)`) {
 		t.Fatalf("csv without the text column: %v", err)
+	}
+}
+
+// TestCheckLabelled: every row that cannot be fitted on is named by its
+// line, all at once.
+func TestCheckLabelled(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "mine.jsonl")
+	body := `{"text": "how do I sue my landlord", "label": "law"}
+{"text": "integrate x squared", "label": "math"}
+
+{"text": "   ", "label": "law"}
+{"text": "what is a tort", "label": "lawyering"}
+{"text": "integrate x squared ", "label": "math"}
+{"text": "how do I sue my landlord", "label": "other"}
+{"text": "a fine question", "label": "other"}
+`
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	set, err := Read(p, Columns{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = set.CheckLabelled([]string{"law", "math", "other"}, 10)
+	if err == nil {
+		t.Fatal("a file with a blank text, an unknown label and two repeated texts passed")
+	}
+	want := []string{
+		p + `:4: blank text`,
+		p + `:5: label "lawyering" is not a class (law, math, other)`,
+		p + `:6: the text of line 2 again`,
+		p + `:7: the text of line 1 again`,
+	}
+	if got := strings.Split(err.Error(), "\n"); !slices.Equal(got, want) {
+		t.Fatalf("CheckLabelled:\n%s\nwant\n%s", err, strings.Join(want, "\n"))
+	}
+	// At most max listed, then how many more.
+	err = set.CheckLabelled([]string{"law", "math", "other"}, 1)
+	if got := strings.Split(err.Error(), "\n"); len(got) != 2 || got[1] != p+": and 3 more" {
+		t.Fatalf("max 1:\n%s", err)
+	}
+	// A clean file passes.
+	clean := &Set{Path: p, Rows: set.Rows[:2]}
+	if err := clean.CheckLabelled([]string{"law", "math"}, 10); err != nil {
+		t.Fatal(err)
+	}
+	// A CSV row's line is where its record starts, a quoted field spanning
+	// lines or not.
+	c := filepath.Join(dir, "mine.csv")
+	if err := os.WriteFile(c, []byte("text,label\n\"two\nlines\",law\nagain,law\n\"two\nlines\",math\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cs, err := Read(c, Columns{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CheckLabelled([]string{"law", "math"}, 10); err == nil || err.Error() != c+":5: the text of line 2 again" {
+		t.Fatalf("CSV: %v", err)
 	}
 }

@@ -79,6 +79,7 @@ func readJSONL(path string, cols Columns) (*Set, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", path, i+1, err)
 		}
+		r.Line = i + 1
 		set.Rows = append(set.Rows, r)
 	}
 	if len(set.Rows) == 0 {
@@ -146,13 +147,13 @@ func readCSV(path string, cols Columns) (*Set, error) {
 	for _, k := range header {
 		set.Columns = append(set.Columns, strings.TrimSpace(k))
 	}
-	for line := 2; ; line++ {
+	for {
 		rec, err := cr.Read()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
+			return nil, fmt.Errorf("%s: %w", path, err) // a csv.ParseError names the line
 		}
 		get := func(k string) string {
 			if i, ok := pos[k]; ok && i < len(rec) {
@@ -160,10 +161,12 @@ func readCSV(path string, cols Columns) (*Set, error) {
 			}
 			return ""
 		}
+		line, _ := cr.FieldPos(0) // a quoted field may span lines
 		r, err := rowFrom(get, cols, header)
 		if err != nil {
 			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
 		}
+		r.Line = line
 		set.Rows = append(set.Rows, r)
 	}
 	if len(set.Rows) == 0 {
@@ -272,4 +275,48 @@ func Leakage(train, eval *Set) []Leak {
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Exact && !out[j].Exact })
 	return out
+}
+
+// CheckLabelled reports every row of a labelled set that cannot be used
+// to judge or fit with these classes, at once, each with its line: a
+// label not among the classes, a text that is blank, and a text seen on
+// an earlier line (after trimming spaces: a duplicate counts twice, and
+// one with two labels contradicts itself). At most max problems are
+// listed, then how many more there are; nil when there are none.
+func (s *Set) CheckLabelled(classes []string, max int) error {
+	known := map[string]bool{}
+	for _, c := range classes {
+		known[c] = true
+	}
+	var errs []error
+	more := 0
+	add := func(r Row, format string, a ...any) {
+		if len(errs) < max {
+			errs = append(errs, fmt.Errorf("%s:%d: "+format, append([]any{s.Path, r.Line}, a...)...))
+		} else {
+			more++
+		}
+	}
+	first := map[string]int{} // text to the line it was first seen on
+	for _, r := range s.Rows {
+		text := strings.TrimSpace(r.Text)
+		switch {
+		case text == "":
+			add(r, "blank text")
+			continue
+		case r.Label == "":
+			add(r, "no label")
+		case !known[r.Label]:
+			add(r, "label %q is not a class (%s)", r.Label, strings.Join(classes, ", "))
+		}
+		if l, ok := first[text]; ok {
+			add(r, "the text of line %d again", l)
+		} else {
+			first[text] = r.Line
+		}
+	}
+	if more > 0 {
+		errs = append(errs, fmt.Errorf("%s: and %d more", s.Path, more))
+	}
+	return errors.Join(errs...)
 }

@@ -17,10 +17,16 @@ type ABReport struct {
 	// Agreement: Counts[i][j] items A predicted Labels[i] and B Labels[j].
 	Agreement     Confusion `json:"agreement"`
 	AgreementRate float64   `json:"agreement_rate"`
-	// Accuracy and per-class F1, B minus A, with bootstrap 95% intervals.
-	Accuracy Delta            `json:"accuracy"`
-	PerClass map[string]Delta `json:"per_class"`
-	McNemar  McNemar          `json:"mcnemar"`
+	// Accuracy and per-class F1, B minus A, with bootstrap 95% intervals
+	// of the difference (paired: each resample draws the same items for
+	// both sides); the accuracy with each side's Wilson interval too.
+	Accuracy Delta `json:"accuracy"`
+	// RoutePrecision (rule sets) is the same for route precision: each
+	// side's over the items its class routes took, each side's Wilson
+	// interval, and the paired bootstrap interval of the difference.
+	RoutePrecision *Delta           `json:"route_precision,omitempty"`
+	PerClass       map[string]Delta `json:"per_class"`
+	McNemar        McNemar          `json:"mcnemar"`
 	// Latency per side (p50/p90/p99 µs) and escalation rates.
 	LatencyA    Percentiles `json:"latency_a"`
 	LatencyB    Percentiles `json:"latency_b"`
@@ -40,6 +46,9 @@ type Delta struct {
 	Delta float64 `json:"delta"`
 	Lo    float64 `json:"lo"`
 	Hi    float64 `json:"hi"`
+	// CIA and CIB are each side's own 95% interval, where one is given.
+	CIA *Interval `json:"a_ci,omitempty"`
+	CIB *Interval `json:"b_ci,omitempty"`
 }
 
 // McNemar's test on the items exactly one side gets right.
@@ -95,12 +104,17 @@ func AB(specA, specB string, ra, rb *Report, a, b []Outcome, classes []string, b
 	rng := rand.New(rand.NewPCG(seed, 0xab))
 	idx := make([]int, n)
 	accD := make([]float64, 0, boot)
+	rules := ra.Mode == "rules" && rb.Mode == "rules"
+	var precD []float64
 	f1D := map[string][]float64{}
 	for range boot {
 		for i := range idx {
 			idx[i] = rng.IntN(max(n, 1))
 		}
 		accD = append(accD, accuracyOf(b, idx)-accuracyOf(a, idx))
+		if rules {
+			precD = append(precD, routePrecisionOf(b, idx)-routePrecisionOf(a, idx))
+		}
 		fa, fb := f1Of(a, idx, classes), f1Of(b, idx, classes)
 		for _, c := range classes {
 			f1D[c] = append(f1D[c], fb[c]-fa[c])
@@ -111,6 +125,12 @@ func AB(specA, specB string, ra, rb *Report, a, b []Outcome, classes []string, b
 		all[i] = i
 	}
 	r.Accuracy = delta(accuracyOf(a, all), accuracyOf(b, all), accD)
+	r.Accuracy.CIA, r.Accuracy.CIB = &ra.AccuracyCI, &rb.AccuracyCI
+	if rules {
+		d := delta(routePrecisionOf(a, all), routePrecisionOf(b, all), precD)
+		d.CIA, d.CIB = ra.RoutePrecisionCI, rb.RoutePrecisionCI
+		r.RoutePrecision = &d
+	}
 	fa, fb := f1Of(a, all, classes), f1Of(b, all, classes)
 	for _, c := range classes {
 		r.PerClass[c] = delta(fa[c], fb[c], f1D[c])
@@ -148,6 +168,21 @@ func accuracyOf(o []Outcome, idx []int) float64 {
 		}
 	}
 	return float64(right) / float64(len(idx))
+}
+
+// routePrecisionOf is the share right of the resampled items a class
+// route took (rules mode).
+func routePrecisionOf(o []Outcome, idx []int) float64 {
+	routed, right := 0, 0
+	for _, i := range idx {
+		if o[i].Routed {
+			routed++
+			if o[i].Correct {
+				right++
+			}
+		}
+	}
+	return ratio(right, routed)
 }
 
 // f1Of is each class's F1 over the resampled items (the top class against

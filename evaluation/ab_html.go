@@ -3,6 +3,7 @@ package evaluation
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 )
 
@@ -39,6 +40,23 @@ func abBuildView(r *ABReport) *abView {
 		{Label: "Latency p50 / p99", Value: "A " + htmlMicros(r.LatencyA.P50) + " / " + htmlMicros(r.LatencyA.P99),
 			Hint: "B " + htmlMicros(r.LatencyB.P50) + " / " + htmlMicros(r.LatencyB.P99)},
 		{Label: "Escalation", Value: htmlRate(r.EscalationA) + " → " + htmlRate(r.EscalationB), Hint: "A → B"},
+	}
+	if r.Accuracy.CIA != nil && r.Accuracy.CIB != nil {
+		v.Figures[0].Hint += " · 95% " + htmlInterval(*r.Accuracy.CIA)
+		v.Figures[1].Hint += " · 95% " + htmlInterval(*r.Accuracy.CIB)
+	}
+	if d := r.RoutePrecision; d != nil {
+		hint := func(ci *Interval) string {
+			if ci == nil {
+				return ""
+			}
+			return "95% " + htmlInterval(*ci)
+		}
+		v.Figures = slices.Insert(v.Figures, 3,
+			htmlFigure{Label: "Route prec. A", Value: htmlRate(d.A), Hint: hint(d.CIA), Lead: true},
+			htmlFigure{Label: "Route prec. B", Value: htmlRate(d.B), Hint: hint(d.CIB), Lead: true},
+			htmlFigure{Label: "Route prec. B − A", Value: fmt.Sprintf("%+.3f", htmlFinite(d.Delta)),
+				Hint: fmt.Sprintf("95%% [%+.3f, %+.3f] paired", htmlFinite(d.Lo), htmlFinite(d.Hi))})
 	}
 	v.Deltas = abDeltaChart(r.PerClass)
 	v.Agreement, _, _ = htmlConfusionChart(r.Agreement)

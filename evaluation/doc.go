@@ -7,7 +7,11 @@
 // repeated per slice of any column; and, when asked, robustness: how often
 // the decision changes under seeded noise a user adds (Robust). It renders
 // text, JSON and a self-contained HTML page, and fits floors
-// (calibration).
+// (calibration): per class, or per route of a rule set (FitRoutes), on
+// the user's own labels leaning on public data when both are given
+// (RouteFitOptions.PriorWeight). Shares measured on labels come with
+// their 95% interval (Wilson), and A/B differences with a paired
+// bootstrap interval, so a figure says how many labels stand behind it.
 //
 // The HTML pages (evaluation, A/B, shadow) are templ templates: the
 // *.templ files hold the markup, and the pinned templ generator (the

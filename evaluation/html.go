@@ -174,10 +174,16 @@ func htmlBuildView(r *Report) *htmlView {
 		{Label: "Escalation", Value: htmlRate(r.EscalationRate), Bar: htmlBarWidth(r.EscalationRate), Hint: "sent toward tier 2"},
 		{Label: "ECE", Value: htmlRate(r.ECE), Bar: htmlBarWidth(r.ECE), Hint: "lower is better"},
 	}
+	if r.AccuracyCI.Hi > 0 { // a report of before the intervals has none
+		v.Figures[0].Hint += " · 95% " + htmlInterval(r.AccuracyCI)
+	}
 	if r.Mode == "rules" { // micro F1 is the accuracy there: route precision instead
 		v.Figures = slices.Delete(v.Figures, 4, 5)
 		v.Figures = slices.Insert(v.Figures, 1, htmlFigure{Label: "Route prec.", Value: htmlRate(r.RoutePrecision),
 			Bar: htmlBarWidth(r.RoutePrecision), Lead: true, Hint: "right, of routed"})
+		if ci := r.RoutePrecisionCI; ci != nil {
+			v.Figures[1].Hint = "right, of " + htmlCount(r.Routed) + " routed · 95% " + htmlInterval(*ci)
+		}
 	}
 	if r.Robustness != nil { // beside accuracy
 		v.Figures = append(v.Figures[:1], append([]htmlFigure{htmlRobustFigure(r.Robustness)}, v.Figures[1:]...)...)
@@ -411,4 +417,9 @@ func htmlRamp(t float64) string {
 	a, b := htmlBlues[i], htmlBlues[i+1]
 	return fmt.Sprintf("#%02x%02x%02x",
 		int(math.Round(a[0]+(b[0]-a[0])*f)), int(math.Round(a[1]+(b[1]-a[1])*f)), int(math.Round(a[2]+(b[2]-a[2])*f)))
+}
+
+// htmlInterval shows a 95% interval of a share.
+func htmlInterval(ci Interval) string {
+	return fmt.Sprintf("%.3f–%.3f", htmlFinite(ci.Lo), htmlFinite(ci.Hi))
 }

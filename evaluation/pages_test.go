@@ -483,6 +483,19 @@ func TestEvalPageFigures(t *testing.T) {
 	if got := figureTexts(t, doc); !equalMaps(got, wantFigs) {
 		t.Errorf("figures %q, want %q", got, wantFigs)
 	}
+	// With its interval (2,648 right of 4,000), and a rule set's route
+	// precision with its own, over the items routed.
+	withCI := *r
+	withCI.AccuracyCI = Wilson(2648, 4000)
+	withCI.Mode, withCI.RoutePrecision, withCI.Routed = "rules", 0.9, 300
+	withCI.RoutePrecisionCI = &Interval{0.862, 0.929}
+	got := figureTexts(t, checkPage(t, htmlRender(t, &withCI)))
+	if h := got["Accuracy"][1]; h != "of 4,000 items · 95% 0.647–0.676" {
+		t.Errorf("accuracy hint %q", h)
+	}
+	if h := got["Route prec."]; h != [2]string{"0.900", "right, of 300 routed · 95% 0.862–0.929"} {
+		t.Errorf("route precision figure %q", h)
+	}
 	lead := 0
 	for _, f := range byClass(doc, "fig") {
 		if hasClass(f, "lead") {
@@ -580,7 +593,7 @@ func TestABPageFigures(t *testing.T) {
 	}
 	figs := figureTexts(t, doc)
 	for label, want := range map[string][2]string{
-		"Accuracy A": {"0.700", "A"}, "Accuracy B": {"0.850", "B"}, "McNemar p": {"6.1e-05", "only A right 0 · only B 15"},
+		"Accuracy A": {"0.700", "A · 95% 0.604–0.781"}, "Accuracy B": {"0.850", "B · 95% 0.767–0.907"}, "McNemar p": {"6.1e-05", "only A right 0 · only B 15"},
 		"Routed elsewhere": {"15", "items A and B send apart"}, "Escalation": {"0.000 → 0.000", "A → B"},
 	} {
 		if figs[label] != want {

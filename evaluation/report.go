@@ -34,6 +34,13 @@ type Report struct {
 	// route, by name.
 	RoutePrecision float64                `json:"route_precision,omitempty"`
 	PerRoute       map[string]RouteFigure `json:"per_route,omitempty"`
+	// AccuracyCI and RoutePrecisionCI are Wilson 95% intervals (Wilson):
+	// the accuracy's over the N items, the route precision's over the
+	// Routed items a class route took (rules mode). Their width is what
+	// the number of labels buys.
+	AccuracyCI       Interval  `json:"accuracy_ci"`
+	Routed           int       `json:"routed,omitempty"`
+	RoutePrecisionCI *Interval `json:"route_precision_ci,omitempty"`
 
 	PerClass map[string]ClassReport `json:"per_class"`
 	// Confusion: Counts[i][j] items labelled Labels[i] predicted Labels[j];

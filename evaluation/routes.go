@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"hash/fnv"
+	"math"
 	"slices"
 	"sort"
 	"sync"
@@ -13,12 +14,15 @@ import (
 
 // RouteItem is one labelled request for fitting a rule set's parameters:
 // what both tiers said of it (rules.Set.Gather), its label, its group (its
-// source) and a key for the row folds (its text).
+// source) and a key for the row folds (its text). Prior marks a request
+// of the public data a fit on the user's own labels leans on
+// (RouteFitOptions.PriorWeight); the others are the user's own.
 type RouteItem struct {
 	Ev    *rules.Evidence
 	Label string
 	Group string
 	Key   string
+	Prior bool
 }
 
 // GatherRoutes asks both tiers about every item, as one-turn requests
@@ -71,6 +75,16 @@ type RouteFitOptions struct {
 	// EscalateAt and Mix are the candidates tried; defaults
 	// {0.05, 0.1, 0.15, 0.2, 0.3} and {0, 0.25, 0.5}.
 	EscalateAt, Mix []float32
+	// PriorWeight applies when some items are Prior (public data) and
+	// some are not (the user's own labels): the prior items together
+	// weigh PriorWeight times as much as the own items in the floors'
+	// precisions (each weighs at most 1), so a few hundred own labels are
+	// not drowned by thousands of public ones, while routes the own
+	// labels barely reach still get floors. The setting is then chosen,
+	// and the fit judged, on the own items alone, cross-validated over
+	// them: each fold of own items is judged by the fit on the prior and
+	// the other folds (Robust does not apply). Default 1.
+	PriorWeight float64
 }
 
 // RouteSummary is what a rule set's decisions did on some items.
@@ -81,8 +95,10 @@ type RouteSummary struct {
 	// Accuracy: decisions right (the route covers the label, or the default
 	// pool took a label no route covers), over all items.
 	Accuracy float64 `json:"accuracy"`
-	// Precision: right, of the items a class route took.
-	Precision float64 `json:"route_precision"`
+	// Precision: right, of the items a class route took; PrecisionCI its
+	// Wilson 95% interval over the Routed items.
+	Precision   float64  `json:"route_precision"`
+	PrecisionCI Interval `json:"route_precision_ci"`
 	// Coverage: the share of items a class route took.
 	Coverage float64 `json:"coverage"`
 	// Escalation: the share of items sent to tier 2.
@@ -125,7 +141,10 @@ type RouteSetting struct {
 type RouteSelection struct {
 	// HeldOut: chosen on sources held out one at a time (Robust, with two
 	// sources or more); otherwise on the pooled data it was fitted on.
-	HeldOut   bool    `json:"held_out_sources"`
+	HeldOut bool `json:"held_out_sources"`
+	// Own: chosen on the own items, cross-validated, the floors fitted
+	// on them and the prior (RouteFitOptions.PriorWeight).
+	Own       bool    `json:"own_items_cross_validated,omitempty"`
 	Quantile  float64 `json:"source_quantile"`
 	MinRouted int     `json:"min_routed"`
 	// Precision and Escalation are the chosen setting's figures as the
@@ -179,9 +198,15 @@ type NewSource struct {
 
 // RouteFitReport is the outcome of FitRoutes.
 type RouteFitReport struct {
-	Target float64         `json:"target_precision"`
-	Params rules.Params    `json:"-"`
-	Routes []RouteFloorFit `json:"routes"`
+	Target float64 `json:"target_precision"`
+	// Own and Prior count the user's own items and the prior's; with
+	// both, PriorWeight is each prior item's weight in the floors, and
+	// Before, Fitted, CV and the routes' figures are of the own items.
+	Own         int             `json:"own_items"`
+	Prior       int             `json:"prior_items,omitempty"`
+	PriorWeight float64         `json:"prior_item_weight,omitempty"`
+	Params      rules.Params    `json:"-"`
+	Routes      []RouteFloorFit `json:"routes"`
 	// EscalateAt, FallbackFloor and Mix are the fitted settings.
 	EscalateAt    float32        `json:"escalate_at"`
 	FallbackFloor float32        `json:"fallback_floor"`
@@ -228,13 +253,25 @@ func FitRoutes(set *rules.Set, items []RouteItem, o RouteFitOptions) RouteFitRep
 	if o.Mix == nil {
 		o.Mix = []float32{0, 0.25, 0.5}
 	}
-	f := routeFitter{set: set, routes: set.Routes(), o: o}
-	rep := RouteFitReport{Target: o.TargetPrecision}
+	if o.PriorWeight == 0 {
+		o.PriorWeight = 1
+	}
+	f := routeFitter{set: set, routes: set.Routes(), o: o, priorWeight: 1}
+	own := items
+	if nOwn, nPrior := countPrior(items); nPrior > 0 && nOwn > 0 {
+		own = ownItems(items)
+		f.prior, f.priorWeight = true, min(1, o.PriorWeight*float64(nOwn)/float64(nPrior))
+		f.o.Robust = false
+	}
+	rep := RouteFitReport{Target: o.TargetPrecision, Own: len(own), Prior: len(items) - len(own)}
+	if f.prior {
+		rep.PriorWeight = f.priorWeight
+	}
 	before := set.Params()
-	rep.Before = f.judge(items, &before)
+	rep.Before = f.judge(own, &before)
 	var heldOut map[string]RouteSummary
 	rep.Params, rep.Selection, heldOut = f.fit(items)
-	rep.Fitted = f.judge(items, &rep.Params)
+	rep.Fitted = f.judge(own, &rep.Params)
 	rep.EscalateAt, rep.FallbackFloor, rep.Mix = rep.Params.EscalateAt, rep.Params.FallbackFloor, rep.Params.Mix
 	for i, r := range f.routes {
 		if r.Classes == nil {
@@ -242,7 +279,7 @@ func FitRoutes(set *rules.Set, items []RouteItem, o RouteFitOptions) RouteFitRep
 		}
 		rf := RouteFloorFit{Name: r.Name, Classes: r.Classes, Floor1: rep.Params.Floors[1][i], Floor2: rep.Params.Floors[2][i]}
 		var right1, right2 int
-		for _, it := range items {
+		for _, it := range own {
 			d := set.Replay(it.Ev, &rep.Params)
 			if d.Route != r.Name {
 				continue
@@ -263,25 +300,18 @@ func FitRoutes(set *rules.Set, items []RouteItem, o RouteFitOptions) RouteFitRep
 		rf.Precision1, rf.Precision2 = ratio(right1, rf.Taken1), ratio(right2, rf.Taken2)
 		rep.Routes = append(rep.Routes, rf)
 	}
-	// Cross-validation over rows: the chosen setting fitted without each
-	// fold, judged on it.
+	// Cross-validation over rows (over the own rows, with a prior): the
+	// chosen setting fitted without each fold, judged on it.
 	var cv []scoredDecision
 	for k := range o.Folds {
-		var fitOn, held []RouteItem
-		for i, it := range items {
-			if rowFold(it.Key, i, o.Folds) == k {
-				held = append(held, it)
-			} else {
-				fitOn = append(fitOn, it)
-			}
-		}
+		fitOn, held := f.fold(items, k)
 		p := f.fitSetting(fitOn, rep.Selection.Setting)
 		cv = append(cv, f.decide(held, &p)...)
 	}
 	rep.CV = f.summarize(cv)
 	// Each source: as fitted, as the choice saw it, and unseen.
 	groups := groupsOf(items)
-	if len(groups) < 2 {
+	if len(groups) < 2 || f.prior {
 		return rep
 	}
 	rep.Sources = make([]SourceFit, len(groups))
@@ -353,6 +383,28 @@ func partition(items []RouteItem, g string) (rest, held []RouteItem) {
 	return rest, held
 }
 
+// merge pools summaries of disjoint items.
+func merge(sums []RouteSummary) RouteSummary {
+	var n, routed int
+	var right, routedRight, esc float64
+	for _, s := range sums {
+		n += s.N
+		routed += s.Routed
+		right += s.Accuracy * float64(s.N)
+		routedRight += s.Precision * float64(s.Routed)
+		esc += s.Escalation * float64(s.N)
+	}
+	if n == 0 {
+		return RouteSummary{}
+	}
+	out := RouteSummary{N: n, Routed: routed, Accuracy: right / float64(n), Coverage: float64(routed) / float64(n), Escalation: esc / float64(n)}
+	if routed > 0 {
+		out.Precision = routedRight / float64(routed)
+	}
+	out.PrecisionCI = Wilson(int(math.Round(routedRight)), routed)
+	return out
+}
+
 func ratio(a, b int) float64 {
 	if b == 0 {
 		return 0
@@ -374,6 +426,52 @@ type routeFitter struct {
 	set    *rules.Set
 	routes []rules.RouteInfo
 	o      RouteFitOptions
+	// prior: the items hold prior and own ones; priorWeight is a prior
+	// item's weight in the floors (1 without).
+	prior       bool
+	priorWeight float64
+}
+
+// weight is an item's weight in the floors' precisions.
+func (f *routeFitter) weight(it RouteItem) float64 {
+	if it.Prior {
+		return f.priorWeight
+	}
+	return 1
+}
+
+// fold parts items for row fold k: the held rows are the fold's own rows
+// (with a prior, the prior is always fitted on).
+func (f *routeFitter) fold(items []RouteItem, k int) (fitOn, held []RouteItem) {
+	for i, it := range items {
+		if !it.Prior && rowFold(it.Key, i, f.o.Folds) == k {
+			held = append(held, it)
+		} else {
+			fitOn = append(fitOn, it)
+		}
+	}
+	return fitOn, held
+}
+
+func countPrior(items []RouteItem) (own, prior int) {
+	for _, it := range items {
+		if it.Prior {
+			prior++
+		} else {
+			own++
+		}
+	}
+	return own, prior
+}
+
+func ownItems(items []RouteItem) []RouteItem {
+	out := make([]RouteItem, 0, len(items))
+	for _, it := range items {
+		if !it.Prior {
+			out = append(out, it)
+		}
+	}
+	return out
 }
 
 // scoredDecision is one item's decision and whether it was right.
@@ -431,7 +529,8 @@ func (f *routeFitter) summarize(ds []scoredDecision) RouteSummary {
 		}
 	}
 	n := len(ds)
-	return RouteSummary{N: n, Routed: routed, Accuracy: ratio(right, n), Precision: ratio(routedRight, routed), Coverage: ratio(routed, n), Escalation: ratio(esc, n)}
+	return RouteSummary{N: n, Routed: routed, Accuracy: ratio(right, n), Precision: ratio(routedRight, routed), PrecisionCI: Wilson(routedRight, routed),
+		Coverage: ratio(routed, n), Escalation: ratio(esc, n)}
 }
 
 func (f *routeFitter) judge(items []RouteItem, p *rules.Params) RouteSummary {
@@ -457,19 +556,45 @@ func (f *routeFitter) fitSetting(items []RouteItem, r RouteSetting) rules.Params
 // best accuracy whose route precision reaches the target within the
 // escalation cap. With Robust and two sources or more, every candidate is
 // fitted without each source and judged on it, and the promises must hold
-// per source (RouteFitOptions.Robust); otherwise each is judged, pooled,
-// on the items it was fitted on.
+// per source (RouteFitOptions.Robust); with a prior, each is judged on
+// the own rows, cross-validated (RouteFitOptions.PriorWeight); otherwise
+// each is judged, pooled, on the items it was fitted on.
 func (f *routeFitter) choose(items []RouteItem) (RouteSelection, map[string]RouteSummary) {
 	groups := groupsOf(items)
 	heldOut := f.o.Robust && len(groups) > 1
 	var order []RouteSetting
 	sums := map[RouteSetting][]RouteSummary{} // by group, in groups' order
-	if !heldOut {
+	switch {
+	case f.prior:
+		// Each fold of own rows judged by the candidates fitted without
+		// it, in parallel; the candidates come in the same order for each.
+		byFold := make([][]RouteSummary, f.o.Folds)
+		var wg sync.WaitGroup
+		for k := range f.o.Folds {
+			wg.Go(func() {
+				fitOn, held := f.fold(items, k)
+				f.each(fitOn, nil, func(r RouteSetting, p *rules.Params) {
+					byFold[k] = append(byFold[k], f.judge(held, p))
+					if k == 0 {
+						order = append(order, r)
+					}
+				})
+			})
+		}
+		wg.Wait()
+		for c, r := range order {
+			var all []RouteSummary
+			for k := range byFold {
+				all = append(all, byFold[k][c])
+			}
+			sums[r] = []RouteSummary{merge(all)}
+		}
+	case !heldOut:
 		f.each(items, nil, func(r RouteSetting, p *rules.Params) {
 			order = append(order, r)
 			sums[r] = []RouteSummary{f.judge(items, p)}
 		})
-	} else {
+	default:
 		// Each source held out in turn, in parallel; the candidates come in
 		// the same order for each.
 		bySource := make([][]RouteSummary, len(groups))
@@ -495,7 +620,7 @@ func (f *routeFitter) choose(items []RouteItem) (RouteSelection, map[string]Rout
 	var best RouteSelection
 	var bestAcc float64
 	for k, r := range order {
-		c := RouteSelection{HeldOut: heldOut, Quantile: f.o.SourceQuantile, MinRouted: f.o.MinRouted, Setting: r}
+		c := RouteSelection{HeldOut: heldOut, Own: f.prior, Quantile: f.o.SourceQuantile, MinRouted: f.o.MinRouted, Setting: r}
 		var acc float64
 		if heldOut {
 			c.Precision, c.Escalation, acc = f.promises(sums[r])
@@ -620,8 +745,11 @@ func (f *routeFitter) each(items []RouteItem, only *RouteSetting, visit func(Rou
 	everySource, margins1, margins2 := []bool{false}, []float32{0}, []float32{0}
 	if f.o.Robust {
 		everySource = []bool{true, false} // the stricter first: it wins a tie
+	}
+	if f.o.Robust || f.prior {
 		// A higher tier-1 floor escalates more; a higher tier-2 floor only
-		// sends more to the default.
+		// sends more to the default. With a prior, the margins let the own
+		// rows ask for more than the weighted fit gives.
 		margins1, margins2 = []float32{0, 0.05, 0.1, 0.2}, []float32{0, 0.1, 0.2, 0.3}
 	}
 	for _, every := range everySource {
@@ -713,6 +841,7 @@ func (f *routeFitter) floor(items []RouteItem, i int, target float64, every bool
 		m     float32
 		right bool
 		group int32
+		w     float64
 	}
 	groups := map[string]int32{}
 	var pts []pt
@@ -725,20 +854,20 @@ func (f *routeFitter) floor(items []RouteItem, i int, target float64, every bool
 			g = int32(len(groups))
 			groups[it.Group] = g
 		}
-		pts = append(pts, pt{mass(it), slices.Contains(classes, it.Label), g})
+		pts = append(pts, pt{mass(it), slices.Contains(classes, it.Label), g, f.weight(it)})
 	}
 	// Sorted once, by mass, stably: a group's points, taken in this order,
 	// are sorted as well.
 	slices.SortStableFunc(pts, func(a, b pt) int { return cmp.Compare(b.m, a.m) })
 	scan := func(group int32) float32 {
-		best, right, k := float32(1), 0, 0
+		best, right, k := float32(1), 0.0, 0.0
 		for j, p := range pts {
 			if group >= 0 && p.group != group {
 				continue
 			}
-			k++
+			k += p.w
 			if p.right {
-				right++
+				right += p.w
 			}
 			next := j + 1
 			for group >= 0 && next < len(pts) && pts[next].group != group {
@@ -750,7 +879,7 @@ func (f *routeFitter) floor(items []RouteItem, i int, target float64, every bool
 			if p.m < 0.05 {
 				break // below this a route is not a decision
 			}
-			if float64(right)/float64(k) >= target {
+			if right/k >= target {
 				best = p.m
 			}
 		}
@@ -780,6 +909,7 @@ func (f *routeFitter) fallback(sent []RouteItem, target float64) float32 {
 	type pt struct {
 		m     float32
 		right bool
+		w     float64
 	}
 	var pts []pt
 	for _, it := range sent {
@@ -790,19 +920,20 @@ func (f *routeFitter) fallback(sent []RouteItem, target float64) float32 {
 			}
 		}
 		if best >= 0 {
-			pts = append(pts, pt{bm, slices.Contains(f.routes[best].Classes, it.Label)})
+			pts = append(pts, pt{bm, slices.Contains(f.routes[best].Classes, it.Label), f.weight(it)})
 		}
 	}
 	sort.SliceStable(pts, func(a, b int) bool { return pts[a].m > pts[b].m })
-	fl, right := float32(1), 0
+	fl, right, n := float32(1), 0.0, 0.0
 	for k, x := range pts {
+		n += x.w
 		if x.right {
-			right++
+			right += x.w
 		}
 		if k+1 < len(pts) && pts[k+1].m == x.m {
 			continue
 		}
-		if float64(right)/float64(k+1) >= target {
+		if right/n >= target {
 			fl = x.m
 		}
 	}

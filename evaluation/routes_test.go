@@ -3,9 +3,11 @@ package evaluation
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -145,4 +147,78 @@ func TestQuantile(t *testing.T) {
 	if quantile(nil, 0) != 0 || v[0] != 0.9 {
 		t.Fatal("quantile of nothing, or it sorted its input")
 	}
+}
+
+// TestFitRoutesPrior: the user's traffic is a source where tier 1 is
+// overconfident (a coin toss up to 0.88); the public data is honest (right
+// above 0.7). Floors fitted on the public data alone miss the target on
+// the user's traffic; 200 own labels leaning on the public data reach it
+// on fresh rows of that traffic, where the same labels pooled unweighted
+// with the public data are drowned by it.
+func TestFitRoutesPrior(t *testing.T) {
+	set, items := shiftedSources(t)
+	// Sources a and b: the user's traffic (a: labels, b: fresh rows);
+	// c and d: the public data, ten copies of it (the public data outnumbers
+	// a user's labels) under other keys.
+	var own, fresh, public []RouteItem
+	for _, it := range items {
+		switch it.Group {
+		case "a":
+			own = append(own, it)
+		case "b":
+			fresh = append(fresh, it)
+		default:
+			for k := range 10 {
+				c := it
+				c.Key, c.Prior = fmt.Sprintf("%s/%d", it.Key, k), true
+				public = append(public, c)
+			}
+		}
+	}
+	own = own[:200]
+	o := RouteFitOptions{TargetPrecision: 0.9, Folds: 5, EscalateAt: []float32{0.1}, Mix: []float32{0}}
+	precisionOn := func(rep RouteFitReport, items []RouteItem) RouteSummary {
+		f := routeFitter{set: set, routes: set.Routes(), o: o}
+		return f.judge(items, &rep.Params)
+	}
+
+	publicOnly := FitRoutes(set, unprior(public), o)
+	if s := precisionOn(publicOnly, fresh); s.Precision >= 0.85 {
+		t.Fatalf("floors fitted on the public data alone reach %.3f on the user's traffic; the test needs them to miss", s.Precision)
+	}
+
+	withPrior := FitRoutes(set, append(slices.Clone(own), public...), o)
+	if withPrior.Own != 200 || withPrior.Prior != len(public) || math.Abs(withPrior.PriorWeight-200.0/float64(len(public))) > 1e-9 {
+		t.Fatalf("own %d, prior %d, prior weight %v", withPrior.Own, withPrior.Prior, withPrior.PriorWeight)
+	}
+	if sel := withPrior.Selection; !sel.Own || sel.HeldOut || !sel.Met {
+		t.Fatalf("selection %+v: want chosen on the own labels, cross-validated, keeping the target", sel)
+	}
+	if withPrior.CV.N != 200 || withPrior.Before.N != 200 {
+		t.Fatalf("judged on %d (cv) and %d (before) items, want the 200 own labels", withPrior.CV.N, withPrior.Before.N)
+	}
+	got := precisionOn(withPrior, fresh)
+	if got.Routed < 30 || got.Precision < 0.87 {
+		t.Fatalf("own labels with the prior: route precision %.3f on %d routed fresh rows, want within 0.03 of 0.9", got.Precision, got.Routed)
+	}
+	if ci := withPrior.CV.PrecisionCI; ci.Lo > withPrior.CV.Precision || ci.Hi < withPrior.CV.Precision || ci.Hi-ci.Lo < 0.02 {
+		t.Fatalf("cross-validated precision %.3f, interval %+v", withPrior.CV.Precision, ci)
+	}
+
+	// The same labels without the weighting, pooled with the public data
+	// (as if it were the user's): the public data decides.
+	drowned := FitRoutes(set, append(slices.Clone(own), unprior(public)...), o)
+	t.Logf("route precision on fresh rows: public only %.3f, own with prior %.3f (%d routed), pooled unweighted %.3f",
+		precisionOn(publicOnly, fresh).Precision, got.Precision, got.Routed, precisionOn(drowned, fresh).Precision)
+	if s := precisionOn(drowned, fresh); s.Precision >= got.Precision {
+		t.Fatalf("pooled unweighted: %.3f on fresh rows, the weighted fit %.3f: the weighting should matter", s.Precision, got.Precision)
+	}
+}
+
+func unprior(items []RouteItem) []RouteItem {
+	out := slices.Clone(items)
+	for i := range out {
+		out[i].Prior = false
+	}
+	return out
 }

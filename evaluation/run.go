@@ -274,6 +274,7 @@ func summarize(mode string, classes []string, out []Outcome) *Report {
 	}
 	n := float64(max(len(out), 1))
 	r.Accuracy = float64(correct) / n
+	r.AccuracyCI = Wilson(correct, len(out))
 	r.Coverage = float64(routed) / n
 	r.EscalationRate = float64(esc) / n
 	judged := labels // the classes per-class figures and macro averages are over
@@ -337,6 +338,17 @@ func summarize(mode string, classes []string, out []Outcome) *Report {
 		// accuracy.
 		r.MicroPrecision, r.MicroRecall = r.Accuracy, r.Accuracy
 		r.RoutePrecision, r.PerRoute = routeFigures(out)
+		right := 0
+		for _, o := range out {
+			if o.Routed {
+				r.Routed++
+				if o.Correct {
+					right++
+				}
+			}
+		}
+		ci := Wilson(right, r.Routed)
+		r.RoutePrecisionCI = &ci
 	}
 	if r.MicroPrecision+r.MicroRecall > 0 {
 		r.MicroF1 = 2 * r.MicroPrecision * r.MicroRecall / (r.MicroPrecision + r.MicroRecall)

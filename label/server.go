@@ -118,6 +118,10 @@ func loopbackHost(host string) bool {
 }
 
 // Loopback reports whether addr (host:port) listens on this machine only.
+// LoopbackHost reports whether host (a name or an address, without a
+// port) is this machine's loopback.
+func LoopbackHost(host string) bool { return loopbackHost(host) }
+
 func Loopback(addr string) bool {
 	h, _, err := net.SplitHostPort(addr)
 	return err == nil && loopbackHost(h)

@@ -383,6 +383,53 @@ func (s *Session) act(id string, do func(*Item) (mark, error)) error {
 	return nil
 }
 
+// Pending are the items not yet labelled or marked not sure, in the
+// order the page would show them.
+func (s *Session) Pending() []Item {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Item, len(s.queue))
+	for k, i := range s.queue {
+		out[k] = s.items[i]
+	}
+	return out
+}
+
+// Record writes a label, or a "not sure" mark when label is "", that
+// labeller (not a person on the page: "model:POOL") gave the pending
+// item id, synced before it returns; it is not undone by Undo's list of
+// the page's own actions. An item already labelled or marked is refused
+// (ErrStale).
+func (s *Session) Record(id, label, labeller string) error {
+	if label != "" && !slices.Contains(s.classes, label) {
+		return fmt.Errorf("label %q is not one of the classes %v", label, s.classes)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("the session is closed")
+	}
+	i, ok := s.byID[id]
+	k := slices.Index(s.queue, i)
+	if !ok || k < 0 {
+		return ErrStale
+	}
+	it := &s.items[i]
+	if label == "" {
+		if _, err := s.unsure.append(unsureLine{ID: it.ID, At: s.o.Now().UTC(), Labeller: labeller}); err != nil {
+			return err
+		}
+		s.notSure[it.ID] = true
+	} else {
+		if _, err := s.labels.append(Labelled{Text: it.Text, Label: label, Source: s.o.Source, ID: it.ID, At: s.o.Now().UTC(), Labeller: labeller}); err != nil {
+			return err
+		}
+		s.labelled[it.ID] = label
+	}
+	s.queue = slices.Delete(s.queue, k, k+1)
+	return nil
+}
+
 // Undo takes back the last label, "not sure" or skip, and shows its
 // item again. False when there is nothing to undo.
 func (s *Session) Undo() (bool, error) {
@@ -416,3 +463,6 @@ func (s *Session) Undo() (bool, error) {
 	}
 	return true, nil
 }
+
+// Classes are the labels offered ("other" among them).
+func (s *Session) Classes() []string { return slices.Clone(s.classes) }

@@ -21,20 +21,24 @@ var (
 )
 
 // Labelled is one line of the labels file: the standard labelled JSONL
-// (text, label, source, id), with when it was labelled.
+// (text, label, source, id), with when it was labelled and, for a label a
+// model proposed (Propose), by which ("model:POOL"; empty: a person on
+// the page).
 type Labelled struct {
-	Text   string    `json:"text"`
-	Label  string    `json:"label"`
-	Source string    `json:"source"`
-	ID     string    `json:"id"`
-	At     time.Time `json:"labelled_at"`
+	Text     string    `json:"text"`
+	Label    string    `json:"label"`
+	Source   string    `json:"source"`
+	ID       string    `json:"id"`
+	At       time.Time `json:"labelled_at"`
+	Labeller string    `json:"labeller,omitempty"`
 }
 
 // unsureLine is one line of the not-sure file (PATH.unsure): an item the
 // labeller could not decide, kept out of the labels and not asked again.
 type unsureLine struct {
-	ID string    `json:"id"`
-	At time.Time `json:"at"`
+	ID       string    `json:"id"`
+	At       time.Time `json:"at"`
+	Labeller string    `json:"labeller,omitempty"`
 }
 
 // file is an append-only JSONL file of one kind of mark, synced per line;

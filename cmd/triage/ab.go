@@ -224,6 +224,7 @@ func (e *abEnv) headsSide(s abSpec, dir string) (*abSide, error) {
 // abFlags are the flags of "triage ab".
 type abFlags struct {
 	a, b, data, config, labelMap, html, models, log string
+	agreement                                       string
 	boot                                            int
 	seed                                            uint64
 	asJSON, configSet                               bool
@@ -245,6 +246,7 @@ func parseABFlags(args []string, stderr io.Writer) (*abFlags, error) {
 	fs.Uint64Var(&f.seed, "seed", 1, "bootstrap seed")
 	fs.BoolVar(&f.asJSON, "json", false, "print the comparison as JSON")
 	fs.StringVar(&f.html, "html", "", "also write a self-contained HTML page")
+	fs.StringVar(&f.agreement, "agreement", "", agreementFlagHelp)
 	fs.StringVar(&f.models, "models", "", modelsFlagHelp)
 	fs.StringVar(&f.log, "log", "", "a shadow decision log (the rules' shadow.log) to compare its live and shadow decisions, instead of --a/--b/--data")
 	if err := parseFlags(fs, args, stderr); err != nil {
@@ -322,6 +324,9 @@ func compareSpecs(ctx context.Context, f *abFlags, stderr io.Writer) (*evaluatio
 	if err := needLabels(set, "", "ab"); err != nil {
 		return nil, err
 	}
+	if err := checkModelLabels(set, f.agreement, "ab", stderr); err != nil {
+		return nil, err
+	}
 	items := itemsOf(set)
 	pf := placeFlags{config: f.config, models: f.models, configSet: f.configSet}
 	env := &abEnv{cfgPath: f.config}
@@ -369,6 +374,10 @@ func printAB(w io.Writer, ab *evaluation.ABReport) error {
 		fmt.Fprintf(w, "%d items; the same top class for %.1f%% (%d differ)\n", ab.N, 100*ab.AgreementRate, ab.Differ)
 	}
 	fmt.Fprintf(w, "accuracy A %.4f  B %.4f  B-A %+.4f (95%% [%+.4f, %+.4f])\n", ab.Accuracy.A, ab.Accuracy.B, ab.Accuracy.Delta, ab.Accuracy.Lo, ab.Accuracy.Hi)
+	if d := ab.RoutePrecision; d != nil {
+		fmt.Fprintf(w, "route precision A %.4f  B %.4f  B-A %+.4f (95%% [%+.4f, %+.4f], paired bootstrap)\n", d.A, d.B, d.Delta, d.Lo, d.Hi)
+	}
+	printSideIntervals(w, ab)
 	test := "chi-square"
 	if ab.McNemar.Exact {
 		test = "exact"
@@ -388,6 +397,29 @@ func printAB(w io.Writer, ab *evaluation.ABReport) error {
 		fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%+.3f\t[%+.3f, %+.3f]\t\n", k, d.A, d.B, d.Delta, d.Lo, d.Hi)
 	}
 	return tw.Flush()
+}
+
+// printSideIntervals prints each side's own 95% intervals (Wilson): what
+// each figure may be, given the number of labels, beside the interval of
+// the difference above.
+func printSideIntervals(w io.Writer, ab *evaluation.ABReport) {
+	side := func(name string, acc, prec *evaluation.Interval, routed int) {
+		if acc == nil {
+			return
+		}
+		fmt.Fprintf(w, "  %s: accuracy %.3f–%.3f", name, acc.Lo, acc.Hi)
+		if prec != nil {
+			fmt.Fprintf(w, ", route precision %.3f–%.3f of %d routed", prec.Lo, prec.Hi, routed)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "95%% intervals of each side (Wilson, %d items):\n", ab.N)
+	var pa, pb *evaluation.Interval
+	if d := ab.RoutePrecision; d != nil {
+		pa, pb = d.CIA, d.CIB
+	}
+	side("A", ab.Accuracy.CIA, pa, ab.A.Routed)
+	side("B", ab.Accuracy.CIB, pb, ab.B.Routed)
 }
 
 // runABLog is "triage ab --log": live against shadow decisions of sampled

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -27,8 +28,10 @@ type calibrateFlags struct {
 	heads                                 string     // the heads calibrated, resolved
 	data, groupBy, classes, labelMap, out string
 	rules                                 string // --rules: fit a rule set's route floors instead
+	prior                                 string // --prior: public labelled data the own labels of --data lean on
+	agreement                             string // --agreement: a person's labels a model's in --data are measured against
 	tier, folds, minRouted                int
-	target, maxEsc, quantile              float64
+	target, maxEsc, quantile, priorWeight float64
 	temperature, diff, asJSON             bool
 }
 
@@ -44,6 +47,9 @@ func parseCalibrateFlags(args []string, stderr io.Writer) (*calibrateFlags, erro
 	fs.StringVar(&f.groupBy, "group-by", "", "column naming each item's source: floors must hold in every source, and are judged leaving each source out (with --rules: the settings are chosen leaving each source out)")
 	fs.Float64Var(&f.quantile, "source-quantile", 0, "with --rules and --group-by: the quantile of the held-out sources that must keep the target precision and --max-escalation (0: the worst source)")
 	fs.IntVar(&f.minRouted, "min-routed", 100, "with --rules and --group-by: the fewest items a held-out source must have routed (or hold, for escalation) to bind the choice")
+	fs.StringVar(&f.prior, "prior", "", "with --rules: public labelled data for --data (your own labels) to lean on: the floors are fitted on both, the prior weighing --prior-weight times as much as your labels in all, and the setting is chosen and judged on your labels, cross-validated")
+	fs.Float64Var(&f.priorWeight, "prior-weight", 1, "with --prior: the prior's total weight in the floors, as a multiple of your labels' count (each prior row weighs at most 1)")
+	fs.StringVar(&f.agreement, "agreement", "", agreementFlagHelp)
 	fs.IntVar(&f.folds, "folds", 5, "cross-validation folds over rows")
 	fs.StringVar(&f.classes, "classes", "", "comma-separated classes to floor (default: every class but other)")
 	fs.BoolVar(&f.temperature, "temperature", true, "refit the tier's temperature on the calibration set first")
@@ -61,6 +67,20 @@ func parseCalibrateFlags(args []string, stderr io.Writer) (*calibrateFlags, erro
 	}
 	if f.quantile < 0 || f.quantile > 1 || f.minRouted < 1 {
 		fmt.Fprintln(stderr, "triage calibrate: --source-quantile is between 0 and 1, --min-routed at least 1")
+		return nil, errUsage
+	}
+	switch {
+	case f.prior != "" && f.rules == "":
+		fmt.Fprintln(stderr, "triage calibrate: --prior fits a rule set's floors: add --rules FILE")
+		return nil, errUsage
+	case f.prior != "" && f.groupBy != "":
+		fmt.Fprintln(stderr, "triage calibrate: --prior chooses the setting on your labels (--data), cross-validated; --group-by chooses it on held-out sources: use one")
+		return nil, errUsage
+	case f.priorWeight <= 0 || math.IsNaN(f.priorWeight) || math.IsInf(f.priorWeight, 0):
+		fmt.Fprintln(stderr, "triage calibrate: --prior-weight is above 0")
+		return nil, errUsage
+	case f.folds < 2:
+		fmt.Fprintln(stderr, "triage calibrate: --folds is at least 2")
 		return nil, errUsage
 	}
 	return &f, nil
@@ -95,11 +115,8 @@ func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	defer closeTier()
-	set, err := readDataset(f.data, datasets.Columns{}, f.labelMap, stderr)
+	set, err := readLabelled(f.data, f.labelMap, h.Classes, f.agreement, stderr)
 	if err != nil {
-		return err
-	}
-	if err := needLabels(set, "", "calibrate"); err != nil {
 		return err
 	}
 	cal, err := training.Calibrate(ctx, set.Rows, o)
@@ -137,6 +154,57 @@ func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 	}
 	return nil
+}
+
+// readLabelled reads a labelled set to fit on (label map applied) and
+// refuses it, naming every line at fault, when a row has no label or one
+// that is not among classes, a blank text, or a text an earlier line has.
+func readLabelled(path, labelMap string, classes []string, agreement string, stderr io.Writer) (*datasets.Set, error) {
+	set, err := readDataset(path, datasets.Columns{}, labelMap, stderr)
+	if err != nil {
+		return nil, err
+	}
+	if err := needLabels(set, "", "calibrate"); err != nil {
+		return nil, err
+	}
+	if err := checkModelLabels(set, agreement, "calibrate", stderr); err != nil {
+		return nil, err
+	}
+	if err := set.CheckLabelled(classes, 20); err != nil {
+		return nil, badInput(fmt.Errorf("%s cannot be fitted on:\n%w", path, err))
+	}
+	return set, nil
+}
+
+const agreementFlagHelp = "when the labels file holds a model's labels (triage label --by): a person's labels file to measure them against first (the report is printed on stderr); without it such labels are refused"
+
+// checkModelLabels refuses a labels file holding labels a model proposed
+// ("labeller": "model:POOL", triage label --by) unless agreement names a
+// person's labels file: then it prints how far the two agree (on stderr)
+// before they are used as the truth.
+func checkModelLabels(set *datasets.Set, agreement, what string, stderr io.Writer) error {
+	models := map[string]int{}
+	for _, r := range set.Rows {
+		if l := r.Cols["labeller"]; strings.HasPrefix(l, "model:") {
+			models[l]++
+		}
+	}
+	if len(models) == 0 {
+		return nil
+	}
+	var names []string
+	n := 0
+	for l, k := range models {
+		names = append(names, l)
+		n += k
+	}
+	sort.Strings(names)
+	if agreement == "" {
+		return badInput(fmt.Errorf("%s: %d of its %d labels were proposed by a model (%s): %s takes them as the truth only once measured against a person's labels: add --agreement HUMAN.jsonl (labels of some of the same prompts, from triage label)",
+			set.Path, n, len(set.Rows), strings.Join(names, ", "), what))
+	}
+	fmt.Fprintf(stderr, "%s: %d of %d labels were proposed by %s; their agreement with a person's:\n", what, n, len(set.Rows), strings.Join(names, ", "))
+	return printAgreement(stderr, agreement, set.Path)
 }
 
 // tierLogits loads tier n of h and sets o's temperature and logits to the

@@ -38,20 +38,43 @@ func runCalibrateRules(ctx context.Context, f *calibrateFlags, stdout, stderr io
 		return err
 	}
 	set := rt.set
-	ds, err := readDataset(f.data, datasets.Columns{}, f.labelMap, stderr)
+	ds, err := readLabelled(f.data, f.labelMap, set.Classes(), f.agreement, stderr)
 	if err != nil {
 		return err
 	}
-	if err := needLabels(ds, "label", "calibrate"); err != nil {
-		return err
-	}
-	items := itemsOf(ds)
 	_ = set.LoadTier2() // the figures are of decisions, not of the load
-	report, finish := progress.Func(stderr, progress.Options{}, "calibrate: both tiers on "+filepath.Base(f.data))
-	ev := evaluation.GatherRoutes(ctx, set, items, f.groupBy, evaluation.Options{Progress: report})
-	finish()
+	gather := func(ds *datasets.Set) []evaluation.RouteItem {
+		report, finish := progress.Func(stderr, progress.Options{}, "calibrate: both tiers on "+filepath.Base(ds.Path))
+		defer finish()
+		return evaluation.GatherRoutes(ctx, set, itemsOf(ds), f.groupBy, evaluation.Options{Progress: report})
+	}
+	ev := gather(ds)
+	var prior *datasets.Set
+	if f.prior != "" {
+		if prior, err = readLabelled(f.prior, f.labelMap, set.Classes(), "", stderr); err != nil {
+			return err
+		}
+		own := map[string]bool{}
+		for _, r := range ds.Rows {
+			own[strings.TrimSpace(r.Text)] = true
+		}
+		kept := prior.Rows[:0]
+		for _, r := range prior.Rows {
+			if !own[strings.TrimSpace(r.Text)] {
+				kept = append(kept, r)
+			}
+		}
+		if n := len(prior.Rows) - len(kept); n > 0 {
+			fmt.Fprintf(stderr, "calibrate: %d rows of %s are in %s too: kept as your labels only\n", n, f.prior, f.data)
+		}
+		prior.Rows = kept
+		for _, it := range gather(prior) {
+			it.Prior = true
+			ev = append(ev, it)
+		}
+	}
 	rep := evaluation.FitRoutes(set, ev, evaluation.RouteFitOptions{TargetPrecision: f.target, Robust: f.groupBy != "",
-		MaxEscalation: f.maxEsc, Folds: f.folds, SourceQuantile: f.quantile, MinRouted: f.minRouted})
+		MaxEscalation: f.maxEsc, Folds: f.folds, SourceQuantile: f.quantile, MinRouted: f.minRouted, PriorWeight: f.priorWeight})
 	switch {
 	case f.asJSON:
 		enc := json.NewEncoder(stdout)
@@ -106,8 +129,12 @@ func writeRouteFit(stdout io.Writer, f *calibrateFlags, set *rules.Set, ds *data
 }
 
 func printRouteFit(w io.Writer, f *calibrateFlags, set *rules.Set, ds *datasets.Set, rep *evaluation.RouteFitReport) {
-	fmt.Fprintf(w, "rules %s (version %s): fitted for route precision %.2f on %s (%d items)\n",
+	fmt.Fprintf(w, "rules %s (version %s): fitted for route precision %.2f on %s (%d items)",
 		set.File().Path, set.Version(), rep.Target, f.data, len(ds.Rows))
+	if rep.Prior > 0 {
+		fmt.Fprintf(w, " leaning on %s (%d items, each weighing %.3f: %.0f in all)", f.prior, rep.Prior, rep.PriorWeight, rep.PriorWeight*float64(rep.Prior))
+	}
+	fmt.Fprintln(w)
 	printSelection(w, f, rep)
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -123,10 +150,19 @@ func printRouteFit(w io.Writer, f *calibrateFlags, set *rules.Set, ds *datasets.
 	row := func(name string, s evaluation.RouteSummary) {
 		fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%.3f\t%.1f%%\n", name, s.Accuracy, s.Precision, s.Coverage, 100*s.Escalation)
 	}
+	if rep.Prior > 0 {
+		fmt.Fprintf(tw, "on your %d labels:\t\t\t\t\n", rep.Own)
+	}
 	row("as the rules are", rep.Before)
 	row("fitted (on all the data)", rep.Fitted)
 	row(fmt.Sprintf("cross-validated (%d folds)", f.folds), rep.CV)
 	tw.Flush()
+	ci := rep.CV.PrecisionCI
+	fmt.Fprintf(w, "cross-validated route precision %.3f, 95%% interval %.3f–%.3f (Wilson, %d routed of %d): more labels narrow it\n",
+		rep.CV.Precision, ci.Lo, ci.Hi, rep.CV.Routed, rep.CV.N)
+	if rep.Selection.Own {
+		fmt.Fprintln(w, "  (the setting is the best of those tried on these labels: the traffic may come out below it, by up to the interval's half-width)")
+	}
 	if len(rep.Sources) == 0 {
 		return
 	}
@@ -167,6 +203,11 @@ func printSelection(w io.Writer, f *calibrateFlags, rep *evaluation.RouteFitRepo
 	if !sel.Met {
 		kept = "MISSES"
 	}
+	if sel.Own {
+		fmt.Fprintf(w, "chosen on your labels, cross-validated (each fold judged by the floors fitted on the prior and the other folds): route precision %.3f, escalated %.1f%%%s: it %s the target\n",
+			sel.Precision, 100*sel.Escalation, capNote, kept)
+		return
+	}
 	if !sel.HeldOut {
 		fmt.Fprintf(w, "chosen on the pooled data it was fitted on: route precision %.3f, escalated %.1f%%%s: it %s the target\n",
 			sel.Precision, 100*sel.Escalation, capNote, kept)
@@ -184,6 +225,12 @@ func printSelection(w io.Writer, f *calibrateFlags, rep *evaluation.RouteFitRepo
 // route's floors, and the tier-2 settings.
 func printRouteSnippet(w io.Writer, f *calibrateFlags, set *rules.Set, ds *datasets.Set, rep *evaluation.RouteFitReport) {
 	fmt.Fprintf(w, "# triage calibrate --rules %s --data %s --target-precision %.2f", f.rules, f.data, rep.Target)
+	if f.prior != "" {
+		fmt.Fprintf(w, " --prior %s", f.prior)
+		if f.priorWeight != 1 {
+			fmt.Fprintf(w, " --prior-weight %g", f.priorWeight)
+		}
+	}
 	if f.maxEsc > 0 {
 		fmt.Fprintf(w, " --max-escalation %g", f.maxEsc)
 	}
@@ -198,7 +245,12 @@ func printRouteSnippet(w io.Writer, f *calibrateFlags, set *rules.Set, ds *datas
 	}
 	fmt.Fprintf(w, "\n# data sha256 %s, rules version %s\n", ds.SHA256, set.Version())
 	s := rep.CV
-	fmt.Fprintf(w, "# cross-validated: accuracy %.3f, route precision %.3f, coverage %.3f, escalated %.1f%%\n", s.Accuracy, s.Precision, s.Coverage, 100*s.Escalation)
+	on := ""
+	if rep.Prior > 0 {
+		on = fmt.Sprintf(" on your %d labels (the prior's %d items weighing %.3f each)", rep.Own, rep.Prior, rep.PriorWeight)
+	}
+	fmt.Fprintf(w, "# cross-validated%s: accuracy %.3f, route precision %.3f (95%% %.3f-%.3f, %d routed), coverage %.3f, escalated %.1f%%\n",
+		on, s.Accuracy, s.Precision, s.PrecisionCI.Lo, s.PrecisionCI.Hi, s.Routed, s.Coverage, 100*s.Escalation)
 	if n := rep.NewSource; n != nil {
 		fmt.Fprintf(w, "# a new %s (median and range of %d held out, the fit run without each): route precision %.3f (%.3f-%.3f), accuracy %.3f (%.3f-%.3f), escalated %.1f%% (%.1f-%.1f%%)\n",
 			f.groupBy, n.Sources, n.Precision.Median, n.Precision.Lo, n.Precision.Hi, n.Accuracy.Median, n.Accuracy.Lo, n.Accuracy.Hi,

@@ -30,6 +30,7 @@ var errGate = errors.New("evaluation below the required figures")
 type evalFlags struct {
 	place                                                           placeFlags // --config, --heads, --models
 	rules, data, tier, labelMap, textCol, labelCol, by, train, html string
+	agreement                                                       string
 	asJSON                                                          bool
 	minAcc, minMacroP, minCov, maxEsc, defFloor                     float64
 	robust                                                          robustFlags
@@ -54,6 +55,7 @@ func parseEvalFlags(args []string, stderr io.Writer) (*evalFlags, error) {
 	fs.StringVar(&f.by, "by", "", "repeat the report per value of this column (realism, source, ...)")
 	fs.StringVar(&f.train, "train", "", "training data to check for leakage (evaluation texts found in it, exactly or normalised)")
 	fs.BoolVar(&f.asJSON, "json", false, "print the report as JSON")
+	fs.StringVar(&f.agreement, "agreement", "", agreementFlagHelp)
 	fs.StringVar(&f.html, "html", "", "also write a self-contained HTML report to this file")
 	fs.Float64Var(&f.minAcc, "min-accuracy", -1, "fail (exit 1) below this accuracy")
 	fs.Float64Var(&f.minMacroP, "min-macro-precision", -1, "fail below this macro precision")
@@ -135,6 +137,9 @@ func readEvalItems(f *evalFlags, stderr io.Writer) (*datasets.Set, []evaluation.
 		return nil, nil, err
 	}
 	if err := needLabels(set, f.labelCol, "eval"); err != nil {
+		return nil, nil, err
+	}
+	if err := checkModelLabels(set, f.agreement, "eval", stderr); err != nil {
 		return nil, nil, err
 	}
 	if f.train != "" {
@@ -334,6 +339,7 @@ func printEval(w io.Writer, r *evaluation.Report) {
 	if r.Mode == "rules" {
 		fmt.Fprintf(w, "route precision %.4f (of the items a class route took, the share whose label it covers)\n", r.RoutePrecision)
 	}
+	printIntervals(w, r)
 	lat := make([]string, 0, len(r.Latency))
 	for k, p := range r.Latency {
 		lat = append(lat, fmt.Sprintf("%s p50 %.1f µs p99 %.1f µs", k, p.P50, p.P99))
@@ -403,6 +409,17 @@ func printEval(w io.Writer, r *evaluation.Report) {
 		tw.Flush()
 	}
 	printRobustness(w, r.Robustness)
+}
+
+// printIntervals prints the 95% intervals of accuracy and, for a rule
+// set, route precision: how far the figures may be from what more labels
+// like these would show.
+func printIntervals(w io.Writer, r *evaluation.Report) {
+	fmt.Fprintf(w, "95%% intervals (Wilson): accuracy %.3f–%.3f of %d items", r.AccuracyCI.Lo, r.AccuracyCI.Hi, r.N)
+	if ci := r.RoutePrecisionCI; ci != nil {
+		fmt.Fprintf(w, "; route precision %.3f–%.3f of %d routed (±%.3f)", ci.Lo, ci.Hi, r.Routed, (ci.Hi-ci.Lo)/2)
+	}
+	fmt.Fprintln(w)
 }
 
 // readDataset reads a labelled dataset and applies the label map, if one

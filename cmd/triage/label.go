@@ -6,9 +6,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
+	"os"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/triagegw/triage/classifier"
+	"github.com/triagegw/triage/evaluation"
 	"github.com/triagegw/triage/label"
 )
 
@@ -18,7 +22,14 @@ Serves a page (on 127.0.0.1 by default) to label the prompts of a sample
 (sample.path of the gateway's config) one at a time with the keyboard. Each
 label is appended to --out as {"text","label","source","id"} and synced
 before the next prompt shows; run it again to go on where it stopped.
---status prints the progress and the stopping hint, and exits.`
+--status prints the progress and the stopping hint, and exits.
+
+With --by POOL, a model the gateway fronts proposes the labels instead: each
+prompt is sent to the running gateway (--gateway URL, key from --key-env) as
+a chat completion naming POOL, with a fixed instruction listing the classes,
+at temperature 0; an answer that is exactly a class is a label marked
+"labeller":"model:POOL", anything else is "not sure". --agreement HUMAN.jsonl
+prints how far those labels agree with a person's.`
 
 type labelFlags struct {
 	place       placeFlags
@@ -30,6 +41,11 @@ type labelFlags struct {
 	source      string
 	margin      float64
 	status      bool
+	// --by: a model proposes the labels
+	by, gateway, keyEnv    string
+	concurrency, maxTokens int
+	maxTokensTotal         int
+	agreement              string
 }
 
 // stringList is a flag that may be given more than once.
@@ -50,6 +66,13 @@ func parseLabelFlags(args []string, stderr io.Writer) (*labelFlags, error) {
 	fs.StringVar(&f.source, "source", "traffic", "the labels' source column")
 	fs.Float64Var(&f.margin, "margin", 0.03, "half-width of the 95% interval of the route precision that the stopping hint aims for")
 	fs.BoolVar(&f.status, "status", false, "print the progress and the stopping hint, and exit")
+	fs.StringVar(&f.by, "by", "", "a pool the gateway fronts, to propose the labels instead of a person: the model name (or alias) clients send for it, or the pool's name in --config; see --gateway")
+	fs.StringVar(&f.gateway, "gateway", "http://127.0.0.1:8080", "with --by: the running gateway's base URL; every call goes through it")
+	fs.StringVar(&f.keyEnv, "key-env", "", "with --by: environment variable holding the gateway API key to send")
+	fs.IntVar(&f.concurrency, "concurrency", 4, "with --by: most calls in flight")
+	fs.IntVar(&f.maxTokens, "max-tokens", 16, "with --by: max_tokens of each call (a class name is a few)")
+	fs.IntVar(&f.maxTokensTotal, "max-tokens-total", 200000, "with --by: most tokens all the calls may cost (prompt and answer, as the usage says); the prompts it would not cover are left for another run")
+	fs.StringVar(&f.agreement, "agreement", "", "a person's labels file: print how far the labels in --out (a model's) agree with it (Cohen's kappa, per class)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return nil, err
 	}
@@ -61,6 +84,12 @@ func parseLabelFlags(args []string, stderr io.Writer) (*labelFlags, error) {
 	case f.out == "":
 		fmt.Fprintln(stderr, "--out is required\n"+labelUsage)
 		return nil, errUsage
+	case f.by != "" && (f.concurrency < 1 || f.concurrency > 64):
+		fmt.Fprintln(stderr, "triage label: --concurrency is 1 to 64")
+		return nil, errUsage
+	case f.by != "" && (f.maxTokens < 1 || f.maxTokensTotal < 1):
+		fmt.Fprintln(stderr, "triage label: --max-tokens and --max-tokens-total are at least 1")
+		return nil, errUsage
 	}
 	return &f, nil
 }
@@ -70,7 +99,7 @@ func runLabel(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	if !f.status && !f.allowRemote && !label.Loopback(f.listen) {
+	if !f.status && f.by == "" && !f.allowRemote && !label.Loopback(f.listen) {
 		return badInput(fmt.Errorf("--listen %s is not a loopback address: the page shows prompts from your traffic; use 127.0.0.1:PORT, or --allow-remote to serve it there anyway", f.listen))
 	}
 	classes, err := f.labelClasses()
@@ -87,7 +116,15 @@ func runLabel(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer s.Close()
 	st := s.State()
 	printLabelStatus(stdout, f, s, st)
-	if f.status {
+	if f.status || f.by != "" {
+		if f.by != "" && !f.status {
+			if err := proposeLabels(ctx, f, s, stdout); err != nil {
+				return err
+			}
+		}
+		if f.agreement != "" {
+			return printAgreement(stdout, f.agreement, f.out)
+		}
 		return nil
 	}
 	ln, err := net.Listen("tcp", f.listen)
@@ -124,6 +161,90 @@ func (f *labelFlags) labelClasses() ([]string, error) {
 	}
 	return h.Classes, nil
 }
+
+// proposeLabels asks the pool --by names, through the gateway, for a
+// label of every pending prompt, and says what it did.
+func proposeLabels(ctx context.Context, f *labelFlags, s *label.Session, stdout io.Writer) error {
+	model := f.by
+	if cfg, err := f.place.loadConfig(); err == nil && cfg != nil {
+		for _, p := range cfg.Pools {
+			if p.Name == f.by {
+				model = p.Model // the name a client sends for the pool
+			}
+		}
+	}
+	c := &label.ChatClient{URL: f.gateway, Model: model, MaxTokens: f.maxTokens}
+	if f.keyEnv != "" {
+		if c.Key = os.Getenv(f.keyEnv); c.Key == "" {
+			return badInput(fmt.Errorf("--key-env %s: the variable is empty or unset", f.keyEnv))
+		}
+	}
+	u, err := url.Parse(f.gateway)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return badInput(fmt.Errorf("--gateway %q: want the gateway's base URL, http://host:port", f.gateway))
+	}
+	if c.Key != "" && u.Scheme == "http" && !label.LoopbackHost(u.Hostname()) {
+		return badInput(fmt.Errorf("--gateway %s: the key would cross the network in clear text: use https://, or a gateway on this machine", f.gateway))
+	}
+	system := label.Instruction(s.Classes())
+	o := label.ProposeOptions{Ask: c.Ask, Labeller: "model:" + f.by, Concurrency: f.concurrency, MaxTokensTotal: f.maxTokensTotal,
+		// At most: the prompt and the instruction at one token per 3
+		// bytes (English runs near 4), the framing, and the answer.
+		Reserve: func(p string) int { return (len(p)+len(system))/3 + 16 + f.maxTokens }}
+	via := ""
+	if model != f.by {
+		via = fmt.Sprintf(" (model %q)", model)
+	}
+	fmt.Fprintf(stdout, "asking %s%s through %s: %d prompts, at most %d at a time and %d tokens in all\n", f.by, via, f.gateway, len(s.Pending()), f.concurrency, f.maxTokensTotal)
+	st, err := label.Propose(ctx, s, o)
+	fmt.Fprintf(stdout, "%d answered: %d labelled, %d not sure (not exactly a class); %d failed (left for another run); %d tokens\n",
+		st.Asked, st.Labelled, st.Unsure, st.Failed, st.Tokens)
+	if st.Budget > 0 {
+		fmt.Fprintf(stdout, "the token budget (--max-tokens-total %d) left %d prompts unasked: run again to go on\n", f.maxTokensTotal, st.Budget)
+	}
+	if err != nil {
+		return fmt.Errorf("label --by %s: %w", f.by, err)
+	}
+	fmt.Fprintf(stdout, "these are a model's labels (\"labeller\": \"model:%s\"): measure them against a person's (--agreement HUMAN.jsonl) before calibrating on them\n", f.by)
+	return nil
+}
+
+// printAgreement prints how far the model's labels in modelPath agree with
+// a person's in humanPath.
+func printAgreement(w io.Writer, humanPath, modelPath string) error {
+	human, err := label.ReadLabels(humanPath)
+	if err != nil {
+		return badInput(err)
+	}
+	model, err := label.ReadLabels(modelPath)
+	if err != nil {
+		return badInput(err)
+	}
+	unsure, err := label.ReadUnsure(modelPath)
+	if err != nil {
+		return badInput(err)
+	}
+	a := label.Agree(human, model, unsure)
+	fmt.Fprintf(w, "agreement of %s with %s: %d prompts both labelled", modelPath, humanPath, a.Both)
+	if a.Unsure+a.Missing > 0 {
+		fmt.Fprintf(w, " (of %d the person labelled, %d the model was not sure of, %d it has not labelled)", a.Both+a.Unsure+a.Missing, a.Unsure, a.Missing)
+	}
+	fmt.Fprintln(w)
+	if a.Both == 0 {
+		fmt.Fprintln(w, "nothing to compare: no prompt has both a person's label and the model's")
+		return nil
+	}
+	fmt.Fprintf(w, "raw agreement %.3f (95%% %.3f-%.3f), Cohen's kappa %.3f\n", a.Raw, wilsonLo(a.Agree, a.Both), wilsonHi(a.Agree, a.Both), a.Kappa)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "class\tperson\tmodel\tboth\tagreement\t")
+	for _, c := range a.Classes {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.3f\t\n", c.Class, c.Human, c.Model, c.Agree, c.Rate)
+	}
+	return tw.Flush()
+}
+
+func wilsonLo(k, n int) float64 { return evaluation.Wilson(k, n).Lo }
+func wilsonHi(k, n int) float64 { return evaluation.Wilson(k, n).Hi }
 
 func printLabelStatus(w io.Writer, f *labelFlags, s *label.Session, st label.State) {
 	rd := s.ReadInfo()
