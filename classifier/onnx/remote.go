@@ -219,11 +219,18 @@ func (m *Model) runTexts(texts []string, dst [][]float32, deadline time.Time) er
 }
 
 // remoteFeatures is features for a remote Model.
+// The text is prepared here (prepare.go), as the local encoder prepares
+// it, so that an engine that knows nothing of it (vLLM, TEI) reads what
+// the local encoder would; triage's own engine prepares again, which
+// changes nothing (prepare is idempotent).
 func (m *Model) remoteFeatures(ctx context.Context, text string, dst []float32) ([]float32, int, error) {
 	r := m.remote
 	if !r.br.allow() {
 		r.refused.Add(1)
 		return dst, 0, classifier.ErrEncoderDown
+	}
+	if b, changed := prepare(nil, text); changed {
+		text = string(b) // the scheduler's job may outlive this call's buffers
 	}
 	n := r.estimateTokens(text)
 	if dl, ok := ctx.Deadline(); ok && m.sched != nil {

@@ -147,6 +147,38 @@ func TestRemoteClassify(t *testing.T) {
 	}
 }
 
+// TestRemotePrepares: the engine is sent each text as the local encoder
+// reads it (prepare.go), scheduled or not, so that an engine that knows
+// nothing of the preparation gives the local encoder's vectors.
+func TestRemotePrepares(t *testing.T) {
+	f := newFakeEngine(t)
+	for _, sched := range []bool{false, true} {
+		t.Run(fmt.Sprintf("scheduled=%v", sched), func(t *testing.T) {
+			c := newRemoteClassifier(t, f, RemoteConfig{}, Options{Schedule: sched})
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			for _, tc := range []struct{ text, sent string }{
+				{"  WHY IS\tMY\n\nBUILD RED ", "why is my build red"},
+				{"plain text", "plain text"},
+			} {
+				f.mu.Lock()
+				f.inputs = nil
+				f.mu.Unlock()
+				var r classifier.Result
+				if err := c.Classify(ctx, tc.text, &r); err != nil {
+					t.Fatalf("Classify(%q): %v", tc.text, err)
+				}
+				f.mu.Lock()
+				got := f.inputs
+				f.mu.Unlock()
+				if len(got) != 1 || len(got[0]) != 1 || got[0][0] != tc.sent {
+					t.Errorf("Classify(%q) sent %q, want [[%q]]", tc.text, got, tc.sent)
+				}
+			}
+		})
+	}
+}
+
 // TestRemoteBatch: texts that queue while a call is out go as one call.
 func TestRemoteBatch(t *testing.T) {
 	f := newFakeEngine(t)
