@@ -61,7 +61,9 @@ func TestEncodeServeProcess(t *testing.T) {
 			Index     int
 			Embedding []float32
 		}
-		Usage struct{ PromptTokens int `json:"prompt_tokens"` }
+		Usage struct {
+			PromptTokens int `json:"prompt_tokens"`
+		}
 	}
 	if code != 200 || json.Unmarshal(b, &a) != nil || len(a.Data) != 2 || len(a.Data[1].Embedding) != 512 || a.Usage.PromptTokens < 8 {
 		t.Fatalf("embeddings = %d %.300s, want 200 with two 512-dim vectors and their tokens", code, b)
