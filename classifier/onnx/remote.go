@@ -53,7 +53,8 @@ type RemoteConfig struct {
 	// ends in /embeddings.
 	URL string
 	// Model is the model name sent with each request: it must be the name
-	// in the encoder manifest of the heads' model directory.
+	// in the encoder manifest of the heads' model directory. Empty: that
+	// name.
 	Model string
 	// Pooling and Dims, when set, are what the engine is known to serve
 	// (how it pools, its vectors' length): checked against the manifest.
@@ -149,9 +150,27 @@ func LoadRemote(h *classifier.Heads, modelsDir string, rc RemoteConfig, opts Opt
 	return c, nil
 }
 
+// OpenRemote is Open for an encoder a remote engine serves: the model
+// directory dir gives its manifest (the graph need not be there), rc the
+// engine, which must serve the manifest's model.
+func OpenRemote(dir string, rc RemoteConfig, opts Options) (*Model, error) {
+	m, err := ReadManifest(dir)
+	if err != nil {
+		return nil, err
+	}
+	md, err := NewRemote(m.withDefaults(), rc, opts)
+	if err != nil {
+		return nil, fmt.Errorf("onnx: %s: %w", dir, err)
+	}
+	return md, nil
+}
+
 // NewRemote builds a Model whose vectors come from the remote encoder rc
 // describes, refusing one that does not serve the encoder man describes.
 func NewRemote(man Manifest, rc RemoteConfig, opts Options) (*Model, error) {
+	if rc.Model == "" {
+		rc.Model = man.Name
+	}
 	switch {
 	case rc.Model != man.Name:
 		return nil, fmt.Errorf("trained on encoder %q, but the remote encoder serves model %q: serve %q there (vLLM --served-model-name) or train heads on %q", man.Name, rc.Model, man.Name, rc.Model)
@@ -346,7 +365,12 @@ func (r *remote) call(ctx context.Context, texts []string, dst [][]float32) erro
 			return fmt.Errorf("onnx: remote encoder %s: vector %d is not finite and non-zero", r.shown, i)
 		}
 		copy(dst[i], d.Embedding)
-		classifier.L2Normalize(dst[i])
+		if math.Abs(norm-1) > 1e-3 {
+			// A vector of unit length, to the float32 sums' rounding
+			// (norm is the squared length), is kept as sent: triage's
+			// own engine's are the local encoder's, bit for bit.
+			classifier.L2Normalize(dst[i])
+		}
 	}
 	return nil
 }
