@@ -11,6 +11,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -309,6 +310,12 @@ func (r *remote) call(ctx context.Context, texts []string, dst [][]float32) erro
 		return fmt.Errorf("onnx: remote encoder: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if dl, ok := ctx.Deadline(); ok {
+		// How long the answer is worth waiting for: triage's own engine
+		// refuses at once (429) texts it cannot encode in that time
+		// instead of queueing work nobody will read.
+		req.Header.Set("X-Request-Timeout", strconv.FormatFloat(max(time.Until(dl).Seconds(), 0.001), 'f', 3, 64))
+	}
 	if r.key != "" {
 		req.Header.Set("Authorization", "Bearer "+r.key)
 	}

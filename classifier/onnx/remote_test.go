@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,6 +25,7 @@ type fakeEngine struct {
 	mu     sync.Mutex
 	inputs [][]string // each call's texts
 	auth   []string
+	tmo    []string // each call's X-Request-Timeout
 	answer func(w http.ResponseWriter, r *http.Request, texts []string) bool // true: answered
 }
 
@@ -56,6 +58,7 @@ func newFakeEngine(t *testing.T) *fakeEngine {
 		f.mu.Lock()
 		f.inputs = append(f.inputs, req.Input)
 		f.auth = append(f.auth, r.Header.Get("Authorization"))
+		f.tmo = append(f.tmo, r.Header.Get("X-Request-Timeout"))
 		answer := f.answer
 		f.mu.Unlock()
 		if answer != nil && answer(w, r, req.Input) {
@@ -141,6 +144,12 @@ func TestRemoteClassify(t *testing.T) {
 			f.mu.Lock()
 			if got := f.auth[len(f.auth)-1]; got != "Bearer k3y" {
 				t.Errorf("Authorization = %q, want the configured key as a bearer token", got)
+			}
+			// The time left is sent, so the engine can refuse what it
+			// cannot do in time: the context's 5s, or the 30s default.
+			limit := map[bool]float64{true: 5, false: 30}[sched]
+			if got, err := strconv.ParseFloat(f.tmo[len(f.tmo)-1], 64); err != nil || got <= limit-1 || got > limit {
+				t.Errorf("X-Request-Timeout = %q, want the seconds left, just under %v", f.tmo[len(f.tmo)-1], limit)
 			}
 			f.mu.Unlock()
 		})
