@@ -291,10 +291,17 @@ func (r *remote) maxAnswer(texts int) int64 { return int64(texts)*int64(r.dims)*
 
 // embed makes one call for texts, writing text i's unit-length vector
 // into dst[i] (each of length dims), and tells the breaker how it went.
+//
+// An engine that answers 429 is up but refusing work it cannot do in
+// time (triage's own engine, given the time left): its texts are shed
+// (classifier.ErrShed, reason tier2_shed), as the local scheduler sheds
+// them, and the breaker counts the answer as a sign of life, not a
+// failure.
 func (r *remote) embed(ctx context.Context, texts []string, dst [][]float32) error {
 	err := r.call(ctx, texts, dst)
-	r.br.record(err == nil)
-	if err != nil {
+	shed := errors.Is(err, classifier.ErrShed)
+	r.br.record(err == nil || shed)
+	if err != nil && !shed {
 		r.failed.Add(uint64(len(texts)))
 	}
 	return err
@@ -329,6 +336,10 @@ func (r *remote) call(ctx context.Context, texts []string, dst [][]float32) erro
 		return fmt.Errorf("onnx: remote encoder %s: %w", r.shown, errors.Unwrap(err))
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusTooManyRequests {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+		return fmt.Errorf("onnx: remote encoder %s: status 429, overloaded: %w", r.shown, classifier.ErrShed)
+	}
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 		return fmt.Errorf("onnx: remote encoder %s: status %d", r.shown, resp.StatusCode)

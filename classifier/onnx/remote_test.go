@@ -309,6 +309,33 @@ func TestRemoteFaults(t *testing.T) {
 	}
 }
 
+// TestRemoteOverloaded: an engine that answers 429 sheds the texts
+// (ErrShed) and is not counted as failing: the breaker stays closed.
+func TestRemoteOverloaded(t *testing.T) {
+	f := newFakeEngine(t)
+	f.setAnswer(func(w http.ResponseWriter, r *http.Request, texts []string) bool {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, `{"error":{"message":"overloaded","type":"rate_limit_error","code":"overloaded"}}`, http.StatusTooManyRequests)
+		return true
+	})
+	c := newRemoteClassifier(t, f, RemoteConfig{Failures: 2, Cooldown: time.Minute}, Options{Schedule: true})
+	for i := range 5 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		var r classifier.Result
+		err := c.Classify(ctx, "text", &r)
+		cancel()
+		if !errors.Is(err, classifier.ErrShed) {
+			t.Fatalf("call %d: %v, want ErrShed", i, err)
+		}
+	}
+	if n := f.calls.Load(); n != 5 {
+		t.Errorf("the engine had %d calls, want 5: a 429 does not open the breaker", n)
+	}
+	if s, _ := c.RunStats(); s.Down || s.Failed != 0 || s.Refused != 0 {
+		t.Errorf("RunStats = down %v failed %d refused %d, want closed, none failed or refused", s.Down, s.Failed, s.Refused)
+	}
+}
+
 // TestRemoteBreaker: after Failures failed calls the engine is left alone
 // for Cooldown (ErrEncoderDown, no call made), then called again.
 func TestRemoteBreaker(t *testing.T) {
