@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -276,13 +278,45 @@ type embeddingsRequest struct {
 	EncodingFormat string   `json:"encoding_format"`
 }
 
-// embeddingsResponse is what is read of its answer.
+// embeddingsResponse is what is read of its answer. Each embedding is
+// base64 of little-endian float32s, as asked, or a JSON array of numbers
+// from an engine that sends floats whatever it is asked.
 type embeddingsResponse struct {
 	Data []struct {
-		Index     int       `json:"index"`
-		Embedding []float32 `json:"embedding"`
+		Index     int             `json:"index"`
+		Embedding json.RawMessage `json:"embedding"`
 	} `json:"data"`
 	Error json.RawMessage `json:"error"`
+}
+
+// decodeEmbedding writes raw, an answer's embedding, into dst (of the
+// vector's expected length) and returns its length as sent.
+func decodeEmbedding(raw json.RawMessage, dst []float32) (int, error) {
+	if len(raw) > 0 && raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return 0, err
+		}
+		b, err := base64.StdEncoding.DecodeString(s)
+		if err != nil {
+			return 0, errors.New("an embedding that is not base64")
+		}
+		if len(b)%4 != 0 || len(b)/4 != len(dst) {
+			return len(b) / 4, nil
+		}
+		for i := range dst {
+			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+		}
+		return len(dst), nil
+	}
+	var v []float32
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return 0, err
+	}
+	if len(v) == len(dst) {
+		copy(dst, v)
+	}
+	return len(v), nil
 }
 
 // maxAnswer bounds an answer's body: a vector's floats as JSON text are
@@ -308,7 +342,10 @@ func (r *remote) embed(ctx context.Context, texts []string, dst [][]float32) err
 }
 
 func (r *remote) call(ctx context.Context, texts []string, dst [][]float32) error {
-	body, err := json.Marshal(embeddingsRequest{Model: r.model, Input: texts, EncodingFormat: "float"})
+	// base64: a vector's 2 KiB of float32s instead of 5 KiB of decimals
+	// to format and parse; OpenAI's own clients ask for it by default, so
+	// the engines that speak the API answer it.
+	body, err := json.Marshal(embeddingsRequest{Model: r.model, Input: texts, EncodingFormat: "base64"})
 	if err != nil {
 		return fmt.Errorf("onnx: remote encoder: %w", err)
 	}
@@ -372,17 +409,21 @@ func (r *remote) call(ctx context.Context, texts []string, dst [][]float32) erro
 			return fmt.Errorf("onnx: remote encoder %s: vector %d has index %d, for %d texts", r.shown, k, i, len(texts))
 		}
 		seen[i] = true
-		if len(d.Embedding) != r.dims {
-			return fmt.Errorf("onnx: remote encoder %s: a vector of %d dims, the heads take %d: is it serving model %q?", r.shown, len(d.Embedding), r.dims, r.model)
+		n, err := decodeEmbedding(d.Embedding, dst[i][:r.dims])
+		if err != nil {
+			// Not the decoder's message, which can quote the answer.
+			return fmt.Errorf("onnx: remote encoder %s: the answer is not an embeddings list: vector %d is neither base64 nor float32 numbers", r.shown, k)
+		}
+		if n != r.dims {
+			return fmt.Errorf("onnx: remote encoder %s: a vector of %d dims, the heads take %d: is it serving model %q?", r.shown, n, r.dims, r.model)
 		}
 		var norm float64
-		for _, v := range d.Embedding {
+		for _, v := range dst[i] {
 			norm += float64(v) * float64(v)
 		}
 		if math.IsNaN(norm) || math.IsInf(norm, 0) || norm == 0 {
 			return fmt.Errorf("onnx: remote encoder %s: vector %d is not finite and non-zero", r.shown, i)
 		}
-		copy(dst[i], d.Embedding)
 		if math.Abs(norm-1) > 1e-3 {
 			// A vector of unit length, to the float32 sums' rounding
 			// (norm is the squared length), is kept as sent: triage's

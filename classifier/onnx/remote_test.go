@@ -2,9 +2,12 @@ package onnx
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -18,14 +21,17 @@ import (
 )
 
 // fakeEngine serves POST /v1/embeddings as an OpenAI-compatible engine
-// does: each text's vector is vec(text), or what answer writes instead.
+// does: each text's vector is vec(text), or what answer writes instead,
+// as base64 (what the client asks for) or, with floats set, as JSON
+// numbers (as some engines answer whatever they are asked).
 type fakeEngine struct {
 	*httptest.Server
+	floats atomic.Bool
 	calls  atomic.Int64
 	mu     sync.Mutex
 	inputs [][]string // each call's texts
 	auth   []string
-	tmo    []string // each call's X-Request-Timeout
+	tmo    []string                                                          // each call's X-Request-Timeout
 	answer func(w http.ResponseWriter, r *http.Request, texts []string) bool // true: answered
 }
 
@@ -51,7 +57,7 @@ func newFakeEngine(t *testing.T) *fakeEngine {
 			Input          []string `json:"input"`
 			EncodingFormat string   `json:"encoding_format"`
 		}
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Model != "fake-enc" || req.EncodingFormat != "float" {
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Model != "fake-enc" || req.EncodingFormat != "base64" {
 			http.Error(w, "bad request", http.StatusBadRequest)
 			return
 		}
@@ -65,9 +71,9 @@ func newFakeEngine(t *testing.T) *fakeEngine {
 			return
 		}
 		type item struct {
-			Object    string    `json:"object"`
-			Index     int       `json:"index"`
-			Embedding []float32 `json:"embedding"`
+			Object    string `json:"object"`
+			Index     int    `json:"index"`
+			Embedding any    `json:"embedding"`
 		}
 		var out struct {
 			Object string `json:"object"`
@@ -77,7 +83,15 @@ func newFakeEngine(t *testing.T) *fakeEngine {
 		out.Object, out.Model = "list", req.Model
 		// In reverse: the client places vectors by index, not by order.
 		for i := len(req.Input) - 1; i >= 0; i-- {
-			out.Data = append(out.Data, item{"embedding", i, vec(req.Input[i])})
+			var e any = vec(req.Input[i])
+			if !f.floats.Load() {
+				var b []byte
+				for _, x := range vec(req.Input[i]) {
+					b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x))
+				}
+				e = base64.StdEncoding.EncodeToString(b)
+			}
+			out.Data = append(out.Data, item{"embedding", i, e})
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(out)
@@ -118,8 +132,10 @@ func newRemoteClassifier(t *testing.T, f *fakeEngine, rc RemoteConfig, opts Opti
 
 func TestRemoteClassify(t *testing.T) {
 	f := newFakeEngine(t)
-	for _, sched := range []bool{false, true} {
-		t.Run(fmt.Sprintf("scheduled=%v", sched), func(t *testing.T) {
+	for _, tc := range []struct{ sched, floats bool }{{false, false}, {true, false}, {true, true}} {
+		sched := tc.sched
+		t.Run(fmt.Sprintf("scheduled=%v,floats=%v", sched, tc.floats), func(t *testing.T) {
+			f.floats.Store(tc.floats)
 			c := newRemoteClassifier(t, f, RemoteConfig{APIKey: "k3y"}, Options{Schedule: sched})
 			ctx := context.Background()
 			if sched {
@@ -272,6 +288,11 @@ func TestRemoteFaults(t *testing.T) {
 		{name: "NaN", want: "not an embeddings list", answer: raw(200, `{"data":[{"index":0,"embedding":[NaN,1,2,3]}]}`)},
 		{name: "NaN as a string", want: "not an embeddings list", answer: raw(200, `{"data":[{"index":0,"embedding":["NaN",1,2,3]}]}`)},
 		{name: "overflow", want: "not an embeddings list", answer: raw(200, `{"data":[{"index":0,"embedding":[1e39,1,2,3]}]}`)},
+		// base64 of float32s: 3 of them, a NaN among 4, not base64.
+		{name: "base64 wrong dimension", want: "a vector of 3 dims, the heads take 4", answer: raw(200, `{"data":[{"index":0,"embedding":"AACAPwAAgD8AAIA/"}]}`)},
+		{name: "base64 NaN", want: "not finite and non-zero", answer: raw(200, `{"data":[{"index":0,"embedding":"AADAfwAAgD8AAIA/AACAPw=="}]}`)},
+		{name: "base64 ragged", want: "a vector of 0 dims", answer: raw(200, `{"data":[{"index":0,"embedding":"AACA"}]}`)},
+		{name: "not base64", want: "neither base64 nor float32", answer: raw(200, `{"data":[{"index":0,"embedding":"`+secret+`"}]}`)},
 		{name: "zero vector", want: "not finite and non-zero", answer: raw(200, `{"data":[{"index":0,"embedding":[0,0,0,0]}]}`)},
 		{name: "fewer vectors", want: "0 vectors for 1 texts", answer: raw(200, `{"data":[]}`)},
 		{name: "bad index", want: "has index 3", answer: raw(200, `{"data":[{"index":3,"embedding":[1,2,3,4]}]}`)},
