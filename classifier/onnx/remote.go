@@ -42,9 +42,12 @@ import (
 //
 // A breaker stops calling an encoder that keeps failing: after
 // RemoteConfig.Failures calls in a row fail (an error, a status other
-// than 200, a malformed answer, or no answer by the deadline), texts are
-// refused at once (classifier.ErrEncoderDown) for Cooldown; then calls go
-// out again, and the first that fails opens it again.
+// than 200 or 429, a malformed answer, or no answer by the deadline when
+// no call has been answered for a Cooldown), texts are refused at once
+// (classifier.ErrEncoderDown) for Cooldown; then calls go out again, and
+// the first that fails opens it again. A 429 sheds the call's texts
+// (classifier.ErrShed): the engine is up, refusing what it cannot do in
+// the time the call gave it (X-Request-Timeout).
 //
 // No text and no answer body is ever put in an error: errors name the
 // URL, the status and what was wrong with the answer.
@@ -334,7 +337,14 @@ func (r *remote) maxAnswer(texts int) int64 { return int64(texts)*int64(r.dims)*
 func (r *remote) embed(ctx context.Context, texts []string, dst [][]float32) error {
 	err := r.call(ctx, texts, dst)
 	shed := errors.Is(err, classifier.ErrShed)
-	r.br.record(err == nil || shed)
+	switch {
+	case err == nil || shed:
+		r.br.record(callOK)
+	case errors.Is(err, context.DeadlineExceeded):
+		r.br.record(callLate)
+	default:
+		r.br.record(callFailed)
+	}
 	if err != nil && !shed {
 		r.failed.Add(uint64(len(texts)))
 	}
@@ -436,6 +446,12 @@ func (r *remote) call(ctx context.Context, texts []string, dst [][]float32) erro
 
 // breaker opens after a run of failed calls, refusing texts for a
 // cooldown; then calls go out again, and one more failure opens it again.
+//
+// A call that had no answer by its deadline counts as a failure only when
+// no call has been answered for a cooldown: an engine that answers others
+// is slow under load, not down, and the late call's texts are the
+// budget's (tier2_timeout), as in process. A hung engine still opens it,
+// a cooldown after its last answer.
 type breaker struct {
 	failures int
 	cooldown time.Duration
@@ -444,8 +460,18 @@ type breaker struct {
 	mu        sync.Mutex
 	run       int       // failed calls in a row
 	openUntil time.Time // zero: closed
+	lastOK    time.Time // the last call answered
 	opened    uint64
 }
+
+// A call's outcome, as the breaker counts it.
+type callOutcome int
+
+const (
+	callOK     callOutcome = iota // answered (a 429 too: the engine is up)
+	callLate                      // no answer by the deadline
+	callFailed                    // refused, an error status, a malformed answer
+)
 
 func (b *breaker) allow() bool {
 	b.mu.Lock()
@@ -453,16 +479,20 @@ func (b *breaker) allow() bool {
 	return b.openUntil.IsZero() || !b.now().Before(b.openUntil)
 }
 
-func (b *breaker) record(ok bool) {
+func (b *breaker) record(o callOutcome) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if ok {
-		b.run, b.openUntil = 0, time.Time{}
+	now := b.now()
+	switch {
+	case o == callOK:
+		b.run, b.openUntil, b.lastOK = 0, time.Time{}, now
+		return
+	case o == callLate && !b.lastOK.IsZero() && now.Sub(b.lastOK) < b.cooldown:
 		return
 	}
 	b.run++
 	if b.run >= b.failures {
-		b.openUntil = b.now().Add(b.cooldown)
+		b.openUntil = now.Add(b.cooldown)
 		b.run = b.failures - 1 // after the cooldown, one failure reopens it
 		b.opened++
 	}

@@ -357,6 +357,52 @@ func TestRemoteOverloaded(t *testing.T) {
 	}
 }
 
+// TestRemoteBreakerLate: calls that end unanswered at their deadline do
+// not open the breaker while the engine answered within a cooldown (it is
+// slow, not down); past that they count, and a hung engine is left alone.
+func TestRemoteBreakerLate(t *testing.T) {
+	f := newFakeEngine(t)
+	var hang atomic.Bool
+	f.setAnswer(func(w http.ResponseWriter, r *http.Request, texts []string) bool {
+		if hang.Load() {
+			<-r.Context().Done()
+			return true
+		}
+		return false
+	})
+	c := newRemoteClassifier(t, f, RemoteConfig{Failures: 2, Cooldown: time.Minute}, Options{})
+	var mu sync.Mutex
+	now := time.Unix(1e9, 0)
+	c.remote.br.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	classify := func(budget time.Duration) error {
+		ctx, cancel := context.WithTimeout(context.Background(), budget)
+		defer cancel()
+		var r classifier.Result
+		return c.Classify(ctx, "text", &r)
+	}
+	if err := classify(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	hang.Store(true)
+	for i := range 4 {
+		advance(10 * time.Second)
+		if err := classify(20 * time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("late call %d: %v, want the deadline's error", i, err)
+		}
+	}
+	if down, failed := c.remote.br.open(), c.remote.failed.Load(); down || failed != 4 {
+		t.Fatalf("40s after the last answer: down %v, %d failed, want closed (answered within the cooldown), 4 failed", down, failed)
+	}
+	advance(30 * time.Second) // 70s: past the cooldown since the last answer
+	for range 2 {
+		_ = classify(20 * time.Millisecond)
+	}
+	if err := classify(time.Second); !errors.Is(err, classifier.ErrEncoderDown) {
+		t.Fatalf("no answer for over a cooldown and 2 late calls: %v, want ErrEncoderDown", err)
+	}
+}
+
 // TestRemoteBreaker: after Failures failed calls the engine is left alone
 // for Cooldown (ErrEncoderDown, no call made), then called again.
 func TestRemoteBreaker(t *testing.T) {
