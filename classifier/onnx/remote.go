@@ -42,8 +42,8 @@ import (
 //
 // A breaker stops calling an encoder that keeps failing: after
 // RemoteConfig.Failures calls in a row fail (an error, a status other
-// than 200 or 429, a malformed answer, or no answer by the deadline when
-// no call has been answered for a Cooldown), texts are refused at once
+// than 200 or 429, a malformed answer, or no answer by the deadline (or
+// a 504) when no call has been answered for a Cooldown), texts are refused at once
 // (classifier.ErrEncoderDown) for Cooldown; then calls go out again, and
 // the first that fails opens it again. A 429 sheds the call's texts
 // (classifier.ErrShed): the engine is up, refusing what it cannot do in
@@ -386,6 +386,12 @@ func (r *remote) call(ctx context.Context, texts []string, dst [][]float32) erro
 	if resp.StatusCode == http.StatusTooManyRequests {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 		return fmt.Errorf("onnx: remote encoder %s: status 429, overloaded: %w", r.shown, classifier.ErrShed)
+	}
+	if resp.StatusCode == http.StatusGatewayTimeout {
+		// The engine ran out of the time the call gave it: the budget's
+		// end, as when no answer comes (tier2_timeout).
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+		return fmt.Errorf("onnx: remote encoder %s: status 504, no answer in time: %w", r.shown, context.DeadlineExceeded)
 	}
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))

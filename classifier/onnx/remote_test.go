@@ -298,6 +298,7 @@ func TestRemoteFaults(t *testing.T) {
 		{name: "bad index", want: "has index 3", answer: raw(200, `{"data":[{"index":3,"embedding":[1,2,3,4]}]}`)},
 		{name: "200 with an error body", want: "status 200 with an error object", answer: raw(200, `{"error":{"message":"echo: `+secret+`","type":"invalid_request_error"}}`)},
 		{name: "500", want: "status 500", answer: raw(500, `{"error":{"message":"`+secret+`"}}`)},
+		{name: "504", want: "status 504, no answer in time", deadline: true, answer: raw(504, `{"error":{"message":"`+secret+`"}}`)},
 		{name: "not JSON", want: "not an embeddings list", answer: raw(200, secret)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
