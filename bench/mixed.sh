@@ -15,6 +15,10 @@
 #   remote-30     escalate-30 with tier 2 served by an encoder service in its
 #                 own process (triage encode serve, tier2.encoder)
 #   remote-all    all-escalate, tier 2 served by the encoder service
+#   tier1-30      escalate-30 with tier 2's encoder at an address nothing
+#                 answers: the breaker opens at once and escalations end on
+#                 tier 1's verdict (tier2_encoder_down) without a call: the
+#                 rules' cost to the gateway without tier 2's work
 #
 # The default CONFIGS are plain, natural and all-escalate;
 # CONFIGS='plain escalate-30' runs the 30% load the mixed target names.
@@ -149,7 +153,8 @@ config() {
 	all-escalate) src=gateway-tier2-all.yaml rules=rules-tier2-all.yaml ;;
 	remote-30) src=gateway-tier2.yaml rules=rules-tier2-30.yaml ;;
 	remote-all) src=gateway-tier2-all.yaml rules=rules-tier2-all.yaml ;;
-	*) echo "mixed.sh: unknown config $cfg (plain, natural, escalate-30, all-escalate, remote-30, remote-all)" >&2; return 1 ;;
+	tier1-30) src=gateway-tier2.yaml rules=rules-tier2-30.yaml ;;
+	*) echo "mixed.sh: unknown config $cfg (plain, natural, escalate-30, all-escalate, remote-30, remote-all, tier1-30)" >&2; return 1 ;;
 	esac
 	mkdir -p "$dir"
 	sed -e "s#^listen: .*#listen: 127.0.0.1:$gw_port#" -e "s#127\.0\.0\.1:18000#127.0.0.1:$mock_port#" \
@@ -162,6 +167,9 @@ config() {
 		tier2_set "$dir/rules.in" "${TIER2:-}, ${tier2[$arm]}" >"$dir/rules.yaml"
 		if [[ $cfg == remote-* ]]; then
 			sed -i -e "s#^tier2: {#tier2: {encoder: {url: http://127.0.0.1:$enc_port, model: ${ENC_MODEL:-use-lite-int8}}, #" "$dir/rules.yaml"
+		elif [[ $cfg == tier1-30 ]]; then
+			# Port 9 (discard): nothing listens, every call is refused.
+			sed -i -e "s#^tier2: {#tier2: {encoder: {url: http://127.0.0.1:9, model: ${ENC_MODEL:-use-lite-int8}, failures: 1, cooldown: 1h}, #" "$dir/rules.yaml"
 		fi
 	fi
 	echo "$dir/gateway.yaml"

@@ -9,6 +9,8 @@
 //	               reasons and tiers, the gateway's CPU per request
 //	mixload table  a markdown table of run records (medians over rounds),
 //	               with the tier-2 targets checked
+//	mixload embed  closed-loop load on an encoder service's
+//	               /v1/embeddings: texts a second and per core-second
 //
 // A request is escalated when tier 2 was consulted: X-Triage-Tier is 2,
 // or X-Triage-Reason says tier 2 was tried and did not answer (any reason
@@ -54,7 +56,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: mixload gen|run|table [flags] (-h for each)")
+		fmt.Fprintln(os.Stderr, "usage: mixload gen|run|table|embed [flags] (-h for each)")
 		os.Exit(2)
 	}
 	var err error
@@ -65,8 +67,10 @@ func main() {
 		err = cmdRun(os.Args[2:], os.Stdout)
 	case "table":
 		err = cmdTable(os.Args[2:], os.Stdout)
+	case "embed":
+		err = cmdEmbed(os.Args[2:], os.Stdout)
 	default:
-		err = fmt.Errorf("unknown subcommand %q (gen, run, table)", os.Args[1])
+		err = fmt.Errorf("unknown subcommand %q (gen, run, table, embed)", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mixload:", err)
