@@ -148,7 +148,7 @@ func runEncode(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // of the heads --heads or the config's rules name.
 func (f *encodeFlags) loader(opts onnx.Options) (func() (*onnx.Model, error), onnx.Manifest, error) {
 	if !onnx.Available() {
-		return nil, onnx.Manifest{}, fmt.Errorf("encode serve runs the encoder here: %w", classifier.ErrUnavailable)
+		return nil, onnx.Manifest{}, fmt.Errorf("encode serve runs tier 2's encoder in its own process, and tier 2 (ONNX Runtime) is not in this build: rebuild with -tags ort and CGO_ENABLED=1 (make build): %w", classifier.ErrUnavailable)
 	}
 	if f.model != "" {
 		m, err := onnx.ReadManifest(f.model)
