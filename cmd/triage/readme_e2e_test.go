@@ -239,9 +239,38 @@ func pathLike(a string) bool {
 // TestREADMECommands runs every triage command the README shows.
 func TestREADMECommands(t *testing.T) {
 	root, _ := readmeRoot(t)
-	cmds, _ := parseREADME(t, filepath.Join(root, "README.md"))
+	if ran := runShownCommands(t, root, "README.md"); ran < 12 {
+		t.Fatalf("ran %d README commands; the README shows more (is the parser broken?)", ran)
+	}
+}
+
+// TestEncoderServiceDoc runs every triage command docs/encoder-service.md
+// shows, with the encoder service it starts running.
+func TestEncoderServiceDoc(t *testing.T) {
+	root, _ := readmeRoot(t)
+	if ran := runShownCommands(t, root, filepath.Join("docs", "encoder-service.md")); ran < 4 {
+		t.Fatalf("ran %d commands of docs/encoder-service.md; it shows more (is the parser broken?)", ran)
+	}
+}
+
+// runShownCommands runs the triage commands the page doc (relative to
+// root) shows, as the README's are run, and returns how many ran. A
+// page's `encode serve` (which runs until stopped) is started, and the
+// commands after it run against it; it is stopped when the test ends.
+func runShownCommands(t *testing.T, root, doc string) int {
+	t.Helper()
+	cmds, _ := parseREADME(t, filepath.Join(root, doc))
 	ran := 0
 	for _, c := range cmds {
+		if len(c.args) > 2 && c.args[0] == "encode" && c.args[1] == "serve" && slices.Contains(c.args, "--listen") {
+			p := startIn(t, root, "encoder ("+doc+")", c.args...)
+			p.addr = c.args[slices.Index(c.args, "--listen")+1]
+			if err := p.waitReady("/ready", 20*time.Second); err != nil {
+				t.Fatalf("%s:%d: bin/triage %s: %v", doc, c.line, strings.Join(c.args, " "), err)
+			}
+			t.Logf("%s:%d: started bin/triage %s", doc, c.line, strings.Join(c.args, " "))
+			continue
+		}
 		name := fmt.Sprintf("line%d", c.line)
 		skip := ""
 		if p := placeholder(root, c.args); p != "" {
@@ -259,7 +288,7 @@ func TestREADMECommands(t *testing.T) {
 			skip = "it uses the shell's redirection"
 		}
 		if skip != "" {
-			t.Logf("README:%d: not run (%s): bin/triage %s", c.line, skip, strings.Join(c.args, " "))
+			t.Logf("%s:%d: not run (%s): bin/triage %s", doc, c.line, skip, strings.Join(c.args, " "))
 			continue
 		}
 		ran++
@@ -298,9 +327,7 @@ func TestREADMECommands(t *testing.T) {
 			}
 		})
 	}
-	if ran < 12 {
-		t.Fatalf("ran %d README commands; the README shows more (is the parser broken?)", ran)
-	}
+	return ran
 }
 
 // readmeRoot is the repository root, skipping when the model files are not
