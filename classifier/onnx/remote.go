@@ -437,10 +437,12 @@ func (r *remote) call(ctx context.Context, texts []string, dst [][]float32) erro
 		for _, v := range dst[i] {
 			norm += float64(v) * float64(v)
 		}
-		if math.IsNaN(norm) || math.IsInf(norm, 0) || norm == 0 {
+		if math.IsNaN(norm) || math.IsInf(norm, 0) || norm == 0 && texts[i] != "" {
+			// The empty text may have the zero vector: the local USE
+			// encoder gives it for a text without ids.
 			return fmt.Errorf("onnx: remote encoder %s: vector %d is not finite and non-zero", r.shown, i)
 		}
-		if math.Abs(norm-1) > 1e-3 {
+		if norm != 0 && math.Abs(norm-1) > 1e-3 {
 			// A vector of unit length, to the float32 sums' rounding
 			// (norm is the squared length), is kept as sent: triage's
 			// own engine's are the local encoder's, bit for bit.

@@ -358,6 +358,33 @@ func TestRemoteOverloaded(t *testing.T) {
 	}
 }
 
+// TestRemoteEmptyText: the empty text (a prepared text of nothing but
+// spaces too) may come back as the zero vector, as the local USE encoder
+// gives it; any other text's zero vector is refused.
+func TestRemoteEmptyText(t *testing.T) {
+	f := newFakeEngine(t)
+	f.setAnswer(func(w http.ResponseWriter, r *http.Request, texts []string) bool {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"data":[{"index":0,"embedding":[0,0,0,0]}]}`))
+		return true
+	})
+	c := newRemoteClassifier(t, f, RemoteConfig{}, Options{})
+	for _, tc := range []struct {
+		text string
+		ok   bool
+	}{{"", true}, {" \t\n ", true}, {"x", false}} {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		v, err := c.Features(ctx, tc.text, nil)
+		cancel()
+		if tc.ok && (err != nil || len(v) != 4 || v[0] != 0) {
+			t.Errorf("Features(%q) = %v, %v: want the zero vector", tc.text, v, err)
+		}
+		if !tc.ok && err == nil {
+			t.Errorf("Features(%q): the zero vector was taken for a text with words", tc.text)
+		}
+	}
+}
+
 // TestRemoteBreakerLate: calls that end unanswered at their deadline do
 // not open the breaker while the engine answered within a cooldown (it is
 // slow, not down); past that they count, and a hung engine is left alone.
