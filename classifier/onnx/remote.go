@@ -296,14 +296,23 @@ type embeddingsResponse struct {
 // vector's expected length) and returns its length as sent.
 func decodeEmbedding(raw json.RawMessage, dst []float32) (int, error) {
 	if len(raw) > 0 && raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return 0, err
+		// A JSON string of base64 has no escapes (its alphabet needs
+		// none, though an encoder may write / as \/): decoded in place,
+		// without a second pass of the JSON decoder.
+		b64 := raw[1 : len(raw)-1]
+		if bytes.IndexByte(b64, '\\') >= 0 {
+			var s string
+			if err := json.Unmarshal(raw, &s); err != nil {
+				return 0, err
+			}
+			b64 = []byte(s)
 		}
-		b, err := base64.StdEncoding.DecodeString(s)
+		b := make([]byte, base64.StdEncoding.DecodedLen(len(b64)))
+		n, err := base64.StdEncoding.Decode(b, b64)
 		if err != nil {
 			return 0, errors.New("an embedding that is not base64")
 		}
+		b = b[:n]
 		if len(b)%4 != 0 || len(b)/4 != len(dst) {
 			return len(b) / 4, nil
 		}

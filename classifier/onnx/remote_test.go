@@ -10,6 +10,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -561,5 +562,43 @@ func TestRemoteErrorsWithoutQuery(t *testing.T) {
 	_, err = md.Features(context.Background(), "text", nil)
 	if err == nil || !strings.Contains(err.Error(), "status 500") || strings.Contains(err.Error(), "SECRET") {
 		t.Errorf("Features: %v, want status 500 and no query", err)
+	}
+}
+
+// TestDecodeEmbedding: base64 is read as sent, and with / escaped as \/
+// (which JSON allows); JSON numbers too; anything else is refused.
+func TestDecodeEmbedding(t *testing.T) {
+	var want []float32
+	var b64 string
+	for x := float32(1); !strings.Contains(b64, "/"); x += 0.125 {
+		want = []float32{x, -x / 3, 0.5, 1e-3}
+		var raw []byte
+		for _, f := range want {
+			raw = binary.LittleEndian.AppendUint32(raw, math.Float32bits(f))
+		}
+		b64 = base64.StdEncoding.EncodeToString(raw)
+	}
+	for _, tc := range []struct {
+		name, raw string
+		ok        bool
+	}{
+		{"base64", `"` + b64 + `"`, true},
+		{"escaped slashes", `"` + strings.ReplaceAll(b64, "/", `\/`) + `"`, true},
+		{"numbers", fmt.Sprintf("[%v,%v,%v,%v]", want[0], want[1], want[2], want[3]), true},
+		{"not base64", `"%%%%"`, false},
+		{"bad escape", `"\q"`, false},
+		{"object", `{}`, false},
+	} {
+		dst := make([]float32, 4)
+		n, err := decodeEmbedding(json.RawMessage(tc.raw), dst)
+		if !tc.ok {
+			if err == nil && n == 4 {
+				t.Errorf("%s: decodeEmbedding(%s) = %v, want it refused", tc.name, tc.raw, dst)
+			}
+			continue
+		}
+		if err != nil || n != 4 || !slices.Equal(dst, want) {
+			t.Errorf("%s: decodeEmbedding(%s) = %v, %d, %v; want %v", tc.name, tc.raw, dst, n, err, want)
+		}
 	}
 }
