@@ -84,13 +84,28 @@ func TestEncodeServeProcess(t *testing.T) {
 			t.Errorf("POST %s = %d %s, want %d %s", tc.body, code, b, tc.status, tc.code)
 		}
 	}
+	// A request that gives less time than a Run takes is refused before
+	// it runs: the scheduler's admission, through the real process.
+	req, _ := http.NewRequest(http.MethodPost, p.url("/v1/embeddings"), strings.NewReader(`{"model":"use-lite-int8","input":"how do I rebase onto main"}`))
+	req.Header.Set("Authorization", "Bearer k-123")
+	req.Header.Set("X-Request-Timeout", "0.00001")
+	shed, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, _ := io.ReadAll(shed.Body)
+	shed.Body.Close()
+	if shed.StatusCode != 429 || shed.Header.Get("Retry-After") == "" || !strings.Contains(string(sb), `"code":"overloaded"`) {
+		t.Errorf("a request with 10 µs to spare = %d %s, want 429 overloaded with Retry-After", shed.StatusCode, sb)
+	}
 	resp, err := http.Get(p.url("/metrics"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	m, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, want := range []string{"triage_encoder_queue_texts 0", `triage_encoder_texts_total{outcome="ok"} 2`, `triage_encoder_requests_total{code="404"} 1`} {
+	for _, want := range []string{"triage_encoder_queue_texts 0", `triage_encoder_texts_total{outcome="ok"} 2`, `triage_encoder_texts_total{outcome="shed"} 1`,
+		`triage_encoder_requests_total{code="404"} 1`, `triage_encoder_requests_total{code="429"} 1`} {
 		if !strings.Contains(string(m), want) {
 			t.Errorf("/metrics lacks %q", want)
 		}
