@@ -176,7 +176,7 @@ func BenchmarkRemoteAnswer(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := md.remote.embed(context.Background(), in, dst); err != nil {
+				if _, err := md.remote.embed(context.Background(), in, dst); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -240,7 +240,8 @@ func (r *remote) estimateTokens(text string) int {
 func (m *Model) runTexts(texts []string, dst [][]float32, deadline time.Time) error {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	return m.remote.embed(ctx, texts, dst)
+	_, err := m.remote.embed(ctx, texts, dst)
+	return err
 }
 
 // remoteFeatures is features for a remote Model.
@@ -271,7 +272,13 @@ func (m *Model) remoteFeatures(ctx context.Context, text string, dst []float32) 
 		ctx, cancel = context.WithTimeout(ctx, r.timeout)
 		defer cancel()
 	}
-	return dst, n, r.embed(ctx, []string{text}, [][]float32{dst})
+	// One text a call: the engine's usage, when it reports one, is the
+	// text's tokens as it read them.
+	used, err := r.embed(ctx, []string{text}, [][]float32{dst})
+	if used > 0 {
+		n = min(used, r.maxTokens)
+	}
+	return dst, n, err
 }
 
 // embeddingsRequest is the body of POST /v1/embeddings.
@@ -290,6 +297,9 @@ type embeddingsResponse struct {
 		Embedding json.RawMessage `json:"embedding"`
 	} `json:"data"`
 	Error json.RawMessage `json:"error"`
+	Usage struct {
+		PromptTokens int `json:"prompt_tokens"`
+	} `json:"usage"`
 }
 
 // decodeEmbedding writes raw, an answer's embedding, into dst (of the
@@ -343,8 +353,8 @@ func (r *remote) maxAnswer(texts int) int64 { return int64(texts)*int64(r.dims)*
 // (classifier.ErrShed, reason tier2_shed), as the local scheduler sheds
 // them, and the breaker counts the answer as a sign of life, not a
 // failure.
-func (r *remote) embed(ctx context.Context, texts []string, dst [][]float32) error {
-	err := r.call(ctx, texts, dst)
+func (r *remote) embed(ctx context.Context, texts []string, dst [][]float32) (tokens int, err error) {
+	err = r.call(ctx, texts, dst, &tokens)
 	shed := errors.Is(err, classifier.ErrShed)
 	switch {
 	case err == nil || shed:
@@ -357,10 +367,12 @@ func (r *remote) embed(ctx context.Context, texts []string, dst [][]float32) err
 	if err != nil && !shed {
 		r.failed.Add(uint64(len(texts)))
 	}
-	return err
+	return tokens, err
 }
 
-func (r *remote) call(ctx context.Context, texts []string, dst [][]float32) error {
+// call makes the call; usage gets the engine's prompt_tokens (0 when it
+// reports none).
+func (r *remote) call(ctx context.Context, texts []string, dst [][]float32, usage *int) error {
 	// base64: a vector's 2 KiB of float32s instead of 5 KiB of decimals
 	// to format and parse; OpenAI's own clients ask for it by default, so
 	// the engines that speak the API answer it.
@@ -458,6 +470,7 @@ func (r *remote) call(ctx context.Context, texts []string, dst [][]float32) erro
 			classifier.L2Normalize(dst[i])
 		}
 	}
+	*usage = max(ans.Usage.PromptTokens, 0)
 	return nil
 }
 

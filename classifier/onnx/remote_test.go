@@ -602,3 +602,28 @@ func TestDecodeEmbedding(t *testing.T) {
 		}
 	}
 }
+
+// TestRemoteUsageTokens: a text sent alone takes its tokens from the
+// engine's usage (the text as the engine read it, cut to the encoder's
+// cap); without usage, the estimate.
+func TestRemoteUsageTokens(t *testing.T) {
+	f := newFakeEngine(t)
+	usage := 0
+	f.setAnswer(func(w http.ResponseWriter, r *http.Request, texts []string) bool {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"data":[{"index":0,"embedding":[1,2,3,4]}],"usage":{"prompt_tokens":%d,"total_tokens":%d}}`, usage, usage)
+		return true
+	})
+	c := newRemoteClassifier(t, f, RemoteConfig{}, Options{})
+	text := strings.Repeat("word ", 20) // 99 bytes once prepared: estimated 26 tokens
+	for _, tc := range []struct{ usage, want int }{{11, 11}, {500, 128}, {0, 26}} {
+		usage = tc.usage
+		var r classifier.Result
+		if err := c.Classify(context.Background(), text, &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Tokens != tc.want {
+			t.Errorf("usage %d: Tokens = %d, want %d", tc.usage, r.Tokens, tc.want)
+		}
+	}
+}
