@@ -24,11 +24,12 @@ func startEncoder(t *testing.T, heads, models string, extra ...string) *proc {
 	return startReady(t, "encoder", "/ready", append([]string{"encode", "serve", "--heads", heads, "--models", models}, extra...)...)
 }
 
-// TestEncodeServeSameDecisions: the rules decide the same on every text
+// TestEncodeServeSameDecisionsCLI: the rules decide the same on every text
 // of dev with tier 2 served by a real "triage encode serve" process as
 // with tier 2 in process: same heads, same encoder, the same text
 // preparation on both sides.
-func TestEncodeServeSameDecisions(t *testing.T) {
+func TestEncodeServeSameDecisionsCLI(t *testing.T) {
+	skipHeavyUnderRace(t) // TestRemoteTier2SameDecisions samples dev under -race
 	heads, models := defaultHeadsOrSkip(t)
 	enc := startEncoder(t, heads, models)
 	localCfg, remoteCfg := remoteConfigs(t, heads, models, "http://"+enc.addr, "use-lite-int8", "")

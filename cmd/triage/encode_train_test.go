@@ -40,12 +40,12 @@ func sampleLines(t *testing.T, src, dir, name string, every, n int) string {
 	return p
 }
 
-// TestEncodeServeTrainEvalClassify: a tier-2 head trained with
+// TestEncodeServeTrainCLI: a tier-2 head trained with
 // --encoder-url against a real "triage encode serve" process is the head
 // trained with the encoder in process, weight for weight (the engine's
 // vectors are the local encoder's, bit for bit); eval, calibrate and
 // classify take the same flag and give what they give in process.
-func TestEncodeServeTrainEvalClassify(t *testing.T) {
+func TestEncodeServeTrainCLI(t *testing.T) {
 	skipHeavyUnderRace(t)
 	heads, models := defaultHeadsOrSkip(t)
 	// --batch 1: a batched Run's vectors may differ from a lone Run's in

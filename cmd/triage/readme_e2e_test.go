@@ -244,9 +244,9 @@ func TestREADMECommands(t *testing.T) {
 	}
 }
 
-// TestEncoderServiceDoc runs every triage command docs/encoder-service.md
+// TestREADMEDocsEncoderService runs every triage command docs/encoder-service.md
 // shows, with the encoder service it starts running.
-func TestEncoderServiceDoc(t *testing.T) {
+func TestREADMEDocsEncoderService(t *testing.T) {
 	root, _ := readmeRoot(t)
 	if ran := runShownCommands(t, root, filepath.Join("docs", "encoder-service.md")); ran < 4 {
 		t.Fatalf("ran %d commands of docs/encoder-service.md; it shows more (is the parser broken?)", ran)
