@@ -271,10 +271,18 @@ mkdir -p "$(dirname "$out")"
 		t2=
 		for c in $configs; do
 			f=${cfgfile[$a/$c]%/*}/rules.yaml
-			[[ -f $f ]] && t2=$(grep -m1 '^tier2:' "$f") && break
+			[[ -f $f ]] || continue
+			# The first config's tier2 line; the remote and tier1-30 ones
+			# differ from it by their encoder only, named below.
+			line=$(grep -m1 '^tier2:' "$f")
+			[[ $c == remote-* || $c == tier1-30 ]] && line=$(sed 's/encoder: {[^}]*}, //' <<<"$line")
+			[[ -z $t2 ]] && t2=$line
 		done
 		echo "- $a: \`${bin[$a]}\` ($("${bin[$a]}" --version 2>/dev/null || echo '?'))${t2:+; rules \`$t2\`}${heads[$a]:+; heads \`${heads[$a]}\`}"
 	done
+	if [[ -n $need_enc || " $configs " == *" tier1-30 "* ]]; then
+		echo "- remote configs: the rules' tier2 also has \`encoder: {url: http://127.0.0.1:$enc_port, model: ${ENC_MODEL:-use-lite-int8}}\`; tier1-30's \`encoder: {url: http://127.0.0.1:9, ..., failures: 1, cooldown: 1h}\` (nothing listens there)"
+	fi
 	echo
 	"$work/mixload" table -in "$runs"
 	echo
