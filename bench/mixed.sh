@@ -12,6 +12,13 @@
 #   escalate-30   bench/gateway-tier2.yaml with rules-tier2-30.yaml: two
 #                 classes require tier 2 (30% of the body set escalated)
 #   all-escalate  bench/gateway-tier2-all.yaml: every class requires tier 2
+#   remote-30     escalate-30 with tier 2 served by an encoder service in its
+#                 own process (triage encode serve, tier2.encoder)
+#   remote-all    all-escalate, tier 2 served by the encoder service
+#   tier1-30      escalate-30 with tier 2's encoder at an address nothing
+#                 answers: the breaker opens at once and escalations end on
+#                 tier 1's verdict (tier2_encoder_down) without a call: the
+#                 rules' cost to the gateway without tier 2's work
 #
 # The default CONFIGS are plain, natural and all-escalate;
 # CONFIGS='plain escalate-30' runs the 30% load the mixed target names.
@@ -44,7 +51,13 @@
 # absolute paths and the ports MOCK_PORT (18000) and GW_PORT (18010); model
 # files come from TRIAGE_MODELS (default var/models). BODIES_FROM lists
 # other JSONL files of texts to draw the bodies from. OUT names the
-# results file. The mock is the harness's own build (run
+# results file.
+# The remote configs start one encoder service for the whole run (ENC_BIN,
+# default GW_BIN_A's binary; ENC_RUNS Runs at once, default 1; port
+# ENC_PORT, 18020), pinned with taskset to the cores ENC_CPU names
+# (default 1 on a machine of 2 cores or more); GW_CPU pins every gateway
+# the same way (default: not pinned). The encoder's CPU, the texts it
+# encoded and shed are recorded beside each remote run. The mock is the harness's own build (run
 # ../shared/bench/run.sh once). Everything started here is stopped by pid.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -57,6 +70,9 @@ rounds=${ROUNDS:-3}
 concs=${CONCS:-64}
 configs=${CONFIGS:-plain natural all-escalate}
 mock_port=${MOCK_PORT:-18000}
+enc_port=${ENC_PORT:-18020}
+need_enc=
+[[ " $configs " == *" remote-"* ]] && need_enc=1
 gw_port=${GW_PORT:-18010}
 models=${TRIAGE_MODELS:-$repo/var/models}
 arms=("${NAME_A:-A}")
@@ -73,19 +89,25 @@ fi
 for a in "${arms[@]}"; do
 	[[ -x ${bin[$a]} ]] || { echo "mixed.sh: ${bin[$a]} is not an executable (make build, or set GW_BIN_A/GW_BIN_B)" >&2; exit 1; }
 done
-for p in "$mock_port" "$gw_port"; do
+gw_pin=()
+[[ -n ${GW_CPU:-} ]] && gw_pin=(taskset -c "$GW_CPU")
+enc_pin=()
+enc_cpu=${ENC_CPU-}
+[[ -z ${ENC_CPU+set} ]] && (( $(nproc) >= 2 )) && enc_cpu=1
+[[ -n $enc_cpu ]] && enc_pin=(taskset -c "$enc_cpu")
+for p in "$mock_port" "$gw_port" ${need_enc:+"$enc_port"}; do
 	if ss -ltnH "sport = :$p" 2>/dev/null | grep -q .; then echo "mixed.sh: port $p is in use (MOCK_PORT, GW_PORT pick others)" >&2; exit 1; fi
 done
 date=$(date -u +%F)
 out=${OUT:-$repo/bench/results/$date-mixed.md}
 [[ -n ${OUT:-} || ! -e $out ]] || out=$repo/bench/results/$date-mixed-$(date -u +%H%M%S).md
 work=$(mktemp -d)
-mock='' gw=''
-trap 'kill $gw $mock 2>/dev/null || true; rm -rf "$work"' EXIT
+mock='' gw='' enc=''
+trap 'kill $gw $enc $mock 2>/dev/null || true; rm -rf "$work"' EXIT
 
 # The command line, as it can be run again.
 cmdline=
-for v in DUR WARMUP ROUNDS CONCS CONFIGS GW_BIN_A GW_BIN_B NAME_A NAME_B TIER2 TIER2_A TIER2_B HEADS_A HEADS_B RATE BODIES_FROM MOCK_PORT GW_PORT OUT; do
+for v in DUR WARMUP ROUNDS CONCS CONFIGS ENC_BIN ENC_RUNS ENC_CPU GW_CPU GW_BIN_A GW_BIN_B NAME_A NAME_B TIER2 TIER2_A TIER2_B HEADS_A HEADS_B RATE BODIES_FROM MOCK_PORT GW_PORT OUT; do
 	[[ -n ${!v+set} ]] && cmdline+="$v='${!v}' "
 done
 cmdline+="bench/mixed.sh"
@@ -129,7 +151,10 @@ config() {
 	natural) src=gateway-tier2.yaml rules=rules-tier2.yaml ;;
 	escalate-30) src=gateway-tier2.yaml rules=rules-tier2-30.yaml ;;
 	all-escalate) src=gateway-tier2-all.yaml rules=rules-tier2-all.yaml ;;
-	*) echo "mixed.sh: unknown config $cfg (plain, natural, escalate-30, all-escalate)" >&2; return 1 ;;
+	remote-30) src=gateway-tier2.yaml rules=rules-tier2-30.yaml ;;
+	remote-all) src=gateway-tier2-all.yaml rules=rules-tier2-all.yaml ;;
+	tier1-30) src=gateway-tier2.yaml rules=rules-tier2-30.yaml ;;
+	*) echo "mixed.sh: unknown config $cfg (plain, natural, escalate-30, all-escalate, remote-30, remote-all, tier1-30)" >&2; return 1 ;;
 	esac
 	mkdir -p "$dir"
 	sed -e "s#^listen: .*#listen: 127.0.0.1:$gw_port#" -e "s#127\.0\.0\.1:18000#127.0.0.1:$mock_port#" \
@@ -140,6 +165,12 @@ config() {
 			sed -i -e "s#^heads: .*#heads: ${heads[$arm]}#" "$dir/rules.in"
 		fi
 		tier2_set "$dir/rules.in" "${TIER2:-}, ${tier2[$arm]}" >"$dir/rules.yaml"
+		if [[ $cfg == remote-* ]]; then
+			sed -i -e "s#^tier2: {#tier2: {encoder: {url: http://127.0.0.1:$enc_port, model: ${ENC_MODEL:-use-lite-int8}}, #" "$dir/rules.yaml"
+		elif [[ $cfg == tier1-30 ]]; then
+			# Port 9 (discard): nothing listens, every call is refused.
+			sed -i -e "s#^tier2: {#tier2: {encoder: {url: http://127.0.0.1:9, model: ${ENC_MODEL:-use-lite-int8}, failures: 1, cooldown: 1h}, #" "$dir/rules.yaml"
+		fi
 	fi
 	echo "$dir/gateway.yaml"
 }
@@ -162,7 +193,7 @@ done
 # tier 2 loaded where the rules use it.
 start() {
 	local log=$work/$1-$2/gateway.log r
-	"${bin[$1]}" serve --config "${cfgfile[$1/$2]}" >"$log" 2>&1 &
+	"${gw_pin[@]}" "${bin[$1]}" serve --config "${cfgfile[$1/$2]}" >"$log" 2>&1 &
 	gw=$!
 	for _ in $(seq 300); do
 		r=$(curl -s "http://127.0.0.1:$gw_port/readyz" || true)
@@ -186,6 +217,19 @@ stop() {
 "$B/mockupstream" -addr "127.0.0.1:$mock_port" -chunks 20 >/dev/null 2>&1 &
 mock=$!
 sleep 0.5
+enc_args=()
+if [[ -n $need_enc ]]; then
+	"${enc_pin[@]}" "${ENC_BIN:-${bin[${arms[0]}]}}" encode serve --heads "$repo/models/heads/subjects" --models "$models" \
+		--listen "127.0.0.1:$enc_port" --runs "${ENC_RUNS:-1}" >"$work/encoder.log" 2>&1 &
+	enc=$!
+	for _ in $(seq 150); do
+		curl -sf "http://127.0.0.1:$enc_port/ready" >/dev/null && break
+		kill -0 "$enc" 2>/dev/null || break
+		sleep 0.2
+	done
+	curl -sf "http://127.0.0.1:$enc_port/ready" >/dev/null || { echo "mixed.sh: the encoder service did not become ready" >&2; cat "$work/encoder.log" >&2; exit 1; }
+	enc_args=(-enc-pid "$enc" -enc-metrics "http://127.0.0.1:$enc_port/metrics")
+fi
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 t0=$(date +%s)
 runs=$work/runs.jsonl
@@ -199,9 +243,11 @@ for r in $(seq "$rounds"); do
 				# A fresh gateway for each run, so each starts from the same
 				# state: no Runs in flight, an empty result cache.
 				start "$a" "$c"
+				run_enc=()
+				[[ $c == remote-* ]] && run_enc=("${enc_args[@]}")
 				"$work/mixload" run -url "http://127.0.0.1:$gw_port/v1/chat/completions" -bodies "$work/bodies.jsonl" \
 					-c "$n" ${RATE:+-rate "$RATE"} -d "${dur}s" -warmup "${warm}s" -gw-pid "$gw" -budget "${budget[$a/$c]}" \
-					-arm "$a" -config "$c" -round "$r" -out "$runs" -brief | sed "s/^/round $r /" | tee -a "$log"
+					-arm "$a" -config "$c" -round "$r" -out "$runs" ${run_enc[@]+"${run_enc[@]}"} -brief | sed "s/^/round $r /" | tee -a "$log"
 				stop
 			done
 		done
@@ -216,16 +262,27 @@ mkdir -p "$(dirname "$out")"
 	echo "Command: \`$cmdline\` ($(( $(date +%s) - t0 )) s)"
 	echo
 	echo "Machine: $(nproc) × $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), shared: the mock, the load generator and the gateway on the same cores; load average $load0 before, $load1 after."
+	if [[ -n $need_enc ]]; then
+		echo "Encoder service (remote configs): \`encode serve --runs ${ENC_RUNS:-1}\`${enc_cpu:+, pinned to CPU $enc_cpu (taskset)}${GW_CPU:+; gateways pinned to CPU $GW_CPU}; the mock and the load generator run where the kernel puts them."
+	fi
 	echo "Bodies: $(sed 's/^mixload gen: //' "$work/gen.txt"); the workers share one cursor, so a text comes back after all the others."
 	echo "Each run: ${warm} s warm-up, ${dur} s measured, per concurrency ($concs), configs in turn ($configs), $rounds round(s)."
 	for a in "${arms[@]}"; do
 		t2=
 		for c in $configs; do
 			f=${cfgfile[$a/$c]%/*}/rules.yaml
-			[[ -f $f ]] && t2=$(grep -m1 '^tier2:' "$f") && break
+			[[ -f $f ]] || continue
+			# The first config's tier2 line; the remote and tier1-30 ones
+			# differ from it by their encoder only, named below.
+			line=$(grep -m1 '^tier2:' "$f")
+			[[ $c == remote-* || $c == tier1-30 ]] && line=$(sed 's/encoder: {[^}]*}, //' <<<"$line")
+			[[ -z $t2 ]] && t2=$line
 		done
 		echo "- $a: \`${bin[$a]}\` ($("${bin[$a]}" --version 2>/dev/null || echo '?'))${t2:+; rules \`$t2\`}${heads[$a]:+; heads \`${heads[$a]}\`}"
 	done
+	if [[ -n $need_enc || " $configs " == *" tier1-30 "* ]]; then
+		echo "- remote configs: the rules' tier2 also has \`encoder: {url: http://127.0.0.1:$enc_port, model: ${ENC_MODEL:-use-lite-int8}}\`; tier1-30's \`encoder: {url: http://127.0.0.1:9, ..., failures: 1, cooldown: 1h}\` (nothing listens there)"
+	fi
 	echo
 	"$work/mixload" table -in "$runs"
 	echo

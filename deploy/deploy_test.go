@@ -817,12 +817,23 @@ func TestFullValues(t *testing.T) {
 	if !labelsMatch(rs.Spec.Selector, redisPod) || labelsMatch(rs.Spec.Selector, pod) {
 		t.Errorf("Redis Service selector %v: want the Redis pods %v only", rs.Spec.Selector, redisPod)
 	}
+	// The encoder service's pods: neither the gateway's selectors nor
+	// Redis's catch them, nor do the encoder's catch theirs.
+	ed, es := o.Deployments[release+"-encoder"], o.Services[release+"-encoder"]
+	if ed == nil || es == nil || o.HPAs[release+"-encoder"] == nil || o.ServiceMonitors[release+"-encoder"] == nil {
+		t.Fatalf("no encoder Deployment, Service, HPA and ServiceMonitor among %v", o.kinds)
+	}
+	encPod := ed.Spec.Template.Labels
+	if !labelsMatch(es.Spec.Selector, encPod) || labelsMatch(es.Spec.Selector, pod) || labelsMatch(es.Spec.Selector, redisPod) ||
+		labelsMatch(rs.Spec.Selector, encPod) {
+		t.Errorf("encoder Service selector %v: want the encoder's pods %v only", es.Spec.Selector, encPod)
+	}
 	for what, sel := range map[string]map[string]string{
 		"gateway Service": o.Services[release].Spec.Selector, "gateway Deployment": d.Spec.Selector.MatchLabels,
 		"PDB": o.PDBs[release].Spec.Selector.MatchLabels,
 	} {
-		if !labelsMatch(sel, pod) || labelsMatch(sel, redisPod) {
-			t.Errorf("%s selector %v: want the gateway's pods %v, not Redis's %v", what, sel, pod, redisPod)
+		if !labelsMatch(sel, pod) || labelsMatch(sel, redisPod) || labelsMatch(sel, encPod) {
+			t.Errorf("%s selector %v: want the gateway's pods %v, not Redis's %v or the encoder's %v", what, sel, pod, redisPod, encPod)
 		}
 	}
 	if rc := rd.Spec.Template.Spec.Containers[0].SecurityContext; rc == nil || !*rc.ReadOnlyRootFilesystem {
@@ -849,7 +860,8 @@ func TestFullValues(t *testing.T) {
 	if sm == nil {
 		t.Fatalf("no ServiceMonitor among %v", o.kinds)
 	}
-	if !labelsMatch(sm.Spec.Selector.MatchLabels, o.Services[release].Labels) || labelsMatch(sm.Spec.Selector.MatchLabels, rs.Labels) {
+	if !labelsMatch(sm.Spec.Selector.MatchLabels, o.Services[release].Labels) || labelsMatch(sm.Spec.Selector.MatchLabels, rs.Labels) ||
+		labelsMatch(sm.Spec.Selector.MatchLabels, es.Labels) {
 		t.Errorf("ServiceMonitor selector %v: want the gateway's Service only", sm.Spec.Selector.MatchLabels)
 	}
 	if len(sm.Spec.Endpoints) != 1 || sm.Spec.Endpoints[0].Port != "http" || sm.Spec.Endpoints[0].Path != "/metrics" {

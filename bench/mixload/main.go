@@ -9,6 +9,8 @@
 //	               reasons and tiers, the gateway's CPU per request
 //	mixload table  a markdown table of run records (medians over rounds),
 //	               with the tier-2 targets checked
+//	mixload embed  closed-loop load on an encoder service's
+//	               /v1/embeddings: texts a second and per core-second
 //
 // A request is escalated when tier 2 was consulted: X-Triage-Tier is 2,
 // or X-Triage-Reason says tier 2 was tried and did not answer (any reason
@@ -54,7 +56,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: mixload gen|run|table [flags] (-h for each)")
+		fmt.Fprintln(os.Stderr, "usage: mixload gen|run|table|embed [flags] (-h for each)")
 		os.Exit(2)
 	}
 	var err error
@@ -65,8 +67,10 @@ func main() {
 		err = cmdRun(os.Args[2:], os.Stdout)
 	case "table":
 		err = cmdTable(os.Args[2:], os.Stdout)
+	case "embed":
+		err = cmdEmbed(os.Args[2:], os.Stdout)
 	default:
-		err = fmt.Errorf("unknown subcommand %q (gen, run, table)", os.Args[1])
+		err = fmt.Errorf("unknown subcommand %q (gen, run, table, embed)", os.Args[1])
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mixload:", err)
@@ -87,6 +91,8 @@ type runOptions struct {
 	bodies    string
 	headers   headerList
 	gwPID     int
+	encPID    int    // the encoder service's pid (encode serve), 0: none
+	encURL    string // its /metrics
 	timeout   time.Duration
 	extra     string // more reasons that count as escalated
 	out       string
@@ -110,6 +116,8 @@ func cmdRun(args []string, stdout io.Writer) error {
 	fs.StringVar(&o.bodies, "bodies", "", "request bodies: a JSONL file (one body a line, as mixload gen writes) or a directory of *.json files")
 	fs.Var(&o.headers, "H", "extra request header 'Name: value' (repeatable)")
 	fs.IntVar(&o.gwPID, "gw-pid", 0, "gateway pid: its process tree's CPU over the measured window, and peak RSS")
+	fs.IntVar(&o.encPID, "enc-pid", 0, "encoder service pid (triage encode serve): its CPU over the measured window, and peak RSS")
+	fs.StringVar(&o.encURL, "enc-metrics", "", "encoder service's /metrics URL (loopback): the texts it encoded and shed over the measured window")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "per-request timeout")
 	fs.StringVar(&o.extra, "escalated-reasons", "client_gone", "comma-separated X-Triage-Reason values that also count as escalated (besides tier 2 and tier2_*)")
 	fs.StringVar(&o.out, "out", "", "append the JSON record to this file")
@@ -162,6 +170,11 @@ func cmdRun(args []string, stdout io.Writer) error {
 		l.run(o.conc, o.warmup)
 	}
 	watch := startWatch(o.gwPID, 200*time.Millisecond)
+	encWatch := startWatch(o.encPID, 200*time.Millisecond)
+	enc0, encErr := encoderCounts(o.encURL)
+	if encErr != nil {
+		return encErr
+	}
 	cpu0 := selfCPU()
 	start := time.Now()
 	res, elapsed := l.run(o.conc, o.dur)
@@ -175,6 +188,20 @@ func cmdRun(args []string, stdout io.Writer) error {
 		rec.GwRSSBeforeKB, rec.GwRSSMaxKB, rec.GwCPUSec = watch.finish()
 		if rec.OK > 0 {
 			rec.GwCPUUsPerReq = round2(rec.GwCPUSec * 1e6 / float64(rec.OK))
+		}
+	}
+	if encWatch != nil {
+		_, rec.EncRSSMaxKB, rec.EncCPUSec = encWatch.finish()
+	}
+	if o.encURL != "" {
+		enc1, err := encoderCounts(o.encURL)
+		if err != nil {
+			return err
+		}
+		rec.EncTexts, rec.EncShed = enc1.ok-enc0.ok, enc1.shed-enc0.shed
+		rec.EncTextsPerSec = round2(float64(rec.EncTexts) / elapsed.Seconds())
+		if rec.EncCPUSec > 0 {
+			rec.EncTextsPerCoreSec = round2(float64(rec.EncTexts) / rec.EncCPUSec)
 		}
 	}
 	if o.out != "" {

@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -133,4 +136,48 @@ func (w *procWatch) finish() (before, peak int64, cpuSec float64) {
 	<-w.done
 	end := sampleProcs(w.pids)
 	return w.start.rssKB, max(w.maxRSS, end.rssKB), round3(end.cpuSec - w.start.cpuSec)
+}
+
+// encCounts are an encoder service's text counters.
+type encCounts struct{ ok, shed int64 }
+
+// encoderCounts scrapes triage_encoder_texts_total from an encode serve's
+// /metrics (zero counts without a URL).
+func encoderCounts(url string) (encCounts, error) {
+	var c encCounts
+	if url == "" {
+		return c, nil
+	}
+	if err := checkLoopback(url); err != nil {
+		return c, err
+	}
+	cl := &http.Client{Timeout: 5 * time.Second}
+	resp, err := cl.Get(url)
+	if err != nil {
+		return c, fmt.Errorf("encoder metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return c, fmt.Errorf("encoder metrics %s: status %d, %v", url, resp.StatusCode, err)
+	}
+	found := false
+	for line := range strings.SplitSeq(string(b), "\n") {
+		for _, m := range []struct {
+			prefix string
+			dst    *int64
+		}{{`triage_encoder_texts_total{outcome="ok"} `, &c.ok}, {`triage_encoder_texts_total{outcome="shed"} `, &c.shed}} {
+			if v, ok := strings.CutPrefix(line, m.prefix); ok {
+				f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+				if err != nil {
+					return c, fmt.Errorf("encoder metrics: %q: %w", line, err)
+				}
+				*m.dst, found = int64(f), true
+			}
+		}
+	}
+	if !found {
+		return c, fmt.Errorf("encoder metrics %s: no triage_encoder_texts_total", url)
+	}
+	return c, nil
 }

@@ -57,8 +57,17 @@ type Record struct {
 	GwRSSBeforeKB  int64            `json:"gw_rss_before_kb,omitempty"`
 	GwRSSMaxKB     int64            `json:"gw_rss_max_kb,omitempty"`
 	DriverCPUSec   float64          `json:"driver_cpu_s"`
-	EscalatedOK    int64            `json:"escalated_ok"`     // 2xx escalated answers
-	NotEscalatedOK int64            `json:"not_escalated_ok"` // 2xx answers tier 1 (or no rules) decided
+	// The encoder service's side (triage encode serve, with -enc-pid and
+	// -enc-metrics): texts it encoded and shed in the window, its CPU,
+	// and texts per CPU-second (per core fully used).
+	EncTexts           int64   `json:"enc_texts,omitempty"`
+	EncShed            int64   `json:"enc_shed,omitempty"`
+	EncTextsPerSec     float64 `json:"enc_texts_per_s,omitempty"`
+	EncCPUSec          float64 `json:"enc_cpu_s,omitempty"`
+	EncTextsPerCoreSec float64 `json:"enc_texts_per_core_s,omitempty"`
+	EncRSSMaxKB        int64   `json:"enc_rss_max_kb,omitempty"`
+	EscalatedOK        int64   `json:"escalated_ok"`     // 2xx escalated answers
+	NotEscalatedOK     int64   `json:"not_escalated_ok"` // 2xx answers tier 1 (or no rules) decided
 }
 
 // Dist is a latency distribution in milliseconds, its percentiles exact
@@ -221,6 +230,10 @@ func (r *Record) brief() string {
 	}
 	if r.GwCPUUsPerReq > 0 {
 		s += fmt.Sprintf(", gateway CPU %.0f µs/req", r.GwCPUUsPerReq)
+	}
+	if r.EncCPUSec > 0 || r.EncTexts > 0 {
+		s += fmt.Sprintf(", encoder %.0f texts/s on %.2f cores (%.0f texts per core-second), shed %d, RSS %d MiB",
+			r.EncTextsPerSec, r.EncCPUSec/r.DurationS, r.EncTextsPerCoreSec, r.EncShed, r.EncRSSMaxKB>>10)
 	}
 	if r.Non2xx > 0 || r.Errors > 0 {
 		s += fmt.Sprintf(", non-2xx %d, errors %d (%s)", r.Non2xx, r.Errors, r.ErrSample)

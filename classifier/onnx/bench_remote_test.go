@@ -4,7 +4,11 @@ package onnx
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
+	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -12,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/triagegw/triage/classifier"
 	"github.com/triagegw/triage/internal/testenv"
 )
 
@@ -111,4 +116,70 @@ func BenchmarkRemoteOverLocal(b *testing.B) {
 	b.ReportMetric(med(loc), "local-p50-µs")
 	b.ReportMetric(med(rem), "remote-p50-µs")
 	b.ReportMetric(med(diff), "added-p50-µs")
+}
+
+// BenchmarkRemoteAnswer: what reading an engine's answer costs the
+// gateway, per call of 8 texts of USE lite's 512 dims, as JSON numbers
+// and as base64 (what the client asks for). bench/results/2026-12-07-encoder-service.md
+// has the figures.
+func BenchmarkRemoteAnswer(b *testing.B) {
+	const texts, dims = 8, 512
+	vecs := make([][]float32, texts)
+	for i := range vecs {
+		vecs[i] = make([]float32, dims)
+		for k := range vecs[i] {
+			vecs[i][k] = float32(math.Sin(float64(i*dims+k))) / 22.6
+		}
+		classifier.L2Normalize(vecs[i])
+	}
+	for _, format := range []string{"float", "base64"} {
+		type item struct {
+			Index     int `json:"index"`
+			Embedding any `json:"embedding"`
+		}
+		var out struct {
+			Data []item `json:"data"`
+		}
+		for i, v := range vecs {
+			var e any = v
+			if format == "base64" {
+				var raw []byte
+				for _, f := range v {
+					raw = binary.LittleEndian.AppendUint32(raw, math.Float32bits(f))
+				}
+				e = base64.StdEncoding.EncodeToString(raw)
+			}
+			out.Data = append(out.Data, item{i, e})
+		}
+		body, _ := json.Marshal(out)
+		b.Run(format, func(b *testing.B) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = w.Write(body)
+			}))
+			defer srv.Close()
+			md, err := NewRemote(Manifest{Format: 1, Name: "m", Input: InputUSE, Pooling: PoolNone, Dims: dims, MaxTokens: 128, Tokenizer: "x"},
+				RemoteConfig{URL: srv.URL, Model: "m"}, Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer md.Close()
+			in := make([]string, texts)
+			for i := range in {
+				in[i] = "how do I reverse a linked list in place"
+			}
+			dst := make([][]float32, texts)
+			for i := range dst {
+				dst[i] = make([]float32, dims)
+			}
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := md.remote.embed(context.Background(), in, dst); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

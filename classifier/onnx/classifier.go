@@ -275,6 +275,16 @@ func (m *Model) Features(ctx context.Context, text string, dst []float32) ([]flo
 	return dst, err
 }
 
+// Encode is Features that also returns the number of the text's tokens
+// the encoder read (without [CLS] and [SEP]; a remote encoder's, an
+// estimate). With a scheduled Model (Options.Schedule) and a deadline on
+// ctx the text goes through the scheduler, as the gateway's do: admitted
+// only if it can finish by the deadline (else classifier.ErrShed),
+// batched with the texts queued beside it.
+func (m *Model) Encode(ctx context.Context, text string, dst []float32) ([]float32, int, error) {
+	return m.features(ctx, text, dst)
+}
+
 // features returns the vector and the number of text tokens used.
 func (m *Model) features(ctx context.Context, text string, dst []float32) ([]float32, int, error) {
 	if m.remote != nil {

@@ -114,5 +114,10 @@
 // /v1/embeddings: vLLM, text-embeddings-inference, Infinity), under the
 // same scheduler, with a breaker (remote.go). That part is pure Go and
 // works in a build without the runtime. The heads' model directory gives
-// its manifest; an engine serving another model is refused at load.
+// its manifest; an engine serving another model is refused at load. The
+// client prepares each text as Features does before sending it, asks for
+// base64 vectors, and keeps a vector that comes back at unit length as
+// sent: with `triage encode serve` (package embedserver on Model.Encode,
+// this package's scheduler and session) as the engine, remote vectors are
+// the local ones bit for bit.
 package onnx

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +13,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,9 +42,12 @@ import (
 //
 // A breaker stops calling an encoder that keeps failing: after
 // RemoteConfig.Failures calls in a row fail (an error, a status other
-// than 200, a malformed answer, or no answer by the deadline), texts are
-// refused at once (classifier.ErrEncoderDown) for Cooldown; then calls go
-// out again, and the first that fails opens it again.
+// than 200 or 429, a malformed answer, or no answer by the deadline (or
+// a 504) when no call has been answered for a Cooldown), texts are refused at once
+// (classifier.ErrEncoderDown) for Cooldown; then calls go out again, and
+// the first that fails opens it again. A 429 sheds the call's texts
+// (classifier.ErrShed): the engine is up, refusing what it cannot do in
+// the time the call gave it (X-Request-Timeout).
 //
 // No text and no answer body is ever put in an error: errors name the
 // URL, the status and what was wrong with the answer.
@@ -53,7 +59,8 @@ type RemoteConfig struct {
 	// ends in /embeddings.
 	URL string
 	// Model is the model name sent with each request: it must be the name
-	// in the encoder manifest of the heads' model directory.
+	// in the encoder manifest of the heads' model directory. Empty: that
+	// name.
 	Model string
 	// Pooling and Dims, when set, are what the engine is known to serve
 	// (how it pools, its vectors' length): checked against the manifest.
@@ -149,9 +156,27 @@ func LoadRemote(h *classifier.Heads, modelsDir string, rc RemoteConfig, opts Opt
 	return c, nil
 }
 
+// OpenRemote is Open for an encoder a remote engine serves: the model
+// directory dir gives its manifest (the graph need not be there), rc the
+// engine, which must serve the manifest's model.
+func OpenRemote(dir string, rc RemoteConfig, opts Options) (*Model, error) {
+	m, err := ReadManifest(dir)
+	if err != nil {
+		return nil, err
+	}
+	md, err := NewRemote(m.withDefaults(), rc, opts)
+	if err != nil {
+		return nil, fmt.Errorf("onnx: %s: %w", dir, err)
+	}
+	return md, nil
+}
+
 // NewRemote builds a Model whose vectors come from the remote encoder rc
 // describes, refusing one that does not serve the encoder man describes.
 func NewRemote(man Manifest, rc RemoteConfig, opts Options) (*Model, error) {
+	if rc.Model == "" {
+		rc.Model = man.Name
+	}
 	switch {
 	case rc.Model != man.Name:
 		return nil, fmt.Errorf("trained on encoder %q, but the remote encoder serves model %q: serve %q there (vLLM --served-model-name) or train heads on %q", man.Name, rc.Model, man.Name, rc.Model)
@@ -215,15 +240,23 @@ func (r *remote) estimateTokens(text string) int {
 func (m *Model) runTexts(texts []string, dst [][]float32, deadline time.Time) error {
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	return m.remote.embed(ctx, texts, dst)
+	_, err := m.remote.embed(ctx, texts, dst)
+	return err
 }
 
 // remoteFeatures is features for a remote Model.
+// The text is prepared here (prepare.go), as the local encoder prepares
+// it, so that an engine that knows nothing of it (vLLM, TEI) reads what
+// the local encoder would; triage's own engine prepares again, which
+// changes nothing (prepare is idempotent).
 func (m *Model) remoteFeatures(ctx context.Context, text string, dst []float32) ([]float32, int, error) {
 	r := m.remote
 	if !r.br.allow() {
 		r.refused.Add(1)
 		return dst, 0, classifier.ErrEncoderDown
+	}
+	if b, changed := prepare(nil, text); changed {
+		text = string(b) // the scheduler's job may outlive this call's buffers
 	}
 	n := r.estimateTokens(text)
 	if dl, ok := ctx.Deadline(); ok && m.sched != nil {
@@ -239,7 +272,13 @@ func (m *Model) remoteFeatures(ctx context.Context, text string, dst []float32) 
 		ctx, cancel = context.WithTimeout(ctx, r.timeout)
 		defer cancel()
 	}
-	return dst, n, r.embed(ctx, []string{text}, [][]float32{dst})
+	// One text a call: the engine's usage, when it reports one, is the
+	// text's tokens as it read them.
+	used, err := r.embed(ctx, []string{text}, [][]float32{dst})
+	if used > 0 {
+		n = min(used, r.maxTokens)
+	}
+	return dst, n, err
 }
 
 // embeddingsRequest is the body of POST /v1/embeddings.
@@ -249,13 +288,57 @@ type embeddingsRequest struct {
 	EncodingFormat string   `json:"encoding_format"`
 }
 
-// embeddingsResponse is what is read of its answer.
+// embeddingsResponse is what is read of its answer. Each embedding is
+// base64 of little-endian float32s, as asked, or a JSON array of numbers
+// from an engine that sends floats whatever it is asked.
 type embeddingsResponse struct {
 	Data []struct {
-		Index     int       `json:"index"`
-		Embedding []float32 `json:"embedding"`
+		Index     int             `json:"index"`
+		Embedding json.RawMessage `json:"embedding"`
 	} `json:"data"`
 	Error json.RawMessage `json:"error"`
+	Usage struct {
+		PromptTokens int `json:"prompt_tokens"`
+	} `json:"usage"`
+}
+
+// decodeEmbedding writes raw, an answer's embedding, into dst (of the
+// vector's expected length) and returns its length as sent.
+func decodeEmbedding(raw json.RawMessage, dst []float32) (int, error) {
+	if len(raw) > 0 && raw[0] == '"' {
+		// A JSON string of base64 has no escapes (its alphabet needs
+		// none, though an encoder may write / as \/): decoded in place,
+		// without a second pass of the JSON decoder.
+		b64 := raw[1 : len(raw)-1]
+		if bytes.IndexByte(b64, '\\') >= 0 {
+			var s string
+			if err := json.Unmarshal(raw, &s); err != nil {
+				return 0, err
+			}
+			b64 = []byte(s)
+		}
+		b := make([]byte, base64.StdEncoding.DecodedLen(len(b64)))
+		n, err := base64.StdEncoding.Decode(b, b64)
+		if err != nil {
+			return 0, errors.New("an embedding that is not base64")
+		}
+		b = b[:n]
+		if len(b)%4 != 0 || len(b)/4 != len(dst) {
+			return len(b) / 4, nil
+		}
+		for i := range dst {
+			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+		}
+		return len(dst), nil
+	}
+	var v []float32
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return 0, err
+	}
+	if len(v) == len(dst) {
+		copy(dst, v)
+	}
+	return len(v), nil
 }
 
 // maxAnswer bounds an answer's body: a vector's floats as JSON text are
@@ -264,17 +347,36 @@ func (r *remote) maxAnswer(texts int) int64 { return int64(texts)*int64(r.dims)*
 
 // embed makes one call for texts, writing text i's unit-length vector
 // into dst[i] (each of length dims), and tells the breaker how it went.
-func (r *remote) embed(ctx context.Context, texts []string, dst [][]float32) error {
-	err := r.call(ctx, texts, dst)
-	r.br.record(err == nil)
-	if err != nil {
+//
+// An engine that answers 429 is up but refusing work it cannot do in
+// time (triage's own engine, given the time left): its texts are shed
+// (classifier.ErrShed, reason tier2_shed), as the local scheduler sheds
+// them, and the breaker counts the answer as a sign of life, not a
+// failure.
+func (r *remote) embed(ctx context.Context, texts []string, dst [][]float32) (tokens int, err error) {
+	err = r.call(ctx, texts, dst, &tokens)
+	shed := errors.Is(err, classifier.ErrShed)
+	switch {
+	case err == nil || shed:
+		r.br.record(callOK)
+	case errors.Is(err, context.DeadlineExceeded):
+		r.br.record(callLate)
+	default:
+		r.br.record(callFailed)
+	}
+	if err != nil && !shed {
 		r.failed.Add(uint64(len(texts)))
 	}
-	return err
+	return tokens, err
 }
 
-func (r *remote) call(ctx context.Context, texts []string, dst [][]float32) error {
-	body, err := json.Marshal(embeddingsRequest{Model: r.model, Input: texts, EncodingFormat: "float"})
+// call makes the call; usage gets the engine's prompt_tokens (0 when it
+// reports none).
+func (r *remote) call(ctx context.Context, texts []string, dst [][]float32, usage *int) error {
+	// base64: a vector's 2 KiB of float32s instead of 5 KiB of decimals
+	// to format and parse; OpenAI's own clients ask for it by default, so
+	// the engines that speak the API answer it.
+	body, err := json.Marshal(embeddingsRequest{Model: r.model, Input: texts, EncodingFormat: "base64"})
 	if err != nil {
 		return fmt.Errorf("onnx: remote encoder: %w", err)
 	}
@@ -283,6 +385,12 @@ func (r *remote) call(ctx context.Context, texts []string, dst [][]float32) erro
 		return fmt.Errorf("onnx: remote encoder: %w", err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if dl, ok := ctx.Deadline(); ok {
+		// How long the answer is worth waiting for: triage's own engine
+		// refuses at once (429) texts it cannot encode in that time
+		// instead of queueing work nobody will read.
+		req.Header.Set("X-Request-Timeout", strconv.FormatFloat(max(time.Until(dl).Seconds(), 0.001), 'f', 3, 64))
+	}
 	if r.key != "" {
 		req.Header.Set("Authorization", "Bearer "+r.key)
 	}
@@ -296,6 +404,16 @@ func (r *remote) call(ctx context.Context, texts []string, dst [][]float32) erro
 		return fmt.Errorf("onnx: remote encoder %s: %w", r.shown, errors.Unwrap(err))
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusTooManyRequests {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+		return fmt.Errorf("onnx: remote encoder %s: status 429, overloaded: %w", r.shown, classifier.ErrShed)
+	}
+	if resp.StatusCode == http.StatusGatewayTimeout {
+		// The engine ran out of the time the call gave it: the budget's
+		// end, as when no answer comes (tier2_timeout).
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+		return fmt.Errorf("onnx: remote encoder %s: status 504, no answer in time: %w", r.shown, context.DeadlineExceeded)
+	}
 	if resp.StatusCode != http.StatusOK {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 		return fmt.Errorf("onnx: remote encoder %s: status %d", r.shown, resp.StatusCode)
@@ -328,24 +446,42 @@ func (r *remote) call(ctx context.Context, texts []string, dst [][]float32) erro
 			return fmt.Errorf("onnx: remote encoder %s: vector %d has index %d, for %d texts", r.shown, k, i, len(texts))
 		}
 		seen[i] = true
-		if len(d.Embedding) != r.dims {
-			return fmt.Errorf("onnx: remote encoder %s: a vector of %d dims, the heads take %d: is it serving model %q?", r.shown, len(d.Embedding), r.dims, r.model)
+		n, err := decodeEmbedding(d.Embedding, dst[i][:r.dims])
+		if err != nil {
+			// Not the decoder's message, which can quote the answer.
+			return fmt.Errorf("onnx: remote encoder %s: the answer is not an embeddings list: vector %d is neither base64 nor float32 numbers", r.shown, k)
+		}
+		if n != r.dims {
+			return fmt.Errorf("onnx: remote encoder %s: a vector of %d dims, the heads take %d: is it serving model %q?", r.shown, n, r.dims, r.model)
 		}
 		var norm float64
-		for _, v := range d.Embedding {
+		for _, v := range dst[i] {
 			norm += float64(v) * float64(v)
 		}
-		if math.IsNaN(norm) || math.IsInf(norm, 0) || norm == 0 {
+		if math.IsNaN(norm) || math.IsInf(norm, 0) || norm == 0 && texts[i] != "" {
+			// The empty text may have the zero vector: the local USE
+			// encoder gives it for a text without ids.
 			return fmt.Errorf("onnx: remote encoder %s: vector %d is not finite and non-zero", r.shown, i)
 		}
-		copy(dst[i], d.Embedding)
-		classifier.L2Normalize(dst[i])
+		if norm != 0 && math.Abs(norm-1) > 1e-3 {
+			// A vector of unit length, to the float32 sums' rounding
+			// (norm is the squared length), is kept as sent: triage's
+			// own engine's are the local encoder's, bit for bit.
+			classifier.L2Normalize(dst[i])
+		}
 	}
+	*usage = max(ans.Usage.PromptTokens, 0)
 	return nil
 }
 
 // breaker opens after a run of failed calls, refusing texts for a
 // cooldown; then calls go out again, and one more failure opens it again.
+//
+// A call that had no answer by its deadline counts as a failure only when
+// no call has been answered for a cooldown: an engine that answers others
+// is slow under load, not down, and the late call's texts are the
+// budget's (tier2_timeout), as in process. A hung engine still opens it,
+// a cooldown after its last answer.
 type breaker struct {
 	failures int
 	cooldown time.Duration
@@ -354,8 +490,18 @@ type breaker struct {
 	mu        sync.Mutex
 	run       int       // failed calls in a row
 	openUntil time.Time // zero: closed
+	lastOK    time.Time // the last call answered
 	opened    uint64
 }
+
+// A call's outcome, as the breaker counts it.
+type callOutcome int
+
+const (
+	callOK     callOutcome = iota // answered (a 429 too: the engine is up)
+	callLate                      // no answer by the deadline
+	callFailed                    // refused, an error status, a malformed answer
+)
 
 func (b *breaker) allow() bool {
 	b.mu.Lock()
@@ -363,16 +509,20 @@ func (b *breaker) allow() bool {
 	return b.openUntil.IsZero() || !b.now().Before(b.openUntil)
 }
 
-func (b *breaker) record(ok bool) {
+func (b *breaker) record(o callOutcome) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if ok {
-		b.run, b.openUntil = 0, time.Time{}
+	now := b.now()
+	switch {
+	case o == callOK:
+		b.run, b.openUntil, b.lastOK = 0, time.Time{}, now
+		return
+	case o == callLate && !b.lastOK.IsZero() && now.Sub(b.lastOK) < b.cooldown:
 		return
 	}
 	b.run++
 	if b.run >= b.failures {
-		b.openUntil = b.now().Add(b.cooldown)
+		b.openUntil = now.Add(b.cooldown)
 		b.run = b.failures - 1 // after the cooldown, one failure reopens it
 		b.opened++
 	}

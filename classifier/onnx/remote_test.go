@@ -2,11 +2,16 @@ package onnx
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,13 +22,17 @@ import (
 )
 
 // fakeEngine serves POST /v1/embeddings as an OpenAI-compatible engine
-// does: each text's vector is vec(text), or what answer writes instead.
+// does: each text's vector is vec(text), or what answer writes instead,
+// as base64 (what the client asks for) or, with floats set, as JSON
+// numbers (as some engines answer whatever they are asked).
 type fakeEngine struct {
 	*httptest.Server
+	floats atomic.Bool
 	calls  atomic.Int64
 	mu     sync.Mutex
 	inputs [][]string // each call's texts
 	auth   []string
+	tmo    []string                                                          // each call's X-Request-Timeout
 	answer func(w http.ResponseWriter, r *http.Request, texts []string) bool // true: answered
 }
 
@@ -49,22 +58,23 @@ func newFakeEngine(t *testing.T) *fakeEngine {
 			Input          []string `json:"input"`
 			EncodingFormat string   `json:"encoding_format"`
 		}
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Model != "fake-enc" || req.EncodingFormat != "float" {
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Model != "fake-enc" || req.EncodingFormat != "base64" {
 			http.Error(w, "bad request", http.StatusBadRequest)
 			return
 		}
 		f.mu.Lock()
 		f.inputs = append(f.inputs, req.Input)
 		f.auth = append(f.auth, r.Header.Get("Authorization"))
+		f.tmo = append(f.tmo, r.Header.Get("X-Request-Timeout"))
 		answer := f.answer
 		f.mu.Unlock()
 		if answer != nil && answer(w, r, req.Input) {
 			return
 		}
 		type item struct {
-			Object    string    `json:"object"`
-			Index     int       `json:"index"`
-			Embedding []float32 `json:"embedding"`
+			Object    string `json:"object"`
+			Index     int    `json:"index"`
+			Embedding any    `json:"embedding"`
 		}
 		var out struct {
 			Object string `json:"object"`
@@ -74,7 +84,15 @@ func newFakeEngine(t *testing.T) *fakeEngine {
 		out.Object, out.Model = "list", req.Model
 		// In reverse: the client places vectors by index, not by order.
 		for i := len(req.Input) - 1; i >= 0; i-- {
-			out.Data = append(out.Data, item{"embedding", i, vec(req.Input[i])})
+			var e any = vec(req.Input[i])
+			if !f.floats.Load() {
+				var b []byte
+				for _, x := range vec(req.Input[i]) {
+					b = binary.LittleEndian.AppendUint32(b, math.Float32bits(x))
+				}
+				e = base64.StdEncoding.EncodeToString(b)
+			}
+			out.Data = append(out.Data, item{"embedding", i, e})
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(out)
@@ -115,8 +133,10 @@ func newRemoteClassifier(t *testing.T, f *fakeEngine, rc RemoteConfig, opts Opti
 
 func TestRemoteClassify(t *testing.T) {
 	f := newFakeEngine(t)
-	for _, sched := range []bool{false, true} {
-		t.Run(fmt.Sprintf("scheduled=%v", sched), func(t *testing.T) {
+	for _, tc := range []struct{ sched, floats bool }{{false, false}, {true, false}, {true, true}} {
+		sched := tc.sched
+		t.Run(fmt.Sprintf("scheduled=%v,floats=%v", sched, tc.floats), func(t *testing.T) {
+			f.floats.Store(tc.floats)
 			c := newRemoteClassifier(t, f, RemoteConfig{APIKey: "k3y"}, Options{Schedule: sched})
 			ctx := context.Background()
 			if sched {
@@ -142,7 +162,45 @@ func TestRemoteClassify(t *testing.T) {
 			if got := f.auth[len(f.auth)-1]; got != "Bearer k3y" {
 				t.Errorf("Authorization = %q, want the configured key as a bearer token", got)
 			}
+			// The time left is sent, so the engine can refuse what it
+			// cannot do in time: the context's 5s, or the 30s default.
+			limit := map[bool]float64{true: 5, false: 30}[sched]
+			if got, err := strconv.ParseFloat(f.tmo[len(f.tmo)-1], 64); err != nil || got <= limit-1 || got > limit {
+				t.Errorf("X-Request-Timeout = %q, want the seconds left, just under %v", f.tmo[len(f.tmo)-1], limit)
+			}
 			f.mu.Unlock()
+		})
+	}
+}
+
+// TestRemotePrepares: the engine is sent each text as the local encoder
+// reads it (prepare.go), scheduled or not, so that an engine that knows
+// nothing of the preparation gives the local encoder's vectors.
+func TestRemotePrepares(t *testing.T) {
+	f := newFakeEngine(t)
+	for _, sched := range []bool{false, true} {
+		t.Run(fmt.Sprintf("scheduled=%v", sched), func(t *testing.T) {
+			c := newRemoteClassifier(t, f, RemoteConfig{}, Options{Schedule: sched})
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			for _, tc := range []struct{ text, sent string }{
+				{"  WHY IS\tMY\n\nBUILD RED ", "why is my build red"},
+				{"plain text", "plain text"},
+			} {
+				f.mu.Lock()
+				f.inputs = nil
+				f.mu.Unlock()
+				var r classifier.Result
+				if err := c.Classify(ctx, tc.text, &r); err != nil {
+					t.Fatalf("Classify(%q): %v", tc.text, err)
+				}
+				f.mu.Lock()
+				got := f.inputs
+				f.mu.Unlock()
+				if len(got) != 1 || len(got[0]) != 1 || got[0][0] != tc.sent {
+					t.Errorf("Classify(%q) sent %q, want [[%q]]", tc.text, got, tc.sent)
+				}
+			}
 		})
 	}
 }
@@ -231,11 +289,17 @@ func TestRemoteFaults(t *testing.T) {
 		{name: "NaN", want: "not an embeddings list", answer: raw(200, `{"data":[{"index":0,"embedding":[NaN,1,2,3]}]}`)},
 		{name: "NaN as a string", want: "not an embeddings list", answer: raw(200, `{"data":[{"index":0,"embedding":["NaN",1,2,3]}]}`)},
 		{name: "overflow", want: "not an embeddings list", answer: raw(200, `{"data":[{"index":0,"embedding":[1e39,1,2,3]}]}`)},
+		// base64 of float32s: 3 of them, a NaN among 4, not base64.
+		{name: "base64 wrong dimension", want: "a vector of 3 dims, the heads take 4", answer: raw(200, `{"data":[{"index":0,"embedding":"AACAPwAAgD8AAIA/"}]}`)},
+		{name: "base64 NaN", want: "not finite and non-zero", answer: raw(200, `{"data":[{"index":0,"embedding":"AADAfwAAgD8AAIA/AACAPw=="}]}`)},
+		{name: "base64 ragged", want: "a vector of 0 dims", answer: raw(200, `{"data":[{"index":0,"embedding":"AACA"}]}`)},
+		{name: "not base64", want: "neither base64 nor float32", answer: raw(200, `{"data":[{"index":0,"embedding":"`+secret+`"}]}`)},
 		{name: "zero vector", want: "not finite and non-zero", answer: raw(200, `{"data":[{"index":0,"embedding":[0,0,0,0]}]}`)},
 		{name: "fewer vectors", want: "0 vectors for 1 texts", answer: raw(200, `{"data":[]}`)},
 		{name: "bad index", want: "has index 3", answer: raw(200, `{"data":[{"index":3,"embedding":[1,2,3,4]}]}`)},
 		{name: "200 with an error body", want: "status 200 with an error object", answer: raw(200, `{"error":{"message":"echo: `+secret+`","type":"invalid_request_error"}}`)},
 		{name: "500", want: "status 500", answer: raw(500, `{"error":{"message":"`+secret+`"}}`)},
+		{name: "504", want: "status 504, no answer in time", deadline: true, answer: raw(504, `{"error":{"message":"`+secret+`"}}`)},
 		{name: "not JSON", want: "not an embeddings list", answer: raw(200, secret)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -265,6 +329,106 @@ func TestRemoteFaults(t *testing.T) {
 				t.Errorf("RunStats().Failed = %d, want 1", s.Failed)
 			}
 		})
+	}
+}
+
+// TestRemoteOverloaded: an engine that answers 429 sheds the texts
+// (ErrShed) and is not counted as failing: the breaker stays closed.
+func TestRemoteOverloaded(t *testing.T) {
+	f := newFakeEngine(t)
+	f.setAnswer(func(w http.ResponseWriter, r *http.Request, texts []string) bool {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, `{"error":{"message":"overloaded","type":"rate_limit_error","code":"overloaded"}}`, http.StatusTooManyRequests)
+		return true
+	})
+	c := newRemoteClassifier(t, f, RemoteConfig{Failures: 2, Cooldown: time.Minute}, Options{Schedule: true})
+	for i := range 5 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		var r classifier.Result
+		err := c.Classify(ctx, "text", &r)
+		cancel()
+		if !errors.Is(err, classifier.ErrShed) {
+			t.Fatalf("call %d: %v, want ErrShed", i, err)
+		}
+	}
+	if n := f.calls.Load(); n != 5 {
+		t.Errorf("the engine had %d calls, want 5: a 429 does not open the breaker", n)
+	}
+	if s, _ := c.RunStats(); s.Down || s.Failed != 0 || s.Refused != 0 {
+		t.Errorf("RunStats = down %v failed %d refused %d, want closed, none failed or refused", s.Down, s.Failed, s.Refused)
+	}
+}
+
+// TestRemoteEmptyText: the empty text (a prepared text of nothing but
+// spaces too) may come back as the zero vector, as the local USE encoder
+// gives it; any other text's zero vector is refused.
+func TestRemoteEmptyText(t *testing.T) {
+	f := newFakeEngine(t)
+	f.setAnswer(func(w http.ResponseWriter, r *http.Request, texts []string) bool {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"data":[{"index":0,"embedding":[0,0,0,0]}]}`))
+		return true
+	})
+	c := newRemoteClassifier(t, f, RemoteConfig{}, Options{})
+	for _, tc := range []struct {
+		text string
+		ok   bool
+	}{{"", true}, {" \t\n ", true}, {"x", false}} {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		v, err := c.Features(ctx, tc.text, nil)
+		cancel()
+		if tc.ok && (err != nil || len(v) != 4 || v[0] != 0) {
+			t.Errorf("Features(%q) = %v, %v: want the zero vector", tc.text, v, err)
+		}
+		if !tc.ok && err == nil {
+			t.Errorf("Features(%q): the zero vector was taken for a text with words", tc.text)
+		}
+	}
+}
+
+// TestRemoteBreakerLate: calls that end unanswered at their deadline do
+// not open the breaker while the engine answered within a cooldown (it is
+// slow, not down); past that they count, and a hung engine is left alone.
+func TestRemoteBreakerLate(t *testing.T) {
+	f := newFakeEngine(t)
+	var hang atomic.Bool
+	f.setAnswer(func(w http.ResponseWriter, r *http.Request, texts []string) bool {
+		if hang.Load() {
+			<-r.Context().Done()
+			return true
+		}
+		return false
+	})
+	c := newRemoteClassifier(t, f, RemoteConfig{Failures: 2, Cooldown: time.Minute}, Options{})
+	var mu sync.Mutex
+	now := time.Unix(1e9, 0)
+	c.remote.br.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	classify := func(budget time.Duration) error {
+		ctx, cancel := context.WithTimeout(context.Background(), budget)
+		defer cancel()
+		var r classifier.Result
+		return c.Classify(ctx, "text", &r)
+	}
+	if err := classify(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	hang.Store(true)
+	for i := range 4 {
+		advance(10 * time.Second)
+		if err := classify(20 * time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("late call %d: %v, want the deadline's error", i, err)
+		}
+	}
+	if down, failed := c.remote.br.open(), c.remote.failed.Load(); down || failed != 4 {
+		t.Fatalf("40s after the last answer: down %v, %d failed, want closed (answered within the cooldown), 4 failed", down, failed)
+	}
+	advance(30 * time.Second) // 70s: past the cooldown since the last answer
+	for range 2 {
+		_ = classify(20 * time.Millisecond)
+	}
+	if err := classify(time.Second); !errors.Is(err, classifier.ErrEncoderDown) {
+		t.Fatalf("no answer for over a cooldown and 2 late calls: %v, want ErrEncoderDown", err)
 	}
 }
 
@@ -398,5 +562,68 @@ func TestRemoteErrorsWithoutQuery(t *testing.T) {
 	_, err = md.Features(context.Background(), "text", nil)
 	if err == nil || !strings.Contains(err.Error(), "status 500") || strings.Contains(err.Error(), "SECRET") {
 		t.Errorf("Features: %v, want status 500 and no query", err)
+	}
+}
+
+// TestDecodeEmbedding: base64 is read as sent, and with / escaped as \/
+// (which JSON allows); JSON numbers too; anything else is refused.
+func TestDecodeEmbedding(t *testing.T) {
+	var want []float32
+	var b64 string
+	for x := float32(1); !strings.Contains(b64, "/"); x += 0.125 {
+		want = []float32{x, -x / 3, 0.5, 1e-3}
+		var raw []byte
+		for _, f := range want {
+			raw = binary.LittleEndian.AppendUint32(raw, math.Float32bits(f))
+		}
+		b64 = base64.StdEncoding.EncodeToString(raw)
+	}
+	for _, tc := range []struct {
+		name, raw string
+		ok        bool
+	}{
+		{"base64", `"` + b64 + `"`, true},
+		{"escaped slashes", `"` + strings.ReplaceAll(b64, "/", `\/`) + `"`, true},
+		{"numbers", fmt.Sprintf("[%v,%v,%v,%v]", want[0], want[1], want[2], want[3]), true},
+		{"not base64", `"%%%%"`, false},
+		{"bad escape", `"\q"`, false},
+		{"object", `{}`, false},
+	} {
+		dst := make([]float32, 4)
+		n, err := decodeEmbedding(json.RawMessage(tc.raw), dst)
+		if !tc.ok {
+			if err == nil && n == 4 {
+				t.Errorf("%s: decodeEmbedding(%s) = %v, want it refused", tc.name, tc.raw, dst)
+			}
+			continue
+		}
+		if err != nil || n != 4 || !slices.Equal(dst, want) {
+			t.Errorf("%s: decodeEmbedding(%s) = %v, %d, %v; want %v", tc.name, tc.raw, dst, n, err, want)
+		}
+	}
+}
+
+// TestRemoteUsageTokens: a text sent alone takes its tokens from the
+// engine's usage (the text as the engine read it, cut to the encoder's
+// cap); without usage, the estimate.
+func TestRemoteUsageTokens(t *testing.T) {
+	f := newFakeEngine(t)
+	usage := 0
+	f.setAnswer(func(w http.ResponseWriter, r *http.Request, texts []string) bool {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"data":[{"index":0,"embedding":[1,2,3,4]}],"usage":{"prompt_tokens":%d,"total_tokens":%d}}`, usage, usage)
+		return true
+	})
+	c := newRemoteClassifier(t, f, RemoteConfig{}, Options{})
+	text := strings.Repeat("word ", 20) // 99 bytes once prepared: estimated 26 tokens
+	for _, tc := range []struct{ usage, want int }{{11, 11}, {500, 128}, {0, 26}} {
+		usage = tc.usage
+		var r classifier.Result
+		if err := c.Classify(context.Background(), text, &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Tokens != tc.want {
+			t.Errorf("usage %d: Tokens = %d, want %d", tc.usage, r.Tokens, tc.want)
+		}
 	}
 }

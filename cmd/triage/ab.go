@@ -182,7 +182,7 @@ func (e *abEnv) headsSide(s abSpec, dir string) (*abSide, error) {
 		return nil, err
 	}
 	load := func(tier int) (classifier.Classifier, error) {
-		m, _, err := loadTier(h, e.place, tier) // kept for the process's life
+		m, _, err := loadTier(h, e.place, tier, nil) // kept for the process's life
 		return m, err
 	}
 	side := &abSide{spec: fmt.Sprintf("tier %s of %s", s.tier, dir), mode: "tier", classes: h.Classes}

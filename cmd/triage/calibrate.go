@@ -33,6 +33,7 @@ type calibrateFlags struct {
 	tier, folds, minRouted                int
 	target, maxEsc, quantile, priorWeight float64
 	temperature, diff, asJSON             bool
+	enc                                   encoderFlags
 }
 
 func parseCalibrateFlags(args []string, stderr io.Writer) (*calibrateFlags, error) {
@@ -57,6 +58,7 @@ func parseCalibrateFlags(args []string, stderr io.Writer) (*calibrateFlags, erro
 	fs.StringVar(&f.out, "out", "", "write a calibrated copy of the heads artifact here")
 	fs.BoolVar(&f.diff, "diff", false, "print the floors as a rules-file snippet to review instead")
 	fs.BoolVar(&f.asJSON, "json", false, "print the fit as JSON")
+	f.enc.register(fs)
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return nil, err
 	}
@@ -110,7 +112,13 @@ func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if f.classes != "" {
 		o.Floors.Classes = strings.Split(f.classes, ",")
 	}
-	closeTier, err := tierLogits(h, f.place.place(cfg), f.tier, &o, stderr)
+	var rc *onnx.RemoteConfig
+	if f.tier == 2 {
+		if rc, err = f.enc.remote(cfg, f.place.heads == ""); err != nil {
+			return err
+		}
+	}
+	closeTier, err := tierLogits(h, f.place.place(cfg), f.tier, rc, &o, stderr)
 	if err != nil {
 		return err
 	}
@@ -210,7 +218,7 @@ func checkModelLabels(set *datasets.Set, agreement, what string, stderr io.Write
 // tierLogits loads tier n of h and sets o's temperature and logits to the
 // tier's head (tier 2: on the encoder's embeddings, computed on every
 // core); it returns what releases the tier.
-func tierLogits(h *classifier.Heads, place modelsPlace, n int, o *training.CalibrateOptions, stderr io.Writer) (func(), error) {
+func tierLogits(h *classifier.Heads, place modelsPlace, n int, rc *onnx.RemoteConfig, o *training.CalibrateOptions, stderr io.Writer) (func(), error) {
 	if err := needFiles(h, n, place); err != nil {
 		return nil, err
 	}
@@ -232,7 +240,7 @@ func tierLogits(h *classifier.Heads, place modelsPlace, n int, o *training.Calib
 		}
 		return func() {}, nil
 	case 2:
-		c, err := onnx.Load(h, mdir, onnx.Options{})
+		c, err := loadTier2(h, mdir, rc)
 		if err != nil {
 			return nil, err
 		}

@@ -28,7 +28,7 @@ func runCalibrateRules(ctx context.Context, f *calibrateFlags, stdout, stderr io
 		return err
 	}
 	cfg.UseRules(f.rules)
-	cache := &tierCache{budget: rules.Offline}
+	cache := &tierCache{budget: rules.Offline, encoder: f.enc.override()}
 	if f.place.models != "" {
 		p := f.place.place(cfg)
 		cache.place = &p

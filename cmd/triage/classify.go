@@ -21,6 +21,7 @@ func modelsDir() string { return defaultModels().dir }
 // classifyFlags are the flags and arguments of "triage classify".
 type classifyFlags struct {
 	place placeFlags
+	enc   encoderFlags
 	tier  int
 	text  string // the arguments, joined
 	stdin bool   // "-": JSONL on stdin
@@ -41,6 +42,7 @@ func parseClassifyFlags(args []string, stderr io.Writer) (*classifyFlags, error)
 	fs := newFlagSet("triage classify", stderr)
 	f.place.register(fs, "heads artifact directory")
 	fs.IntVar(&f.tier, "tier", 1, "tier to run: 1 or 2 (the heads' tier-2 head on the ONNX encoder)")
+	f.enc.register(fs)
 	if err := parseWithArgs(fs, args, stderr, classifyUsage); err != nil {
 		return nil, err
 	}
@@ -67,7 +69,15 @@ func runClassify(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	m, closeTier, err := loadTier(h, f.place.place(cfg), f.tier)
+	var rc *onnx.RemoteConfig
+	if f.tier == 2 {
+		// The rules' engine serves the rules' heads: with --heads, only
+		// --encoder-url names one.
+		if rc, err = f.enc.remote(cfg, f.place.heads == ""); err != nil {
+			return err
+		}
+	}
+	m, closeTier, err := loadTier(h, f.place.place(cfg), f.tier, rc)
 	if err != nil {
 		return err
 	}
@@ -120,8 +130,9 @@ func inputLine(b []byte) (string, error) {
 }
 
 // loadTier loads tier 1 (static) or tier 2 (ONNX) of h, with the model
-// files of m, and what releases it.
-func loadTier(h *classifier.Heads, m modelsPlace, tier int) (classifier.Classifier, func(), error) {
+// files of m, and what releases it. With rc, tier 2's encoder is that
+// remote engine (the model directory gives its manifest only).
+func loadTier(h *classifier.Heads, m modelsPlace, tier int, rc *onnx.RemoteConfig) (classifier.Classifier, func(), error) {
 	if err := needFiles(h, tier, m); err != nil {
 		return nil, nil, err
 	}
@@ -134,11 +145,20 @@ func loadTier(h *classifier.Heads, m modelsPlace, tier int) (classifier.Classifi
 		}
 		return m, func() {}, nil
 	case 2:
-		c, err := onnx.Load(h, mdir, onnx.Options{})
+		c, err := loadTier2(h, mdir, rc)
 		if err != nil {
 			return nil, nil, err
 		}
 		return c, func() { c.Close() }, nil
 	}
 	return nil, nil, fmt.Errorf("--tier %d: want 1 or 2", tier)
+}
+
+// loadTier2 loads tier 2 of h for offline work: in process, or with rc on
+// that remote engine.
+func loadTier2(h *classifier.Heads, modelsDir string, rc *onnx.RemoteConfig) (*onnx.Classifier, error) {
+	if rc != nil {
+		return onnx.LoadRemote(h, modelsDir, *rc, onnx.Options{})
+	}
+	return onnx.Load(h, modelsDir, onnx.Options{})
 }

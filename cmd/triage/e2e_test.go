@@ -152,8 +152,15 @@ type proc struct {
 // running, and its stderr is printed if the test failed.
 func start(t *testing.T, name string, args ...string) *proc {
 	t.Helper()
+	return startIn(t, "", name, args...)
+}
+
+// startIn is start in the working directory dir ("": the test's).
+func startIn(t *testing.T, dir, name string, args ...string) *proc {
+	t.Helper()
 	p := &proc{name: name, done: make(chan struct{})}
 	p.cmd = exec.Command(triageBin, args...)
+	p.cmd.Dir = dir
 	p.cmd.Env = childEnv()
 	p.cmd.Stdout = &p.stdout
 	p.cmd.Stderr = &p.stderr

@@ -34,6 +34,7 @@ type evalFlags struct {
 	asJSON                                                          bool
 	minAcc, minMacroP, minCov, maxEsc, defFloor                     float64
 	robust                                                          robustFlags
+	enc                                                             encoderFlags
 }
 
 // headsCascade names the heads-only cascade of "eval --tier": tier 1, then
@@ -63,6 +64,7 @@ func parseEvalFlags(args []string, stderr io.Writer) (*evalFlags, error) {
 	fs.Float64Var(&f.maxEsc, "max-escalation", -1, "fail above this escalation rate")
 	fs.StringVar(&f.place.models, "models", "", modelsFlagHelp)
 	f.robust.register(fs)
+	f.enc.register(fs)
 	fs.Float64Var(&f.defFloor, "default-floor", 0.5, "--tier "+headsCascade+": the tier-1 floor of classes the heads have none for (as a rules file's floors: default)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return nil, err
@@ -212,9 +214,13 @@ func evalHeads(ctx context.Context, f *evalFlags, items []evaluation.Item, stder
 	labels = f.robust.labels(labels)
 	report, finish := progress.Func(stderr, progress.Options{}, labels...)
 	defer finish()
+	rc, err := f.enc.remote(cfg, false)
+	if err != nil {
+		return nil, err
+	}
 	clfs := map[int]classifier.Classifier{}
 	for _, tier := range tiers {
-		clf, closeTier, err := loadTier(h, place, tier)
+		clf, closeTier, err := loadTier(h, place, tier, rc)
 		if err != nil {
 			return nil, err
 		}
@@ -268,7 +274,7 @@ func evalRules(ctx context.Context, f *evalFlags, items []evaluation.Item, stder
 		return nil, err
 	}
 	cfg.UseRules(f.rules)
-	cache := &tierCache{budget: rules.Offline}
+	cache := &tierCache{budget: rules.Offline, encoder: f.enc.override()}
 	if f.place.models != "" {
 		p := f.place.place(cfg)
 		cache.place = &p

@@ -10,6 +10,7 @@
 //	triage classify [--config FILE | --heads DIR] TEXT...   classify one text (the arguments joined), or - for JSONL
 //	triage train --data FILE --tier 1 --out DIR             train class heads
 //	triage models import glove|model2vec ... | info PATH    build and inspect model tables and encoders
+//	triage encode serve [--heads DIR | --model DIR] [--listen ADDR] serve tier 2's encoder at /v1/embeddings
 //	triage sim --listen ADDR --model NAME [...]             run a simulated vLLM replica
 //	triage version (or --version, -v)                       print the version
 //
@@ -54,6 +55,7 @@ func commands() []command {
 		{"label", "label a sample of live prompts in a local web page, with the keyboard", runLabel},
 		{"classify", "classify a text (the arguments joined) with a heads artifact (tier 1 or 2)", runClassify},
 		{"train", "train class heads on a labelled JSONL dataset", runTrain},
+		{"encode", "serve tier 2's encoder over the OpenAI embeddings API (encode serve), as a deployment of its own", runEncode},
 		{"sim", "run a simulated vLLM replica (for trying triage out, tests and benchmarks)", runSim},
 		{"models", "build, convert, pull and inspect the classifier's model files (tables, encoders)", runModels},
 		{"distill", "build a tier-1 static table from a tier-2 encoder (model2vec)", runDistill},

@@ -271,13 +271,33 @@ func pathLike(a string) bool {
 // docs/ show.
 func TestREADMECommands(t *testing.T) {
 	root, _ := readmeRoot(t)
-	var cmds []readmeCmd
+	ran := 0
 	for _, page := range docPages(t, root) {
-		c, _ := parseREADME(t, root, page)
-		cmds = append(cmds, c...)
+		ran += runShownCommands(t, root, page)
 	}
+	if ran < 12 {
+		t.Fatalf("ran %d commands of the README and docs/; they show more (is the parser broken?)", ran)
+	}
+}
+
+// runShownCommands runs the triage commands the page doc (relative to
+// root) shows, and returns how many ran. A page's `encode serve` (which
+// runs until stopped) is started, and the commands after it run against
+// it; it is stopped when the test ends.
+func runShownCommands(t *testing.T, root, doc string) int {
+	t.Helper()
+	cmds, _ := parseREADME(t, root, doc)
 	ran := 0
 	for _, c := range cmds {
+		if len(c.args) > 2 && c.args[0] == "encode" && c.args[1] == "serve" && slices.Contains(c.args, "--listen") {
+			p := startIn(t, root, "encoder ("+doc+")", c.args...)
+			p.addr = c.args[slices.Index(c.args, "--listen")+1]
+			if err := p.waitReady("/ready", 20*time.Second); err != nil {
+				t.Fatalf("%s:%d: bin/triage %s: %v", c.file, c.line, strings.Join(c.args, " "), err)
+			}
+			t.Logf("%s:%d: started bin/triage %s", c.file, c.line, strings.Join(c.args, " "))
+			continue
+		}
 		name := fmt.Sprintf("%s:%d", strings.ReplaceAll(c.file, "/", "-"), c.line)
 		skip := ""
 		if p := placeholder(root, c.args); p != "" {
@@ -349,9 +369,7 @@ func TestREADMECommands(t *testing.T) {
 			}
 		})
 	}
-	if ran < 12 {
-		t.Fatalf("ran %d commands of the README and docs/; they show more (is the parser broken?)", ran)
-	}
+	return ran
 }
 
 // readmeRoot is the repository root, skipping when the model files are not

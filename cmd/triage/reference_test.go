@@ -24,7 +24,7 @@ var updateDocs = flag.Bool("update", false, "write docs/configuration.md and doc
 // some. TestReferenceDocs fails when a flag set in the source is missing.
 var cliCommands = [][]string{
 	{"serve"}, {"route"}, {"rules", "check"}, {"eval"}, {"ab"}, {"calibrate"}, {"label"},
-	{"classify"}, {"train"}, {"sim"},
+	{"classify"}, {"train"}, {"encode", "serve"}, {"sim"},
 	{"models", "info"}, {"models", "pull"}, {"models", "import", "glove"}, {"models", "import", "model2vec"},
 	{"models", "import", "tfjs"}, {"models", "gen-bert"}, {"models", "quantize"},
 	{"distill"}, {"keys", "create"}, {"keys", "list"}, {"keys", "revoke"},

@@ -87,7 +87,15 @@ func remoteSetup(t *testing.T, fail, hang func() bool, tier2 string) (local, rem
 	}
 	t.Cleanup(func() { enc.Close() })
 	srv := embeddingsServer(t, enc.Model, fail, hang)
+	return remoteConfigs(t, heads, models, srv.URL, enc.Manifest().Name, tier2)
+}
 
+// remoteConfigs writes two gateway configs on the repository's
+// triage.yaml and rules.yaml with the given heads: local has tier 2 in
+// process, remote takes it from the engine at url serving model; tier2,
+// when set, replaces the rules' tier2 line first.
+func remoteConfigs(t *testing.T, heads, models, url, model, tier2 string) (local, remote *config.Config) {
+	t.Helper()
 	src, err := os.ReadFile(filepath.Join(repoRoot(), "rules.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +105,7 @@ func remoteSetup(t *testing.T, fail, hang func() bool, tier2 string) (local, rem
 		base = replaceLine(t, base, "tier2:", tier2)
 	}
 	remoteRules := replaceLine(t, base, "tier2:", strings.Replace(lineOf(base, "tier2:"), "tier2: {",
-		"tier2: {encoder: {url: "+srv.URL+", model: "+enc.Manifest().Name+", dims: 512, pooling: none}, ", 1))
+		"tier2: {encoder: {url: "+url+", model: "+model+", dims: 512, pooling: none}, ", 1))
 	dir := t.TempDir()
 	gw, err := os.ReadFile(filepath.Join(repoRoot(), "triage.yaml"))
 	if err != nil {
@@ -144,6 +152,13 @@ func replaceLine(t *testing.T, s, prefix, with string) string {
 // process, for every text: same encoder, same heads.
 func TestRemoteTier2SameDecisions(t *testing.T) {
 	localCfg, remoteCfg := remoteSetup(t, nil, nil, "")
+	sameDecisions(t, localCfg, remoteCfg, 8)
+}
+
+// sameDecisions checks that the two configs' rules decide the same on
+// every every-th line of dev.
+func sameDecisions(t *testing.T, localCfg, remoteCfg *config.Config, every int) {
+	t.Helper()
 	local, err := loadRouting(localCfg, &tierCache{budget: rules.Offline})
 	if err != nil {
 		t.Fatal(err)
@@ -161,7 +176,7 @@ func TestRemoteTier2SameDecisions(t *testing.T) {
 	sc.Buffer(nil, 1<<20)
 	n, tier2 := 0, 0
 	for i := 0; sc.Scan(); i++ {
-		if i%8 != 0 { // every 8th: 559 of dev's 4472
+		if i%every != 0 { // every 8th: 559 of dev's 4472
 			continue
 		}
 		var ex struct{ Text string }

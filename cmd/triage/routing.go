@@ -49,6 +49,9 @@ type tierCache struct {
 	// sha256, tokenizer, token cap), each loaded once on first need: a
 	// reload that changes floors, rules or even the tier-2 head keeps it.
 	encoders map[string]*classifier.Lazy
+	// encoder, when set, replaces the rules' tier2.encoder (a command's
+	// --encoder-url): tier 2's vectors come from that engine.
+	encoder *rules.RemoteEncoder
 }
 
 // releasePages drops the tier-1 table pages lookups made resident (they
@@ -368,7 +371,11 @@ func compileRules(f *rules.File, cfg *config.Config, cache *tierCache, rt *routi
 	}
 	env := rules.Env{Pools: cfg.PoolNames(), Heads: h, Tier1: m, Tier2Budget: cache.budget}
 	var tier2Loaded bool
-	if env.Tier2, tier2Loaded, err = cache.tier2For(h, place, cache.tier2Options(f), f.Tier2.Encoder, f.Path); err != nil {
+	remote, remotePath := f.Tier2.Encoder, f.Path
+	if cache.encoder != nil {
+		remote, remotePath = cache.encoder, ""
+	}
+	if env.Tier2, tier2Loaded, err = cache.tier2For(h, place, cache.tier2Options(f), remote, remotePath); err != nil {
 		return nil, fmt.Errorf("%s: tier 2: %w", f.Path, err)
 	}
 	if len(sets) > 0 {

@@ -53,6 +53,7 @@ type trainFlags struct {
 	encoder, head               string
 	threads, hidden, headEpochs int
 	headDropout, headLR, headL2 float64
+	enc                         encoderFlags
 }
 
 func parseTrainFlags(args []string, stderr io.Writer) (*trainFlags, error) {
@@ -62,6 +63,7 @@ func parseTrainFlags(args []string, stderr io.Writer) (*trainFlags, error) {
 	fs.StringVar(&f.out, "out", "", "heads artifact directory to write (required)")
 	fs.IntVar(&f.tier, "tier", 1, "tier to train: 1 (static table and head) or 2 (a head on the tier-2 encoder's embeddings, added to --out)")
 	fs.StringVar(&f.encoder, "encoder", "", "tier 2: the encoder's model directory (default MODELS/use-int8, as the default heads run)")
+	f.enc.register(fs)
 	fs.IntVar(&f.threads, "threads", 0, "tier 2 and --teacher: encoder runs in parallel (default: one per core)")
 	fs.StringVar(&f.head, "head", "mlp", "tier 2: the head on the embeddings: mlp (one hidden layer) or softmax (regression)")
 	fs.IntVar(&f.hidden, "hidden", 256, "tier 2, mlp: hidden units")
@@ -346,6 +348,10 @@ func trainTier2(ctx context.Context, f *trainFlags, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
+	rc, err := f.enc.remote(nil, false)
+	if err != nil {
+		return err
+	}
 	var opened *onnx.Model
 	defer func() {
 		if opened != nil {
@@ -353,13 +359,17 @@ func trainTier2(ctx context.Context, f *trainFlags, stdout, stderr io.Writer) er
 		}
 	}()
 	open := func() (*training.Encoder, error) {
-		m, enc, err := openTier2Encoder(encoderDir, f.models, threads)
+		m, enc, err := openTier2Encoder(encoderDir, f.models, threads, rc)
 		opened = m
 		return enc, err
 	}
 	cacheDir := filepath.Join(f.models, "cache", "embeddings")
 	before, _ := dirSize(cacheDir)
-	fmt.Fprintf(stderr, "train: embeddings are cached in %s (%s now): a later run on the same data and encoder reads them instead of embedding again\n", cacheDir, progress.Size(before))
+	if rc != nil {
+		fmt.Fprintf(stderr, "train: embedding with the encoder at %s; what a remote engine serves has no sha256 here, so its embeddings are not cached\n", strings.SplitN(rc.URL, "?", 2)[0])
+	} else {
+		fmt.Fprintf(stderr, "train: embeddings are cached in %s (%s now): a later run on the same data and encoder reads them instead of embedding again\n", cacheDir, progress.Size(before))
+	}
 	labels := []string{"train: embedding " + filepath.Base(f.data) + " with the tier-2 encoder"}
 	if f.evalData != "" {
 		labels = append(labels, "train: embedding "+filepath.Base(f.evalData)+" to evaluate")
@@ -382,8 +392,21 @@ func trainTier2(ctx context.Context, f *trainFlags, stdout, stderr io.Writer) er
 }
 
 // openTier2Encoder opens the tier-2 model in dir for training, with what
-// the heads record of it.
-func openTier2Encoder(dir, modelsDir string, threads int) (*onnx.Model, *training.Encoder, error) {
+// the heads record of it. With rc the vectors come from that remote
+// engine, which must serve dir's model: the heads record the model
+// directory (its manifest) and the token cap, and neither a graph's nor a
+// tokenizer's sha256, which only the engine knows (a gateway pointed at
+// that engine checks the model's name).
+func openTier2Encoder(dir, modelsDir string, threads int, rc *onnx.RemoteConfig) (*onnx.Model, *training.Encoder, error) {
+	if rc != nil {
+		m, err := onnx.OpenRemote(dir, *rc, onnx.Options{})
+		if err != nil {
+			return nil, nil, err
+		}
+		man := m.Manifest()
+		return m, &training.Encoder{Embedder: m, Name: man.Name, Source: man.Source + " (embedded by a remote engine)",
+			Info: classifier.Encoder{Kind: "onnx", Model: filepath.Base(filepath.Clean(dir)), MaxTokens: man.MaxTokens}}, nil
+	}
 	m, err := onnx.Open(dir, modelsDir, onnx.Options{Threads: 1, MaxConcurrent: threads})
 	if err != nil {
 		return nil, nil, err

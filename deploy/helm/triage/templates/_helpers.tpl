@@ -172,3 +172,51 @@ cannot express.
 {{- $tls := get (get .Values.config.triage "server" | default dict) "tls" | default dict -}}
 {{- if get $tls "cert_file" -}}HTTPS{{- else -}}HTTP{{- end -}}
 {{- end -}}
+
+{{/* The encoder service (encoder.enabled): its name, its pods' labels. */}}
+{{- define "triage.encoderName" -}}
+{{- printf "%s-encoder" (include "triage.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "triage.encoderSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "triage.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: encoder
+{{- end -}}
+
+{{- define "triage.encoderLabels" -}}
+{{ include "triage.commonLabels" . }}
+{{ include "triage.encoderSelectorLabels" . }}
+{{- end -}}
+
+{{/* The heads whose tier-2 encoder the encoder service serves. */}}
+{{- define "triage.encoderHeads" -}}
+{{- if .Values.encoder.heads -}}
+{{- .Values.encoder.heads -}}
+{{- else if .Values.config.rules -}}
+{{- get .Values.config.rules "heads" | toString -}}
+{{- else -}}
+{{- fail "encoder.enabled: the encoder serves the tier-2 encoder of the heads the rules name, and config.rules is empty: give config.rules, or encoder.heads" -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+triage.rulesConfig: rules.yaml as the gateway reads it: config.rules, with
+tier2.encoder pointed at the chart's encoder Service when encoder.enabled.
+*/}}
+{{- define "triage.rulesConfig" -}}
+{{- $r := deepCopy .Values.config.rules -}}
+{{- if .Values.encoder.enabled -}}
+{{- $t2 := get $r "tier2" | default dict -}}
+{{- if hasKey $t2 "encoder" -}}
+{{- fail "config.rules.tier2.encoder: the chart points it at its encoder Service when encoder.enabled; leave it out (or set encoder.enabled: false to name another engine)" -}}
+{{- end -}}
+{{- $e := dict "url" (printf "http://%s:%d" (include "triage.encoderName" .) (int .Values.encoder.port)) "model" .Values.encoder.model -}}
+{{- if .Values.encoder.apiKeySecret.name -}}
+{{- $_ := set $e "api_key_env" "ENCODER_API_KEY" -}}
+{{- end -}}
+{{- $_ := set $t2 "encoder" $e -}}
+{{- $_ := set $r "tier2" $t2 -}}
+{{- end -}}
+{{- toYaml $r -}}
+{{- end -}}
