@@ -2,6 +2,7 @@ package triage_test
 
 import (
 	"encoding/json"
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"io"
@@ -208,5 +209,58 @@ func TestBinaryStaysLean(t *testing.T) {
 				t.Errorf("the binary depends on %s", d)
 			}
 		}
+	}
+}
+
+// TestRequestAsStages holds the shape of the request path (router/serve.go):
+// the stages are functions of a readable length (none over 80 lines in the
+// files of the request's front half, or in cmd/), and errors become answers
+// in one place, exchange.fail: no stage writes an error itself.
+func TestRequestAsStages(t *testing.T) {
+	fset := token.NewFileSet()
+	long := func(path string) {
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Body == nil {
+				continue
+			}
+			if n := fset.Position(fn.End()).Line - fset.Position(fn.Pos()).Line + 1; n > 80 {
+				t.Errorf("%s: %s is %d lines: split it into steps of at most 80", fset.Position(fn.Pos()), fn.Name.Name, n)
+			}
+		}
+	}
+	long(filepath.Join("router", "serve.go"))
+	long(filepath.Join("router", "handlers.go"))
+	cmds, err := filepath.Glob(filepath.Join("cmd", "*", "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range cmds {
+		if !strings.HasSuffix(p, "_test.go") {
+			long(p)
+		}
+	}
+
+	// Error writers called in serve.go only from fail.
+	f, err := parser.ParseFile(fset, filepath.Join("router", "serve.go"), nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writers := map[string]bool{"writeError": true, "WriteError": true, "writeAnthropic": true, "deny": true}
+	for _, d := range f.Decls {
+		fn, ok := d.(*ast.FuncDecl)
+		if !ok || fn.Body == nil || fn.Name.Name == "fail" {
+			continue
+		}
+		ast.Inspect(fn.Body, func(n ast.Node) bool {
+			if sel, ok := n.(*ast.SelectorExpr); ok && writers[sel.Sel.Name] {
+				t.Errorf("%s: %s calls %s: return the error, and let exchange.fail answer it", fset.Position(sel.Pos()), fn.Name.Name, sel.Sel.Name)
+			}
+			return true
+		})
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -48,13 +49,8 @@ type encodeFlags struct {
 	timeout, drain                 time.Duration
 }
 
-func runEncode(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "serve" {
-		fmt.Fprint(stderr, encodeUsage)
-		return errUsage
-	}
-	var f encodeFlags
-	fs := newFlagSet("triage encode serve", stderr)
+// register defines encode serve's flags on fs.
+func (f *encodeFlags) register(fs *flag.FlagSet) {
 	f.place.register(fs, "heads artifact whose tier-2 encoder to serve")
 	fs.StringVar(&f.model, "model", "", "a tier-2 model directory (encoder.json) to serve instead of the heads' encoder")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:9100", "address to serve on")
@@ -70,7 +66,29 @@ func runEncode(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.Int64Var(&f.maxBody, "max-body-bytes", 16<<20, "largest request body (413 past it)")
 	fs.StringVar(&f.apiKeyEnv, "api-key-env", "", "environment variable holding the API key requests must send as a bearer token (default: none needed)")
 	fs.DurationVar(&f.drain, "drain", 10*time.Second, "on SIGTERM: /ready answers 503 and requests in flight get this long to finish")
-	fs.SetOutput(stderr)
+}
+
+// apiKey is the key requests must send, from the environment variable
+// --api-key-env names; "" when none is needed.
+func (f *encodeFlags) apiKey() (string, error) {
+	if f.apiKeyEnv == "" {
+		return "", nil
+	}
+	key := os.Getenv(f.apiKeyEnv)
+	if key == "" {
+		return "", badInput(fmt.Errorf("--api-key-env: $%s is empty or unset", f.apiKeyEnv))
+	}
+	return key, nil
+}
+
+func runEncode(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "serve" {
+		fmt.Fprint(stderr, encodeUsage)
+		return errUsage
+	}
+	var f encodeFlags
+	fs := newFlagSet("triage encode serve", stderr)
+	f.register(fs)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, encodeUsage+"\nflags:\n")
 		fs.PrintDefaults()
@@ -79,11 +97,9 @@ func runEncode(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	f.place.parsed(fs)
-	var key string
-	if f.apiKeyEnv != "" {
-		if key = os.Getenv(f.apiKeyEnv); key == "" {
-			return badInput(fmt.Errorf("--api-key-env: $%s is empty or unset", f.apiKeyEnv))
-		}
+	key, err := f.apiKey()
+	if err != nil {
+		return err
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
 

@@ -106,26 +106,10 @@ func (c *tierCache) tier2For(h *classifier.Heads, place modelsPlace, opts onnx.O
 	}
 	enc := c.encoders[key]
 	if enc == nil && remote != nil {
-		// A remote encoder loads at once (its manifest; no call is made):
-		// rules whose heads were trained on another encoder, or whose
-		// engine's key or CA is missing, are refused when they load.
-		if err := needFiles(h, 2, place); err != nil {
+		if enc, err = loadRemote(h, place, opts, remote, rulesPath); err != nil {
 			return nil, false, err
 		}
-		rc, err := remoteConfig(remote, rulesPath)
-		if err != nil {
-			return nil, false, err
-		}
-		m, err := onnx.LoadRemote(h, modelsDir, rc, opts)
-		if err != nil {
-			return nil, false, err
-		}
-		enc = classifier.NewLazy(func() (classifier.Classifier, error) { return m, nil })
 		c.encoders[key] = enc
-		enc.Start()
-		if err := enc.Wait(); err != nil {
-			return nil, false, err
-		}
 	}
 	if enc == nil {
 		enc = classifier.NewLazy(func() (classifier.Classifier, error) {
@@ -141,7 +125,36 @@ func (c *tierCache) tier2For(h *classifier.Heads, place modelsPlace, opts onnx.O
 		c.encoders[key] = enc
 	}
 	c.used["2\x00"+key] = true
-	head := t.Head
+	return withHead(enc, t.Head, h.Dir), enc.Loaded(), nil
+}
+
+// loadRemote loads a remote encoder at once (its manifest; no call is
+// made): rules whose heads were trained on another encoder, or whose
+// engine's key or CA is missing, are refused when they load.
+func loadRemote(h *classifier.Heads, place modelsPlace, opts onnx.Options, remote *rules.RemoteEncoder, rulesPath string) (*classifier.Lazy, error) {
+	if err := needFiles(h, 2, place); err != nil {
+		return nil, err
+	}
+	rc, err := remoteConfig(remote, rulesPath)
+	if err != nil {
+		return nil, err
+	}
+	m, err := onnx.LoadRemote(h, place.dir, rc, opts)
+	if err != nil {
+		return nil, err
+	}
+	enc := classifier.NewLazy(func() (classifier.Classifier, error) { return m, nil })
+	enc.Start()
+	if err := enc.Wait(); err != nil {
+		return nil, err
+	}
+	return enc, nil
+}
+
+// withHead is the loader of tier 2 with head on enc's encoder: the
+// encoder's own classifier when its head is that one, else a classifier
+// sharing its session.
+func withHead(enc *classifier.Lazy, head classifier.Linear, heads string) func() (classifier.Classifier, error) {
 	return func() (classifier.Classifier, error) {
 		got, err := enc.Get()
 		if err != nil {
@@ -151,13 +164,12 @@ func (c *tierCache) tier2For(h *classifier.Heads, place modelsPlace, opts onnx.O
 		if reflect.DeepEqual(m.Head(), &head) {
 			return m, nil
 		}
-		// Same encoder, another head: share the session.
 		clf, err := onnx.NewClassifier(m.Model, &head)
 		if err != nil {
-			return nil, fmt.Errorf("tier 2 of %s: %w", h.Dir, err)
+			return nil, fmt.Errorf("tier 2 of %s: %w", heads, err)
 		}
 		return clf, nil
-	}, enc.Loaded(), nil
+	}
 }
 
 // remoteConfig is the remote encoder's client configuration: its API key
