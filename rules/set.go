@@ -100,6 +100,13 @@ type Env struct {
 	// Tier2 loads tier 2 on first need; nil when this build or the heads
 	// have none. The Set wraps it in a classifier.Lazy.
 	Tier2 func() (classifier.Classifier, error)
+	// Tier2Lazy, when set, is tier 2 as the Sets compiled before this one
+	// have it, loaded or not, with its result cache: what owns the models
+	// across reloads hands the same one on while the encoder, the head and
+	// the cache's size are unchanged, so a reload neither waits for tier 2
+	// again nor starts its cache empty. Tier2 and the file's tier2.cache
+	// are then not read.
+	Tier2Lazy *classifier.Lazy
 	// Shadow is the file's shadow.rules, compiled (nil without one).
 	Shadow *Set
 	// Split is the file's split.rules, compiled (nil without one).
@@ -208,12 +215,15 @@ func Compile(f *File, env Env) (*Set, error) {
 		return nil, &Error{Problems: []Problem{{File: f.Path, Msg: "heads: no heads artifact loaded"}}}
 	}
 	s := &Set{file: f, aliases: f.Aliases, classes: h.Classes, index: classifier.ClassIndex(h.Classes),
-		def: f.Default, tier1: env.Tier1, tier2: classifier.NewLazy(env.Tier2), tier2Budget: f.Tier2.Budget}
+		def: f.Default, tier1: env.Tier1, tier2: env.Tier2Lazy, tier2Budget: f.Tier2.Budget}
 	if env.Tier2Budget != nil {
 		s.tier2Budget = *env.Tier2Budget
 	}
-	if c := f.Tier2.Cache; c != nil {
-		s.tier2.SetCacheSize(*c)
+	if s.tier2 == nil {
+		s.tier2 = classifier.NewLazy(env.Tier2)
+		if c := f.Tier2.Cache; c != nil {
+			s.tier2.SetCacheSize(*c)
+		}
 	}
 	s.counter, _ = env.Tier1.(tokenCounter)
 	if env.Tier1 == nil || h.Tier1 == nil {

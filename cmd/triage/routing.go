@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -52,6 +53,10 @@ type tierCache struct {
 	// encoder, when set, replaces the rules' tier2.encoder (a command's
 	// --encoder-url): tier 2's vectors come from that engine.
 	encoder *rules.RemoteEncoder
+	// tiers are the tier-2 tiers handed to compiled Sets, by encoder, head
+	// and result-cache size: the same one across reloads, loaded and with
+	// its cache, while those are unchanged.
+	tiers map[string]*classifier.Lazy
 }
 
 // releasePages drops the tier-1 table pages lookups made resident (they
@@ -75,15 +80,15 @@ func (c *tierCache) releasePages() {
 // With remote set (the rules' tier2.encoder), the encoder is that engine's:
 // the heads' model directory gives its manifest only, and the loader
 // refuses an engine serving another model.
-func (c *tierCache) tier2For(h *classifier.Heads, place modelsPlace, opts onnx.Options, remote *rules.RemoteEncoder, rulesPath string) (func() (classifier.Classifier, error), bool, error) {
+func (c *tierCache) tier2For(h *classifier.Heads, place modelsPlace, opts onnx.Options, remote *rules.RemoteEncoder, rulesPath string) (func() (classifier.Classifier, error), bool, string, error) {
 	t := h.Tier2
 	if t == nil {
-		return nil, false, nil
+		return nil, false, "", nil
 	}
 	if c.noTier2 {
 		return func() (classifier.Classifier, error) {
 			return nil, fmt.Errorf("tier 2 left out: %w", classifier.ErrUnavailable)
-		}, false, nil
+		}, false, "", nil
 	}
 	modelsDir := place.dir
 	dir, err := h.Resolve(t.Encoder.Model, modelsDir)
@@ -107,7 +112,7 @@ func (c *tierCache) tier2For(h *classifier.Heads, place modelsPlace, opts onnx.O
 	enc := c.encoders[key]
 	if enc == nil && remote != nil {
 		if enc, err = loadRemote(h, place, opts, remote, rulesPath); err != nil {
-			return nil, false, err
+			return nil, false, "", err
 		}
 		c.encoders[key] = enc
 	}
@@ -125,7 +130,40 @@ func (c *tierCache) tier2For(h *classifier.Heads, place modelsPlace, opts onnx.O
 		c.encoders[key] = enc
 	}
 	c.used["2\x00"+key] = true
-	return withHead(enc, t.Head, h.Dir), enc.Loaded(), nil
+	return withHead(enc, t.Head, h.Dir), enc.Loaded(), key, nil
+}
+
+// tier2Tier is the tier 2 a Set compiled now classifies with: the one the
+// last load handed its Sets, when the encoder (key), the head and the
+// result cache's size are the same, so that a reload keeps tier 2 loaded
+// and its cache warm; else a new one, which load makes on first need.
+func (c *tierCache) tier2Tier(key string, head *classifier.Linear, cacheSize *int, load func() (classifier.Classifier, error)) (*classifier.Lazy, error) {
+	size := classifier.DefaultCacheSize
+	if cacheSize != nil {
+		size = *cacheSize
+	}
+	b, err := json.Marshal(head)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(b)
+	k := key + "\x00" + hex.EncodeToString(sum[:]) + "\x00" + strconv.Itoa(size)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.tiers == nil {
+		c.tiers = map[string]*classifier.Lazy{}
+	}
+	if c.used == nil {
+		c.used = map[string]bool{}
+	}
+	c.used["t\x00"+k] = true
+	if l := c.tiers[k]; l != nil && l.State() != "failed" {
+		return l, nil // a failed load is tried again by a new one
+	}
+	l := classifier.NewLazy(load)
+	l.SetCacheSize(size)
+	c.tiers[k] = l
+	return l, nil
 }
 
 // loadRemote loads a remote encoder at once (its manifest; no call is
@@ -288,6 +326,11 @@ func (c *tierCache) sweep() {
 			delete(c.encoders, k)
 		}
 	}
+	for k := range c.tiers {
+		if !c.used["t\x00"+k] {
+			delete(c.tiers, k)
+		}
+	}
 	clear(c.used)
 }
 
@@ -383,12 +426,18 @@ func compileRules(f *rules.File, cfg *config.Config, cache *tierCache, rt *routi
 	}
 	env := rules.Env{Pools: cfg.PoolNames(), Heads: h, Tier1: m, Tier2Budget: cache.budget}
 	var tier2Loaded bool
+	var key string
 	remote, remotePath := f.Tier2.Encoder, f.Path
 	if cache.encoder != nil {
 		remote, remotePath = cache.encoder, ""
 	}
-	if env.Tier2, tier2Loaded, err = cache.tier2For(h, place, cache.tier2Options(f), remote, remotePath); err != nil {
+	if env.Tier2, tier2Loaded, key, err = cache.tier2For(h, place, cache.tier2Options(f), remote, remotePath); err != nil {
 		return nil, fmt.Errorf("%s: tier 2: %w", f.Path, err)
+	}
+	if key != "" {
+		if env.Tier2Lazy, err = cache.tier2Tier(key, &h.Tier2.Head, f.Tier2.Cache, env.Tier2); err != nil {
+			return nil, fmt.Errorf("%s: tier 2: %w", f.Path, err)
+		}
 	}
 	if len(sets) > 0 {
 		env.Shadow = sets[0]
