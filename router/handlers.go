@@ -277,10 +277,12 @@ func (g *Gateway) serve(c *gin.Context, sh shape) {
 	if sh == shapeResponses {
 		prev, named, oe := chainOf(body, &req)
 		if oe == nil && named {
-			loc, ok := g.responses.get(prev)
+			loc, ok := g.findResponse(r.Context(), prev)
 			switch {
 			case ok && loc.owner == al.principal:
 				chain, chained = loc, s.byName[loc.pool] != nil
+			case s.access != nil && !ok && g.shareDown():
+				oe = indexUnavailable(w, prev)
 			case s.access != nil:
 				oe = previousNotFound(prev)
 			}

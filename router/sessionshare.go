@@ -20,10 +20,11 @@ const sessionTopic = "sessions"
 // How the share writes: Redis keeps about the latest shareKeep entries
 // (a few hundred bytes each), which a replica reads when it starts; an
 // entry whose write failed is written again, after shareRetry doubling up
-// to a second, for at most shareRetryFor (then dropped, counted).
+// to shareRetryMax, for at most shareRetryFor (then dropped, counted).
 const (
 	shareKeep     = 1 << 15
 	shareRetry    = 50 * time.Millisecond
+	shareRetryMax = 100 * time.Millisecond
 	shareRetryFor = 30 * time.Second
 )
 
@@ -39,9 +40,11 @@ const (
 // chains already under way), then each as it comes, reading on after an
 // outage from where it stopped. Delivery takes a round trip to Redis: a
 // next turn that arrives at another replica within that time, or while
-// Redis does not answer, is decided on its own, as without sharing (a
-// Responses chain it does not know is refused, with access control, as
-// not found); what was written meanwhile arrives once Redis answers.
+// Redis does not answer, is decided on its own, as without sharing; what
+// was written meanwhile arrives once Redis answers. A Responses chain
+// waits for its previous answer's entry up to shareWait; one still
+// unknown is refused with access control, as not found, or while Redis
+// does not answer with 503 and Retry-After (indexUnavailable).
 type sessionShare struct {
 	store    *access.RedisStore
 	self     string // this replica's id, to skip its own messages
@@ -131,7 +134,7 @@ func (x *sessionShare) run(ctx context.Context, g *Gateway) {
 // then there twice, and learning it twice changes nothing.
 func (x *sessionShare) write(ctx context.Context, b []byte) bool {
 	deadline := time.Now().Add(shareRetryFor)
-	for wait := shareRetry; ; wait = min(2*wait, time.Second) {
+	for wait := shareRetry; ; wait = min(2*wait, shareRetryMax) {
 		if x.store.Append(ctx, sessionTopic, b, shareKeep) == nil {
 			x.appended.Add(1)
 			return true

@@ -1,6 +1,8 @@
 package router
 
 import (
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -182,5 +184,76 @@ func waitCaughtUp(t *testing.T, gws []*harness) {
 			t.Fatalf("gateway %d shares no sessions", i)
 		}
 		testenv.Receive(t, h.gw.share.caughtUp, "the share caught up with Redis")
+	}
+}
+
+// TestChainWaitsForItsShare: with access control, a Responses chain
+// continued through another replica before the answer's share has
+// arrived (here: Redis stalled while it was made) waits for it rather
+// than being refused as not found; one still unknown when Redis does not
+// answer is refused with a 503 the client may retry, not a 404 that says
+// the chain is gone; once Redis answers, the retry continues it.
+func TestChainWaitsForItsShare(t *testing.T) {
+	addr, pause, resume := testenv.RedisStalls(t)
+	gen0 := newReplica(t, "llama", "gen-0")
+	gen1 := newReplica(t, "llama", "gen-1")
+	keys := filepath.Join(t.TempDir(), "keys.jsonl")
+	auth := []string{"Authorization", "Bearer " + writeKeys(t, keys, "bravo")["bravo"]}
+	var gws []*harness
+	for range 2 {
+		cfg := newConfig("general", poolCfg("general", "llama", gen0.URL, gen1.URL))
+		cfg.Access = access.Config{KeysFile: keys, Redis: access.RedisConfig{Addr: addr, Timeout: 50 * time.Millisecond}}
+		if err := cfg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		gws = append(gws, newHarness(t, cfg))
+	}
+	waitCaughtUp(t, gws)
+	stalled := true
+	defer func() {
+		if stalled {
+			resume()
+		}
+	}()
+	create := func() (id, made string) {
+		t.Helper()
+		r := gws[0].do(t, "POST", "/v1/responses", `{"model":"llama","input":"hi"}`, auth...)
+		id = responseID([]byte(r.body))
+		if r.status != 200 || id == "" {
+			t.Fatalf("create: %d %s", r.status, r.body)
+		}
+		return id, r.header.Get("X-Sim-Replica")
+	}
+	next := func(id string) reply {
+		return gws[1].do(t, "POST", "/v1/responses", `{"model":"llama","input":"more","previous_response_id":"`+id+`"}`, auth...)
+	}
+
+	// Made while Redis is stalled, continued through the other replica,
+	// which waits; Redis answers again meanwhile.
+	pause()
+	id, made := create()
+	got := make(chan reply, 1)
+	go func() { got <- next(id) }()
+	testenv.Wait(t, func() bool { return gws[1].gw.responses.waiters() == 1 }, "the next turn waiting for the chain's share")
+	resume()
+	stalled = false
+	if r := testenv.Receive(t, got, "the next turn"); r.status != 200 || r.header.Get("X-Sim-Replica") != made {
+		t.Fatalf("the chain's next turn, continued while its share arrived: %d from %q (made on %q): %s", r.status, r.header.Get("X-Sim-Replica"), made, r.body)
+	}
+
+	// Redis stays stalled past the wait: 503 with Retry-After, in
+	// OpenAI's shape; the retry once it answers continues the chain.
+	pause()
+	stalled = true
+	id, made = create()
+	r := next(id)
+	if r.status != 503 || r.header.Get("Retry-After") == "" || !strings.Contains(r.body, `"code":"responses_index_unavailable"`) {
+		t.Fatalf("the next turn while Redis is stalled: %d, Retry-After %q: %s", r.status, r.header.Get("Retry-After"), r.body)
+	}
+	resume()
+	stalled = false
+	testenv.Wait(t, func() bool { _, ok := gws[1].gw.responses.get(id); return ok }, "the share arriving once Redis answers")
+	if r := next(id); r.status != 200 || r.header.Get("X-Sim-Replica") != made {
+		t.Fatalf("the retry once Redis answers: %d from %q (made on %q): %s", r.status, r.header.Get("X-Sim-Replica"), made, r.body)
 	}
 }

@@ -482,7 +482,7 @@ const (
 	followPage     = 1024
 	followBlock    = 200 * time.Millisecond
 	followRetry    = 50 * time.Millisecond
-	followRetryMax = time.Second
+	followRetryMax = 100 * time.Millisecond
 )
 
 // Follow calls fn with the stream topic's latest backlog entries (under
