@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -47,19 +48,21 @@ import (
 )
 
 const (
-	faultGateways   = 3
-	faultAlphaRPM   = 60                                    // the limited tenant's requests per minute
-	faultCallBound  = 20 * time.Second                      // a client call past this is a hang
-	faultRedisWait  = 50 * time.Millisecond                 // access.redis.timeout: the docs' fail-open bound
-	faultStall      = 4 * time.Second                       // how long Redis is stopped
-	faultSettle     = 14 * time.Second                      // traffic after each fault before the next
-	faultBefore     = 5 * time.Second                       // traffic before each fault
-	faultWarmup     = 15 * time.Second                      // the limited tenant spends its burst
-	faultBucket     = time.Second                           // the recovery's resolution
-	faultNormalRate = 0.97                                  // a second with this share of successes is normal
-	faultChunkDelay = 15 * time.Millisecond                 // a replica's gap between stream chunks
-	faultLatency    = 10 * time.Millisecond                 // a replica's time to its head
-	faultSlowCall   = faultRedisWait + 450*time.Millisecond // a degraded admission's answer, with a replica's work
+	faultGateways       = 3
+	faultAlphaRPM       = 60                                    // the limited tenant's requests per minute
+	faultAlphaTPM       = 1200                                  // and tokens per minute: its requests' usage is about 24 tokens, so both limits bind
+	faultAlphaReqTokens = 64                                    // more than one of its requests' estimate or usage
+	faultCallBound      = 20 * time.Second                      // a client call past this is a hang
+	faultRedisWait      = 50 * time.Millisecond                 // access.redis.timeout: the docs' fail-open bound
+	faultStall          = 4 * time.Second                       // how long Redis is stopped
+	faultSettle         = 14 * time.Second                      // traffic after each fault before the next
+	faultBefore         = 5 * time.Second                       // traffic before each fault
+	faultWarmup         = 15 * time.Second                      // the limited tenant spends its burst
+	faultBucket         = time.Second                           // the recovery's resolution
+	faultNormalRate     = 0.97                                  // a second with this share of successes is normal
+	faultChunkDelay     = 15 * time.Millisecond                 // a replica's gap between stream chunks
+	faultLatency        = 10 * time.Millisecond                 // a replica's time to its head
+	faultSlowCall       = faultRedisWait + 450*time.Millisecond // a degraded admission's answer, with a replica's work
 )
 
 var faultPrompts = []string{
@@ -84,6 +87,8 @@ type fcall struct {
 	chainPrev        string // previous_response_id sent
 	chainReplica     string // the replica the chain lives on
 	respID           string // a Responses answer's id
+	retries          int    // 503s with Retry-After asked again
+	tokens           int    // usage.total_tokens of a chat answer
 }
 
 // fgw is one gateway slot behind nginx and its incarnations.
@@ -275,12 +280,12 @@ func (f *faults) config(models string) string {
   policies:
     - group: alpha
       models: [gpt-4o-mini]
-      limits: {requests_per_minute: %d}
+      limits: {requests_per_minute: %d, tokens_per_minute: %d}
     - group: bravo
       limits: {requests_per_minute: 100000, tokens_per_minute: 100000000, concurrent: 256, per_replica: true}
       budget: {tokens_per_day: 10000000000}
   redis: {addr: %q, timeout: %s}
-`, faultAlphaRPM, f.redis.Addr, faultRedisWait)
+`, faultAlphaRPM, faultAlphaTPM, f.redis.Addr, faultRedisWait)
 	return b.String()
 }
 
@@ -539,7 +544,29 @@ func (f *faults) respond(base, prev, prevReplica string, stream bool, kind strin
 		body["previous_response_id"] = prev
 		body["input"] = "and tests?"
 	}
-	_, raw, ok := f.post(base, "/v1/responses", "bravo", body, nil, &c)
+	// As the OpenAI clients do, a 503 with Retry-After is asked again,
+	// twice at most, after the pause it names.
+	var raw []byte
+	var ok bool
+	first := time.Time{}
+	for try := 0; ; try++ {
+		var resp *http.Response
+		resp, raw, ok = f.post(base, "/v1/responses", "bravo", body, nil, &c)
+		if try == 0 {
+			first = c.start
+		}
+		c.start = first
+		if ok || try == 2 || resp == nil || resp.StatusCode != http.StatusServiceUnavailable || strings.Contains(c.symptom, "dialect") {
+			break
+		}
+		after, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+		if err != nil {
+			break
+		}
+		c.retries++
+		c.symptom, c.detail = "", ""
+		<-time.After(min(time.Duration(after)*time.Second, 2*time.Second)) // the client's pause, as it names it
+	}
 	if !ok {
 		return c
 	}
@@ -562,9 +589,16 @@ func (f *faults) alpha() fcall {
 	resp, raw, ok := f.post(f.lb.url, "/v1/chat/completions", "alpha", map[string]any{"model": "gpt-4o-mini", "max_tokens": 16,
 		"messages": []map[string]string{{"role": "user", "content": "hello"}}}, nil, &c)
 	if ok {
-		c.ok = bytes.Contains(raw, []byte(`"chat.completion"`))
+		var cc struct {
+			Object string `json:"object"`
+			Usage  struct {
+				Total int `json:"total_tokens"`
+			} `json:"usage"`
+		}
+		c.ok = json.Unmarshal(raw, &cc) == nil && cc.Object == "chat.completion" && cc.Usage.Total > 0
+		c.tokens = cc.Usage.Total
 		if !c.ok {
-			c.symptom, c.detail = "not a chat.completion", excerpt(raw)
+			c.symptom, c.detail = "not a chat.completion with its usage", excerpt(raw)
 		}
 		return c
 	}
@@ -784,6 +818,15 @@ type faultReport struct {
 
 // loss is why a failed call is allowed, "" when it is not.
 func (f *faults) loss(c fcall, logged map[string]string, sims map[string]string) string {
+	if c.status == http.StatusServiceUnavailable && strings.Contains(c.detail, "responses_index_unavailable") {
+		for _, p := range f.phases {
+			if (p.stall > 0 || p.redisDown > 0) && !c.start.Before(p.at) && c.start.Before(p.recoveredAt.Add(2*time.Second)) {
+				// A chain this gateway did not know, refused with a 503 to
+				// retry while Redis did not answer (documented).
+				return "a chain's next turn told to retry (503) while Redis did not answer, after its client's retries"
+			}
+		}
+	}
 	for _, g := range f.gws {
 		for _, k := range g.kills {
 			if !c.start.After(k.deadAt) && !c.end.Before(k.at) && logged[c.id] == "" && (c.via == "lb" || c.via == g.name) {
@@ -846,19 +889,19 @@ func (f *faults) report() faultReport {
 		"and tenant alpha at twice its %d requests-a-minute limit. Every call has a %v deadline. Before each fault, 6 chains and 3 sessions are made through nginx; %v after it each is continued through every gateway directly.\n\n",
 		faultGateways, len(f.sims), faultLatency, faultChunkDelay, faultAlphaRPM, faultCallBound, faultSettle)
 
-	b.WriteString("| fault | what was done | requests | lost: in flight on a killed process | other failures | answers not in the client's dialect | slowest call | alpha admitted in the phase (the rate alone) | alpha admitted since the warm-up / stated bound | degraded answers | chains kept | sessions kept | recovered after |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
-	var details []string
-	var allowance float64
-	cumAdmitted := 0
+	b.WriteString("| fault | what was done | requests | lost: in flight on a killed process | other failures | answers not in the client's dialect | slowest call | alpha admitted in the phase (the rate alone) | alpha admitted since the warm-up / stated bound | alpha tokens since the warm-up / stated bound | degraded answers | chain turns told to retry (503): then answered | chains kept | sessions kept | recovered after |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	var details, timelines []string
+	var allowance, tokAllowance float64
+	cumAdmitted, cumTokens := 0, 0
 	for i, p := range f.phases {
 		if i == 0 {
 			continue
 		}
-		var n, lost, other, dialect, alphaAdmitted, degraded int
+		var n, lost, other, dialect, alphaAdmitted, alphaTokens, degraded, retried, retriedOK int
+		degradedAt := map[int]int{} // second after the fault → degraded answers
 		var slowest time.Duration
 		lossWhy := map[string]int{}
 		buckets := map[int][2]int{} // second after the fault → bravo load successes, calls
-		lastDegraded := time.Time{}
 		for _, c := range calls {
 			if c.start.Before(p.start) || !c.start.Before(p.end) {
 				continue
@@ -869,12 +912,19 @@ func (f *faults) report() faultReport {
 			}
 			if c.degraded {
 				degraded++
-				if c.end.After(lastDegraded) {
-					lastDegraded = c.end
-				}
+				degradedAt[int(math.Floor(c.start.Sub(p.at).Seconds()))]++
+			}
+			if c.kind == "alpha" && c.ok {
+				alphaTokens += c.tokens
 			}
 			if c.kind == "alpha" && !c.limited {
 				alphaAdmitted++
+			}
+			if c.retries > 0 {
+				retried++
+				if c.ok {
+					retriedOK++
+				}
 			}
 			if !strings.HasPrefix(c.kind, "probe") && c.kind != "alpha" && c.via == "lb" {
 				k := int(math.Floor(c.start.Sub(p.at).Seconds() / faultBucket.Seconds()))
@@ -927,6 +977,24 @@ func (f *faults) report() faultReport {
 		case p.stall > 0:
 			allowance += faultGateways * (faultAlphaRPM + float64(faultAlphaRPM)*p.stall.Minutes())
 		}
+		// Its tokens against the same: the tokens-per-minute rate over
+		// the time since the warm-up; what the other replicas admitted in
+		// one sync round before each heard of it (a request each: the
+		// tenant sends one at a time); while Redis did not answer, each
+		// replica's own counts at the rate (its own GCRA, charged with
+		// the others' spending, starts spent); a Redis restarted empty
+		// gets the replicas' spending back, so nothing more.
+		switch {
+		case p.redisDown > 0:
+			tokAllowance += faultGateways * faultAlphaTPM * p.redisDown.Minutes()
+		case p.stall > 0:
+			tokAllowance += faultGateways * faultAlphaTPM * p.stall.Minutes()
+		}
+		cumTokens += alphaTokens
+		tokBound := faultAlphaTPM*p.end.Sub(f.phases[0].end).Minutes() + faultGateways*faultAlphaReqTokens + tokAllowance
+		if float64(cumTokens) > tokBound {
+			r.problems = append(r.problems, fmt.Sprintf("%s: tenant alpha spent %d tokens since the warm-up (%v), over the stated bound %.0f", p.name, cumTokens, p.end.Sub(f.phases[0].end).Round(time.Second), tokBound))
+		}
 		cumAdmitted += alphaAdmitted
 		bound := float64(faultAlphaRPM)*p.end.Sub(f.phases[0].end).Minutes() + lease*faultGateways + 1 + allowance
 		if float64(cumAdmitted) > bound {
@@ -948,8 +1016,23 @@ func (f *faults) report() faultReport {
 		if rec > 0 {
 			recovered = fmt.Sprintf("%v (successes)", rec)
 		}
-		if !lastDegraded.IsZero() {
-			recovered += fmt.Sprintf("; limits enforced again %v after the fault (last degraded answer)", lastDegraded.Sub(p.at).Round(10*time.Millisecond))
+		if degraded > 0 {
+			var at []string
+			for _, k := range slices.Sorted(maps.Keys(degradedAt)) {
+				at = append(at, fmt.Sprintf("%+ds: %d", k, degradedAt[k]))
+			}
+			timelines = append(timelines, fmt.Sprintf("%s: %s", p.name, strings.Join(at, ", ")))
+		}
+		if p.stall > 0 || p.redisDown > 0 {
+			// Enforced again after the last second of the run of
+			// degraded answers the fault began (a lone one later is a
+			// Redis call past its timeout on this busy machine, listed
+			// below).
+			k := 0
+			for degradedAt[k] > 0 || degradedAt[k+1] > 0 {
+				k++
+			}
+			recovered += fmt.Sprintf("; limits counted in Redis again within %ds of the fault", k+1)
 		}
 		if p.name == "reload rules with a split" {
 			recovered += "; " + p.note[strings.LastIndex(p.note, "every gateway"):]
@@ -988,8 +1071,8 @@ func (f *faults) report() faultReport {
 		if len(whys) > 0 {
 			lostText += " (" + strings.Join(whys, "; ") + ")"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %s | %d | %d | %v | %d (%.0f) | %d / %.0f | %d | %s | %d/%d | %s |\n", p.name, p.note, n, lostText, other, dialect,
-			slowest.Round(time.Millisecond), alphaAdmitted, rate, cumAdmitted, bound, degraded, chains, sessOK, sessN, recovered)
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %d | %d | %v | %d (%.0f) | %d / %.0f | %d / %.0f | %d | %d: %d | %s | %d/%d | %s |\n", p.name, p.note, n, lostText, other, dialect,
+			slowest.Round(time.Millisecond), alphaAdmitted, rate, cumAdmitted, bound, cumTokens, tokBound, degraded, retried, retriedOK, chains, sessOK, sessN, recovered)
 		if p.problem != "" {
 			r.problems = append(r.problems, p.name+": "+p.problem)
 		}
@@ -1019,6 +1102,12 @@ func (f *faults) report() faultReport {
 		}
 	}
 	fmt.Fprintf(&b, "\n%d calls in all, %d answered as they should (a success, or tenant alpha's 429 `rate_limit_exceeded` in OpenAI's shape with `Retry-After`).\n", total, okN)
+	if len(timelines) > 0 {
+		b.WriteString("\nAnswers marked `x-triage-degraded` (admitted on a gateway's own counts), by second from the fault:\n\n")
+		for _, tl := range timelines {
+			b.WriteString("- " + tl + "\n")
+		}
+	}
 	if len(r.problems) > 0 {
 		b.WriteString("\n## Problems\n\n")
 		for _, p := range r.problems {
@@ -1036,7 +1125,12 @@ func (f *faults) report() faultReport {
 		verdict = "FAIL"
 	}
 	md := b.String()
-	r.md = "# triage whole-deployment faults: " + verdict + "\n\n" + md[verdictAt:]
+	cmd := "make faults"
+	if out := os.Getenv("FAULTS_OUT"); out != "" {
+		cmd = "FAULTS_OUT=" + out + " make faults"
+	}
+	r.md = "# triage whole-deployment faults: " + verdict + "\n\n" +
+		fmt.Sprintf("`%s`, %s, on the shared 2-core development machine.\n\n", cmd, f.phases[0].start.UTC().Format("2006-01-02 15:04 MST")) + md[verdictAt:]
 	return r
 }
 
