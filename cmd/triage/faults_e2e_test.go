@@ -1032,7 +1032,11 @@ func (f *faults) report() faultReport {
 			for degradedAt[k] > 0 || degradedAt[k+1] > 0 {
 				k++
 			}
-			recovered += fmt.Sprintf("; limits counted in Redis again within %ds of the fault", k+1)
+			if k == 0 {
+				recovered += "; no answer degraded at the fault"
+			} else {
+				recovered += fmt.Sprintf("; limits counted in Redis again within %ds of the fault", k)
+			}
 		}
 		if p.name == "reload rules with a split" {
 			recovered += "; " + p.note[strings.LastIndex(p.note, "every gateway"):]
