@@ -101,7 +101,9 @@ type fgw struct {
 
 func (g *fgw) live() *proc { g.mu.Lock(); defer g.mu.Unlock(); return g.procs[len(g.procs)-1] }
 
-type fkill struct{ at, deadAt time.Time }
+// fkill is one SIGKILL: sent at, the process gone at deadAt, its
+// successor ready at backAt.
+type fkill struct{ at, deadAt, backAt time.Time }
 
 // fsim is one simulated replica slot and its incarnations.
 type fsim struct {
@@ -778,11 +780,12 @@ func (f *faults) killReplica(p *fphase) {
 	live.signal(f.t, syscall.SIGKILL)
 	<-live.done
 	k.deadAt = time.Now()
+	f.startSim(r)
+	p.recoveredAt = time.Now()
+	k.backAt = p.recoveredAt
 	r.mu.Lock()
 	r.kills = append(r.kills, k)
 	r.mu.Unlock()
-	f.startSim(r)
-	p.recoveredAt = time.Now()
 	p.note = fmt.Sprintf("SIGKILL %s (pid %d), back on its port after %v", r.name, live.cmd.Process.Pid, p.recoveredAt.Sub(k.at).Round(time.Millisecond))
 }
 
@@ -843,6 +846,12 @@ func (f *faults) loss(c fcall, logged map[string]string, sims map[string]string)
 			// in its memory, and the client is told it is gone (404).
 			if c.chainReplica == r.name && c.start.After(k.at) && c.status == 404 && !strings.Contains(c.symptom, "dialect") {
 				return "a chain on " + r.name + ", killed: the replica held it (documented)"
+			}
+			// Sent to it while it was down: the one replica that can
+			// continue the chain cannot be reached.
+			if c.chainReplica == r.name && c.start.After(k.at) && c.start.Before(k.backAt) && c.status == http.StatusBadGateway &&
+				!strings.Contains(c.symptom, "dialect") && strings.Contains(c.detail, "bad_gateway") {
+				return "a chain on " + r.name + ", sent while it was down: 502 (its replica holds it)"
 			}
 		}
 	}
