@@ -38,7 +38,11 @@ const (
 // stream on another goroutine: when it starts, the latest shareKeep
 // entries (so a replica restarted or added knows the conversations and
 // chains already under way), then each as it comes, reading on after an
-// outage from where it stopped. Delivery takes a round trip to Redis: a
+// outage from where it stopped. A Redis restarted empty holds only what
+// was written after it came back: the replicas running keep what they
+// had learned, and a replica started after that knows the earlier
+// sessions and chains only if Redis persists its data (appendonly yes).
+// Delivery takes a round trip to Redis: a
 // next turn that arrives at another replica within that time, or while
 // Redis does not answer, is decided on its own, as without sharing; what
 // was written meanwhile arrives once Redis answers. A Responses chain
