@@ -352,8 +352,8 @@ func (s *RedisStore) TakeRequestsOnce(ctx context.Context, scope string, perMinu
 }
 
 // reportScript records what one replica has counted in total at KEYS[1]
-// (a hash: the replica id to "seq count") and returns the sum over every
-// replica. A replica sends its whole count each time, never a delta, so
+// (a hash: the replica id to "seq count") and returns every replica's
+// count, as a flat array of ids and counts. A replica sends its whole count each time, never a delta, so
 // a report that timed out and ran later anyway, or was sent twice, counts
 // once; a report older than the one recorded (seq not greater) changes
 // nothing, so a copy held up in a stalled Redis cannot roll a count back.
@@ -376,11 +376,13 @@ local ttl = tonumber(ARGV[4])
 if ttl > 0 and redis.call('PTTL', KEYS[1]) == -1 then
   redis.call('PEXPIRE', KEYS[1], ARGV[4])
 end
-local total = 0
-for _, v in ipairs(redis.call('HVALS', KEYS[1])) do
-  total = total + tonumber(string.match(v, ' (%-?%d+)$'))
+local out = {}
+local all = redis.call('HGETALL', KEYS[1])
+for i = 1, #all, 2 do
+  out[#out + 1] = all[i]
+  out[#out + 1] = tonumber(string.match(all[i + 1], ' (%-?%d+)$'))
 end
-return total
+return out
 `)
 
 // Report records count as what replica has counted in total at key (a
@@ -391,17 +393,35 @@ return total
 // every round, without counting anything twice. A new count expires
 // after ttl (<= 0: never).
 func (s *RedisStore) Report(ctx context.Context, key, replica string, seq uint64, count int64, ttl time.Duration) (total int64, err error) {
+	counts, err := s.ReportEach(ctx, key, replica, seq, count, ttl)
+	for _, n := range counts {
+		total += n
+	}
+	return total, err
+}
+
+// ReportEach is Report, returning each replica's count (by the replica
+// ids reports name; "legacy" for a count kept by versions before) rather
+// than their total: a replica missing from it is one Redis no longer
+// holds (restarted empty), not one that spent nothing.
+func (s *RedisStore) ReportEach(ctx context.Context, key, replica string, seq uint64, count int64, ttl time.Duration) (map[string]int64, error) {
 	ms := int64(0)
 	if ttl > 0 {
 		ms = max(int64((ttl+time.Millisecond-1)/time.Millisecond), 1)
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	total, err = reportScript.Run(cctx, s.client, []string{s.prefix + "spent:" + key, s.prefix + "budget:" + key}, replica, seq, count, ms).Int64()
+	res, err := reportScript.Run(cctx, s.client, []string{s.prefix + "spent:" + key, s.prefix + "budget:" + key}, replica, seq, count, ms).Slice()
 	if err = s.done(ctx, "report", err); err != nil {
-		return 0, err
+		return nil, err
 	}
-	return total, nil
+	counts := make(map[string]int64, len(res)/2)
+	for i := 0; i+1 < len(res); i += 2 {
+		id, _ := res[i].(string)
+		n, _ := res[i+1].(int64)
+		counts[id] = n
+	}
+	return counts, nil
 }
 
 // Healthy reports whether the last call succeeded (for a new store, the
