@@ -84,11 +84,12 @@ type fcall struct {
 	degraded         bool
 	replica          string // X-Sim-Replica
 	symptom, detail  string
-	chainPrev        string // previous_response_id sent
-	chainReplica     string // the replica the chain lives on
-	respID           string // a Responses answer's id
-	retries          int    // 503s with Retry-After asked again
-	tokens           int    // usage.total_tokens of a chat answer
+	chainPrev        string    // previous_response_id sent
+	chainReplica     string    // the replica the chain lives on
+	respID           string    // a Responses answer's id
+	retries          int       // 503s with Retry-After asked again
+	tokens           int       // usage.total_tokens of a chat answer
+	sent             time.Time // the last attempt's start (start is the first's)
 }
 
 // fgw is one gateway slot behind nginx and its incarnations.
@@ -422,6 +423,7 @@ func (f *faults) post(base, path, tenant string, body any, hdr map[string]string
 	}
 	c.tenant = tenant
 	c.start = time.Now()
+	c.sent = c.start
 	resp, err := f.client.Do(req)
 	if err != nil {
 		c.end = time.Now()
@@ -1115,8 +1117,8 @@ func (f *faults) report() faultReport {
 			continue
 		}
 		nDegraded++
-		maxAdmit = max(maxAdmit, at.Sub(c.start))
-		if d := at.Sub(c.start); d > faultSlowCall {
+		maxAdmit = max(maxAdmit, at.Sub(c.sent))
+		if d := at.Sub(c.sent); d > faultSlowCall {
 			r.problems = append(r.problems, fmt.Sprintf("degraded request %s reached its replica %v after it was sent, past access.redis.timeout (%v) and %v of the balancer's and the gateway's work", c.id, d.Round(time.Millisecond), faultRedisWait, faultSlowCall-faultRedisWait))
 		}
 	}
