@@ -2,8 +2,10 @@ package router
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -24,6 +26,10 @@ import (
 type responseIndex struct {
 	mu sync.Mutex
 	m  map[string]indexed
+	// waiting holds, per id not known yet, the channels of the requests
+	// waiting for it to arrive from another replica (find); add closes
+	// them.
+	waiting map[string][]chan struct{}
 	// ring holds the ids in the order they were added. It grows with use
 	// up to max, then wraps: a gateway nobody sends Responses through
 	// keeps no 2 MiB of slots for the collector to scan.
@@ -49,12 +55,16 @@ type responseLoc struct {
 const responseIndexSize = 1 << 17
 
 func newResponseIndex(n int) *responseIndex {
-	return &responseIndex{m: make(map[string]indexed), max: n}
+	return &responseIndex{m: make(map[string]indexed), waiting: make(map[string][]chan struct{}), max: n}
 }
 
 func (x *responseIndex) add(id string, loc responseLoc) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	for _, c := range x.waiting[id] {
+		close(c) // each waiter reads the entry once this add has let go of mu
+	}
+	delete(x.waiting, id)
 	if e, ok := x.m[id]; ok {
 		e.loc = loc
 		x.m[id] = e
@@ -81,6 +91,52 @@ func (x *responseIndex) get(id string) (responseLoc, bool) {
 	defer x.mu.Unlock()
 	e, ok := x.m[id]
 	return e.loc, ok
+}
+
+// find is get for an id that may still be on its way from another
+// replica: when the index does not know it, it waits for it at most d,
+// or until ctx ends.
+func (x *responseIndex) find(ctx context.Context, id string, d time.Duration) (responseLoc, bool) {
+	x.mu.Lock()
+	if e, ok := x.m[id]; ok || d <= 0 {
+		x.mu.Unlock()
+		return e.loc, ok
+	}
+	ch := make(chan struct{})
+	x.waiting[id] = append(x.waiting[id], ch)
+	x.mu.Unlock()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if ws := x.waiting[id]; ws != nil { // not woken: withdraw
+		if i := slices.Index(ws, ch); i >= 0 {
+			ws = slices.Delete(ws, i, i+1)
+		}
+		if len(ws) == 0 {
+			delete(x.waiting, id)
+		} else {
+			x.waiting[id] = ws
+		}
+	}
+	e, ok := x.m[id]
+	return e.loc, ok
+}
+
+// waiters is how many requests wait in find.
+func (x *responseIndex) waiters() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	n := 0
+	for _, ws := range x.waiting {
+		n += len(ws)
+	}
+	return n
 }
 
 func (x *responseIndex) remove(id string) {
@@ -170,6 +226,35 @@ func chainOf(body []byte, req *openai.Request) (id string, named bool, oe *opena
 	return id, true, nil
 }
 
+// shareWait bounds how long a request naming a Responses id this replica
+// does not know waits for it to arrive from the replica that made it
+// (sessionShare): a client's next turn may come through another replica
+// before the share's Redis round trip, more so while Redis is slow.
+const shareWait = time.Second
+
+// findResponse is where the response id lives, waiting for it up to
+// shareWait when the replicas share their answers.
+func (g *Gateway) findResponse(ctx context.Context, id string) (responseLoc, bool) {
+	if g.share == nil {
+		return g.responses.get(id)
+	}
+	return g.responses.find(ctx, id, shareWait)
+}
+
+// indexUnavailable is the answer, with Retry-After, for a response id this
+// replica does not know while Redis, through which the replicas share
+// their answers, does not answer: another replica may have made it, and
+// the client's retry may find it, where a 404 would say it is gone.
+func indexUnavailable(w http.ResponseWriter, id string) *openai.Error {
+	w.Header()["Retry-After"] = []string{"1"}
+	return &openai.Error{Status: http.StatusServiceUnavailable, Type: openai.TypeServer, Code: "responses_index_unavailable",
+		Message: "response '" + id + "' is not known to this gateway, and the store that shares responses between gateways is not answering; retry later"}
+}
+
+// shareDown reports whether the replicas' shared state (Redis) is not
+// answering.
+func (g *Gateway) shareDown() bool { return g.redis != nil && !g.redis.Healthy() }
+
 // previousNotFound is the 404 for a chain the caller may not continue: a
 // response another principal made answers exactly as one that does not
 // exist, and neither is forwarded.
@@ -245,7 +330,13 @@ func (g *Gateway) storedResponse(c *gin.Context) {
 		al.principal, al.keyID = caller.Principal().Name, caller.Principal().Key
 		owner = caller.Principal().Name
 	}
-	loc, ok := g.responses.get(id)
+	loc, ok := g.findResponse(r.Context(), id)
+	if !ok && g.shareDown() {
+		oe := indexUnavailable(w, id)
+		al.status, al.err = oe.Status, oe
+		openai.WriteError(w, oe)
+		return
+	}
 	if !ok || loc.owner != owner {
 		notFound() // another tenant's response does not exist for this one
 		return

@@ -242,10 +242,12 @@ func (x *exchange) checkChain() error {
 	if !named {
 		return nil
 	}
-	loc, ok := x.g.responses.get(prev)
+	loc, ok := x.g.findResponse(x.r.Context(), prev)
 	switch {
 	case ok && loc.owner == x.al.principal:
 		x.chain, x.chained = loc, x.s.byName[loc.pool] != nil
+	case x.s.access != nil && !ok && x.g.shareDown():
+		return indexUnavailable(x.w, prev)
 	case x.s.access != nil:
 		return previousNotFound(prev)
 	}

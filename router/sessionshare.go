@@ -7,34 +7,59 @@ import (
 	"encoding/json"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/triagegw/triage/router/access"
 	"github.com/triagegw/triage/rules"
 )
 
-// sessionTopic is the Redis channel the replicas share sessions on.
+// sessionTopic is the Redis stream the replicas share sessions and
+// Responses answers on.
 const sessionTopic = "sessions"
 
+// How the share writes: Redis keeps about the latest shareKeep entries
+// (a few hundred bytes each), which a replica reads when it starts; an
+// entry whose write failed is written again, after shareRetry doubling up
+// to shareRetryMax, for at most shareRetryFor (then dropped, counted).
+const (
+	shareKeep     = 1 << 15
+	shareRetry    = 50 * time.Millisecond
+	shareRetryMax = 100 * time.Millisecond
+	shareRetryFor = 30 * time.Second
+)
+
 // sessionShare hands the sessions a replica records, and the Responses
-// answers it makes, to the other replicas through Redis, so a conversation
-// keeps its route (and a Responses chain its replica) whichever replica
-// takes its next turn. It never blocks a request: a recorded session is queued,
-// published by a goroutine of its own, and dropped (counted) when the
-// queue is full; a replica learns the others' sessions from a
-// subscription, on another goroutine. Delivery is at most once and takes
-// a round trip to Redis: a next turn that arrives at another replica
-// within that time (or while Redis is down) is decided on its own, as
-// without sharing.
+// answers it makes, to the other replicas through a Redis stream, so a
+// conversation keeps its route (and a Responses chain its replica)
+// whichever replica takes its next turn. It never blocks a request: a
+// recorded session is queued, written by a goroutine of its own (again
+// while Redis does not answer, for up to shareRetryFor), and dropped
+// (counted) when the queue is full; a replica reads the others' from the
+// stream on another goroutine: when it starts, the latest shareKeep
+// entries (so a replica restarted or added knows the conversations and
+// chains already under way), then each as it comes, reading on after an
+// outage from where it stopped. A Redis restarted empty holds only what
+// was written after it came back: the replicas running keep what they
+// had learned, and a replica started after that knows the earlier
+// sessions and chains only if Redis persists its data (appendonly yes).
+// Delivery takes a round trip to Redis: a
+// next turn that arrives at another replica within that time, or while
+// Redis does not answer, is decided on its own, as without sharing; what
+// was written meanwhile arrives once Redis answers. A Responses chain
+// waits for its previous answer's entry up to shareWait; one still
+// unknown is refused with access control, as not found, or while Redis
+// does not answer with 503 and Retry-After (indexUnavailable).
 type sessionShare struct {
-	store   *access.RedisStore
-	self    string // this replica's id, to skip its own messages
-	out     chan sessionMsg
-	dropped atomic.Uint64
-	learned atomic.Uint64
-	// subscribed is closed once Redis has confirmed the subscription:
-	// what another replica publishes from then on is learned here.
-	subscribed chan struct{}
-	once       sync.Once
+	store    *access.RedisStore
+	self     string // this replica's id, to skip its own messages
+	out      chan sessionMsg
+	dropped  atomic.Uint64
+	appended atomic.Uint64 // entries written
+	learned  atomic.Uint64
+	// caughtUp is closed once the stream's backlog has been read: what
+	// the other replicas had shared is known here.
+	caughtUp chan struct{}
+	once     sync.Once
 }
 
 // sessionMsg is a recorded session, or (Resp set) where a Responses
@@ -58,7 +83,7 @@ func newSessionShare(store *access.RedisStore) *sessionShare {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return &sessionShare{store: store, self: hex.EncodeToString(b[:]), out: make(chan sessionMsg, 1024),
-		subscribed: make(chan struct{})}
+		caughtUp: make(chan struct{})}
 }
 
 // offer queues a recorded session for the other replicas.
@@ -79,13 +104,13 @@ func (x *sessionShare) send(m sessionMsg) {
 	}
 }
 
-// run publishes what is offered and applies what the others publish,
-// until ctx is done.
+// run writes what is offered and applies what the others write, until
+// ctx is done.
 func (x *sessionShare) run(ctx context.Context, g *Gateway) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() {
-		x.store.Subscribe(ctx, sessionTopic, func() { x.once.Do(func() { close(x.subscribed) }) }, x.learn(g))
+		x.store.Follow(ctx, sessionTopic, shareKeep, func() { x.once.Do(func() { close(x.caughtUp) }) }, x.learn(g))
 	})
 	for {
 		select {
@@ -93,12 +118,38 @@ func (x *sessionShare) run(ctx context.Context, g *Gateway) {
 			return
 		case m := <-x.out:
 			b, err := json.Marshal(m)
-			if err == nil {
-				err = x.store.Publish(ctx, sessionTopic, b)
-			}
 			if err != nil {
 				x.dropped.Add(1)
+				continue
 			}
+			if !x.write(ctx, b) {
+				if ctx.Err() != nil {
+					return
+				}
+				x.dropped.Add(1)
+			}
+		}
+	}
+}
+
+// write appends b to the stream, again after each failure, for at most
+// shareRetryFor; it reports whether Redis took it. A write that timed out
+// may still run (a stalled Redis runs what it was sent): the entry is
+// then there twice, and learning it twice changes nothing.
+func (x *sessionShare) write(ctx context.Context, b []byte) bool {
+	deadline := time.Now().Add(shareRetryFor)
+	for wait := shareRetry; ; wait = min(2*wait, shareRetryMax) {
+		if x.store.Append(ctx, sessionTopic, b, shareKeep) == nil {
+			x.appended.Add(1)
+			return true
+		}
+		if time.Now().Add(wait).After(deadline) {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(wait):
 		}
 	}
 }

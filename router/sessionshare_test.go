@@ -1,6 +1,8 @@
 package router
 
 import (
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -31,8 +33,8 @@ func TestSessionsSharedAcrossReplicas(t *testing.T) {
 		}
 		gws = append(gws, h)
 	}
-	// Every replica subscribed before the first turn is recorded.
-	waitSubscribed(t, gws)
+	// Every replica caught up before the first turn is recorded.
+	waitCaughtUp(t, gws)
 
 	for c := range 5 { // five conversations, each turn on the next replica
 		msgs := `{"role":"system","content":"conversation ` + string(rune('a'+c)) + `"},{"role":"user","content":"Write a Go HTTP server"}`
@@ -82,7 +84,7 @@ func TestResponsesSharedAcrossReplicas(t *testing.T) {
 		cfg.Access.Redis = access.RedisConfig{Addr: addr, Timeout: 200 * time.Millisecond}
 		gws = append(gws, newHarness(t, cfg))
 	}
-	waitSubscribed(t, gws)
+	waitCaughtUp(t, gws)
 	for i := range 4 {
 		r := gws[0].do(t, "POST", "/v1/responses", `{"model":"llama","input":"hi"}`)
 		id := responseID([]byte(r.body))
@@ -105,14 +107,153 @@ func TestResponsesSharedAcrossReplicas(t *testing.T) {
 	}
 }
 
-// waitSubscribed waits until every gateway's session share has its
-// subscription confirmed by Redis.
-func waitSubscribed(t *testing.T, gws []*harness) {
+// TestShareReachesReplicaStartedLater: a gateway replica started after
+// a session was recorded and a Responses answer made on another (a
+// replica restarted, a rolling deploy, a scale-up) knows both once it has
+// caught up, without a turn of either passing through it first.
+func TestShareReachesReplicaStartedLater(t *testing.T) {
+	addr, _, _ := testenv.Redis(t)
+	gen := newReplica(t, "llama", "gen")
+	code := newReplica(t, "coder", "code")
+	tier1 := &classifiertest.Fixed{Rules: []classifiertest.Rule{{Contains: "HTTP server", Class: "code", Score: 0.95}},
+		Default: classifier.Scored{Class: "other", Score: 0.5}}
+	start := func() *harness {
+		cfg := newConfig("general", poolCfg("general", "llama", gen.URL), poolCfg("code", "coder", code.URL))
+		cfg.Access.Redis = access.RedisConfig{Addr: addr, Timeout: 200 * time.Millisecond}
+		set := compileRules(t, cfg, tier1, "window: {user_turns: 1}\nroutes: [{name: coding, when: {class: code}, pool: code}]\ndefault: general\nsession: {header: x-session-id, turns: 5}\n")
+		h := newHarness(t, cfg)
+		if err := h.gw.Apply(cfg, set); err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	first := start()
+	waitCaughtUp(t, []*harness{first})
+	if r := first.do(t, "POST", "/v1/chat/completions", `{"model":"auto","messages":[{"role":"user","content":"Write a Go HTTP server"}]}`, "X-Session-Id", "s-1"); r.header.Get("X-Sim-Replica") != "code" {
+		t.Fatalf("the session's first turn went to %q", r.header.Get("X-Sim-Replica"))
+	}
+	r := first.do(t, "POST", "/v1/responses", `{"model":"llama","input":"hi"}`)
+	id := responseID([]byte(r.body))
+	if r.status != 200 || id == "" {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	// Both are in Redis before the second replica starts.
+	testenv.Wait(t, func() bool { return len(first.gw.share.out) == 0 && first.gw.share.appended.Load() >= 2 }, "the first replica's share written")
+
+	later := start()
+	waitCaughtUp(t, []*harness{later})
+	if loc, ok := later.gw.responses.get(id); !ok || loc.replica == "" {
+		t.Fatalf("a replica started later does not know response %s: %+v", id, loc)
+	}
+	if r := later.do(t, "POST", "/v1/chat/completions", `{"model":"auto","messages":[{"role":"user","content":"and tests?"}]}`, "X-Session-Id", "s-1"); r.header.Get("X-Sim-Replica") != "code" || r.header.Get("X-Triage-Reason") != "session" {
+		t.Fatalf("the session's next turn on a replica started later: %q, reason %q", r.header.Get("X-Sim-Replica"), r.header.Get("X-Triage-Reason"))
+	}
+}
+
+// TestShareOutlastsRedisOutage: what a replica records while Redis is
+// down (restarting) reaches the other replicas once it is back, instead
+// of being dropped with the call that failed.
+func TestShareOutlastsRedisOutage(t *testing.T) {
+	addr, stop, start := testenv.Redis(t)
+	gen0 := newReplica(t, "llama", "gen-0")
+	var gws []*harness
+	for range 2 {
+		cfg := newConfig("general", poolCfg("general", "llama", gen0.URL))
+		cfg.Access.Redis = access.RedisConfig{Addr: addr, Timeout: 50 * time.Millisecond}
+		gws = append(gws, newHarness(t, cfg))
+	}
+	waitCaughtUp(t, gws)
+	stop()
+	errs := gws[0].gw.redis.Stats().Errors
+	r := gws[0].do(t, "POST", "/v1/responses", `{"model":"llama","input":"hi"}`)
+	id := responseID([]byte(r.body))
+	if r.status != 200 || id == "" {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	testenv.Wait(t, func() bool { return gws[0].gw.redis.Stats().Errors > errs && len(gws[0].gw.share.out) == 0 }, "the share's write to the stopped Redis failing")
+	start()
+	testenv.Wait(t, func() bool { _, ok := gws[1].gw.responses.get(id); return ok }, "the other replica learning the response made while Redis was down")
+}
+
+// waitCaughtUp waits until every gateway's share has read what Redis
+// held when it started.
+func waitCaughtUp(t *testing.T, gws []*harness) {
 	t.Helper()
 	for i, h := range gws {
 		if h.gw.share == nil {
 			t.Fatalf("gateway %d shares no sessions", i)
 		}
-		testenv.Receive(t, h.gw.share.subscribed, "the session share's subscription")
+		testenv.Receive(t, h.gw.share.caughtUp, "the share caught up with Redis")
+	}
+}
+
+// TestChainWaitsForItsShare: with access control, a Responses chain
+// continued through another replica before the answer's share has
+// arrived (here: Redis stalled while it was made) waits for it rather
+// than being refused as not found; one still unknown when Redis does not
+// answer is refused with a 503 the client may retry, not a 404 that says
+// the chain is gone; once Redis answers, the retry continues it.
+func TestChainWaitsForItsShare(t *testing.T) {
+	addr, pause, resume := testenv.RedisStalls(t)
+	gen0 := newReplica(t, "llama", "gen-0")
+	gen1 := newReplica(t, "llama", "gen-1")
+	keys := filepath.Join(t.TempDir(), "keys.jsonl")
+	auth := []string{"Authorization", "Bearer " + writeKeys(t, keys, "bravo")["bravo"]}
+	var gws []*harness
+	for range 2 {
+		cfg := newConfig("general", poolCfg("general", "llama", gen0.URL, gen1.URL))
+		cfg.Access = access.Config{KeysFile: keys, Redis: access.RedisConfig{Addr: addr, Timeout: 50 * time.Millisecond}}
+		if err := cfg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		gws = append(gws, newHarness(t, cfg))
+	}
+	waitCaughtUp(t, gws)
+	stalled := true
+	defer func() {
+		if stalled {
+			resume()
+		}
+	}()
+	create := func() (id, made string) {
+		t.Helper()
+		r := gws[0].do(t, "POST", "/v1/responses", `{"model":"llama","input":"hi"}`, auth...)
+		id = responseID([]byte(r.body))
+		if r.status != 200 || id == "" {
+			t.Fatalf("create: %d %s", r.status, r.body)
+		}
+		return id, r.header.Get("X-Sim-Replica")
+	}
+	next := func(id string) reply {
+		return gws[1].do(t, "POST", "/v1/responses", `{"model":"llama","input":"more","previous_response_id":"`+id+`"}`, auth...)
+	}
+
+	// Made while Redis is stalled, continued through the other replica,
+	// which waits; Redis answers again meanwhile.
+	pause()
+	id, made := create()
+	got := make(chan reply, 1)
+	go func() { got <- next(id) }()
+	testenv.Wait(t, func() bool { return gws[1].gw.responses.waiters() == 1 }, "the next turn waiting for the chain's share")
+	resume()
+	stalled = false
+	if r := testenv.Receive(t, got, "the next turn"); r.status != 200 || r.header.Get("X-Sim-Replica") != made {
+		t.Fatalf("the chain's next turn, continued while its share arrived: %d from %q (made on %q): %s", r.status, r.header.Get("X-Sim-Replica"), made, r.body)
+	}
+
+	// Redis stays stalled past the wait: 503 with Retry-After, in
+	// OpenAI's shape; the retry once it answers continues the chain.
+	pause()
+	stalled = true
+	id, made = create()
+	r := next(id)
+	if r.status != 503 || r.header.Get("Retry-After") == "" || !strings.Contains(r.body, `"code":"responses_index_unavailable"`) {
+		t.Fatalf("the next turn while Redis is stalled: %d, Retry-After %q: %s", r.status, r.header.Get("Retry-After"), r.body)
+	}
+	resume()
+	stalled = false
+	testenv.Wait(t, func() bool { _, ok := gws[1].gw.responses.get(id); return ok }, "the share arriving once Redis answers")
+	if r := next(id); r.status != 200 || r.header.Get("X-Sim-Replica") != made {
+		t.Fatalf("the retry once Redis answers: %d from %q (made on %q): %s", r.status, r.header.Get("X-Sim-Replica"), made, r.body)
 	}
 }

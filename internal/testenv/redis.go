@@ -213,3 +213,52 @@ var portsGiven = struct {
 	sync.Mutex
 	m map[int]bool
 }{m: map[int]bool{}}
+
+// RedisFaults is a redis-server that a test can kill, start again empty
+// and stall, as a deployment's Redis is restarted and stalls: Kill and
+// Start are Redis's stop and start, Pause and Resume RedisStalls's. Pid
+// is the live process's id (0 while killed).
+type RedisFaults struct {
+	Addr                       string
+	Kill, Start, Pause, Resume func()
+	s                          *redisServer
+}
+
+// Pid is the running redis-server's process id, 0 while it is killed.
+func (f *RedisFaults) Pid() int {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	if f.s.cmd == nil {
+		return 0
+	}
+	return f.s.cmd.Process.Pid
+}
+
+// RedisWithFaults starts a redis-server for t as Redis does (skipping
+// or failing t without one) and returns its controls; t's cleanup kills
+// it, stopped or not.
+func RedisWithFaults(t testing.TB) *RedisFaults {
+	t.Helper()
+	s := newRedis(t)
+	signal := func(sig syscall.Signal) func() {
+		return func() {
+			t.Helper()
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if s.cmd == nil {
+				t.Fatal("testenv: redis-server is not running")
+			}
+			if err := s.cmd.Process.Signal(sig); err != nil {
+				t.Fatalf("testenv: redis-server: %v", err)
+			}
+		}
+	}
+	start := func() {
+		t.Helper()
+		if err := s.start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &RedisFaults{Addr: s.addr(), Kill: s.stop, Start: start,
+		Pause: signal(syscall.SIGSTOP), Resume: signal(syscall.SIGCONT), s: s}
+}

@@ -352,8 +352,8 @@ func (s *RedisStore) TakeRequestsOnce(ctx context.Context, scope string, perMinu
 }
 
 // reportScript records what one replica has counted in total at KEYS[1]
-// (a hash: the replica id to "seq count") and returns the sum over every
-// replica. A replica sends its whole count each time, never a delta, so
+// (a hash: the replica id to "seq count") and returns every replica's
+// count, as a flat array of ids and counts. A replica sends its whole count each time, never a delta, so
 // a report that timed out and ran later anyway, or was sent twice, counts
 // once; a report older than the one recorded (seq not greater) changes
 // nothing, so a copy held up in a stalled Redis cannot roll a count back.
@@ -376,11 +376,13 @@ local ttl = tonumber(ARGV[4])
 if ttl > 0 and redis.call('PTTL', KEYS[1]) == -1 then
   redis.call('PEXPIRE', KEYS[1], ARGV[4])
 end
-local total = 0
-for _, v in ipairs(redis.call('HVALS', KEYS[1])) do
-  total = total + tonumber(string.match(v, ' (%-?%d+)$'))
+local out = {}
+local all = redis.call('HGETALL', KEYS[1])
+for i = 1, #all, 2 do
+  out[#out + 1] = all[i]
+  out[#out + 1] = tonumber(string.match(all[i + 1], ' (%-?%d+)$'))
 end
-return total
+return out
 `)
 
 // Report records count as what replica has counted in total at key (a
@@ -391,17 +393,35 @@ return total
 // every round, without counting anything twice. A new count expires
 // after ttl (<= 0: never).
 func (s *RedisStore) Report(ctx context.Context, key, replica string, seq uint64, count int64, ttl time.Duration) (total int64, err error) {
+	counts, err := s.ReportEach(ctx, key, replica, seq, count, ttl)
+	for _, n := range counts {
+		total += n
+	}
+	return total, err
+}
+
+// ReportEach is Report, returning each replica's count (by the replica
+// ids reports name; "legacy" for a count kept by versions before) rather
+// than their total: a replica missing from it is one Redis no longer
+// holds (restarted empty), not one that spent nothing.
+func (s *RedisStore) ReportEach(ctx context.Context, key, replica string, seq uint64, count int64, ttl time.Duration) (map[string]int64, error) {
 	ms := int64(0)
 	if ttl > 0 {
 		ms = max(int64((ttl+time.Millisecond-1)/time.Millisecond), 1)
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	total, err = reportScript.Run(cctx, s.client, []string{s.prefix + "spent:" + key, s.prefix + "budget:" + key}, replica, seq, count, ms).Int64()
+	res, err := reportScript.Run(cctx, s.client, []string{s.prefix + "spent:" + key, s.prefix + "budget:" + key}, replica, seq, count, ms).Slice()
 	if err = s.done(ctx, "report", err); err != nil {
-		return 0, err
+		return nil, err
 	}
-	return total, nil
+	counts := make(map[string]int64, len(res)/2)
+	for i := 0; i+1 < len(res); i += 2 {
+		id, _ := res[i].(string)
+		n, _ := res[i+1].(int64)
+		counts[id] = n
+	}
+	return counts, nil
 }
 
 // Healthy reports whether the last call succeeded (for a new store, the
@@ -462,42 +482,121 @@ func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
 	l.log.DebugContext(ctx, "redis: "+fmt.Sprintf(format, v...))
 }
 
-// Publish sends msg on the channel topic (under the store's prefix) to
-// every replica subscribed, within Timeout. Delivery is at most once:
-// a replica that is not connected at that moment misses it.
-func (s *RedisStore) Publish(ctx context.Context, topic string, msg []byte) error {
+// Append adds msg to the stream topic (under the store's prefix), within
+// Timeout. The stream keeps about the latest keep entries: older ones are
+// trimmed as new ones come.
+func (s *RedisStore) Append(ctx context.Context, topic string, msg []byte, keep int64) error {
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	return s.done(ctx, "publish", s.client.Publish(cctx, s.prefix+topic, msg).Err())
+	err := s.client.XAdd(cctx, &redis.XAddArgs{Stream: s.prefix + topic, MaxLen: keep, Approx: true, Values: []any{"m", msg}}).Err()
+	return s.done(ctx, "append", err)
 }
 
-// Subscribe calls fn with each message published on topic (under the
-// store's prefix) until ctx is done, on a connection of its own which
-// go-redis re-establishes after Redis comes back. fn runs on one
-// goroutine, in order. subscribed, when not nil, runs once Redis has
-// confirmed the subscription: a message published from then on reaches
-// fn (unless the connection drops). It does not run when Redis is
-// unreachable at first.
-func (s *RedisStore) Subscribe(ctx context.Context, topic string, subscribed func(), fn func(msg []byte)) {
-	ps := s.client.Subscribe(ctx, s.prefix+topic)
-	defer ps.Close()
-	if subscribed != nil {
-		if _, err := ps.Receive(ctx); err == nil {
-			subscribed()
-		} else if ctx.Err() != nil {
-			return
+// How Follow reads a stream: a page of entries per call, a read that
+// waits at most followBlock for new ones, and the pause after a call
+// that failed, doubling from followRetry up to followRetryMax. go-redis
+// does not end a blocked read when its context is canceled, so
+// followBlock is also how long Follow may outlast its context: short, at
+// the cost of five idle reads a second.
+const (
+	followPage     = 1024
+	followBlock    = 200 * time.Millisecond
+	followRetry    = 50 * time.Millisecond
+	followRetryMax = 100 * time.Millisecond
+)
+
+// Follow calls fn with the stream topic's latest backlog entries (under
+// the store's prefix), oldest first, then with every entry appended after
+// them, in order, until ctx is done. fn runs on Follow's goroutine.
+// caughtUp, when not nil, runs once the backlog has been read. Delivery
+// is at least once for as long as Redis keeps the entries: after a call
+// that failed (Redis down, stalled, restarted) Follow reads on from the
+// last entry it gave fn, so an entry appended meanwhile is not missed; a
+// Redis restarted empty has only what was appended since. Each call is
+// bounded: Timeout, or followBlock plus Timeout for the read that waits.
+func (s *RedisStore) Follow(ctx context.Context, topic string, backlog int64, caughtUp func(), fn func(msg []byte)) {
+	key := s.prefix + topic
+	last := "" // the last entry given to fn; "" until the backlog is read
+	wait := followRetry
+	for ctx.Err() == nil {
+		var err error
+		if last == "" {
+			last, err = s.backlog(ctx, key, backlog, fn)
+			if err == nil && caughtUp != nil {
+				caughtUp()
+				caughtUp = nil
+			}
+		} else {
+			last, err = s.readOn(ctx, key, last, fn)
 		}
-	}
-	ch := ps.Channel()
-	for {
+		if err == nil {
+			wait = followRetry
+			continue
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case m, ok := <-ch:
-			if !ok {
-				return
-			}
-			fn([]byte(m.Payload))
+		case <-time.After(wait):
 		}
+		wait = min(2*wait, followRetryMax)
+	}
+}
+
+// backlog gives fn the stream's latest n entries, oldest first, read
+// newest first a page at a time, and returns the id of the newest ("0-0"
+// for an empty stream: every entry is newer).
+func (s *RedisStore) backlog(ctx context.Context, key string, n int64, fn func([]byte)) (string, error) {
+	var pages [][]redis.XMessage
+	end, got := "+", int64(0)
+	for got < n {
+		cctx, cancel := context.WithTimeout(ctx, s.timeout)
+		page, err := s.client.XRevRangeN(cctx, key, end, "-", min(followPage, n-got)).Result()
+		cancel()
+		if err = s.done(ctx, "read", err); err != nil {
+			return "", err
+		}
+		if len(page) == 0 {
+			break
+		}
+		pages = append(pages, page)
+		got += int64(len(page))
+		end = "(" + page[len(page)-1].ID
+	}
+	if len(pages) == 0 {
+		return "0-0", nil
+	}
+	for i := len(pages) - 1; i >= 0; i-- {
+		for j := len(pages[i]) - 1; j >= 0; j-- {
+			give(pages[i][j], fn)
+		}
+	}
+	return pages[0][0].ID, nil
+}
+
+// readOn gives fn the entries after last, waiting up to followBlock for
+// one, and returns the id of the last it gave.
+func (s *RedisStore) readOn(ctx context.Context, key, last string, fn func([]byte)) (string, error) {
+	cctx, cancel := context.WithTimeout(ctx, followBlock+s.timeout)
+	defer cancel()
+	res, err := s.client.XRead(cctx, &redis.XReadArgs{Streams: []string{key, last}, Count: followPage, Block: followBlock}).Result()
+	if errors.Is(err, redis.Nil) {
+		return last, s.done(ctx, "read", nil) // nothing new within followBlock
+	}
+	if err = s.done(ctx, "read", err); err != nil {
+		return last, err
+	}
+	for _, st := range res {
+		for _, m := range st.Messages {
+			give(m, fn)
+			last = m.ID
+		}
+	}
+	return last, nil
+}
+
+// give calls fn with an entry's message (field "m", as Append writes it).
+func give(m redis.XMessage, fn func([]byte)) {
+	if v, ok := m.Values["m"].(string); ok {
+		fn([]byte(v))
 	}
 }

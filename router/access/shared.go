@@ -42,8 +42,10 @@ import (
 //     delta (reportScript). A Redis that stalls and then runs what it was
 //     sent meanwhile counts nothing twice, and a Redis restarted empty
 //     gets each running replica's spending back at its next report (what
-//     replicas no longer running had spent is lost unless Redis persists
-//     it).
+//     replicas no longer running had spent is lost to Redis unless it
+//     persists it). Until a replica reports again, the others keep
+//     counting what they last saw it spend (othersSeen): a count Redis
+//     forgot is not a refund.
 //   - A tokens-per-minute limit is admitted on the replica's own GCRA,
 //     which a sync loop (in Run, every 20 ms) also charges with what the
 //     other replicas spent (each replica reports its tokens in the hour,
@@ -107,6 +109,27 @@ type sharedRate struct {
 	// the current hour: this replica's, and the other replicas' as last
 	// seen.
 	hour, mine, others int64
+	// seen is each other replica's tokens in the hour, as last seen.
+	seen map[string]int64
+}
+
+// othersSeen folds counts (every replica's, as Redis holds them now) into
+// seen (the other replicas' as last seen) and returns the others' total.
+// A replica Redis no longer holds (restarted empty, and not reported to
+// since) keeps the count last seen: Redis forgot what it spent, which is
+// no refund; a count that went down (settled below its estimate) is taken
+// as it is.
+func othersSeen(seen, counts map[string]int64, self string) int64 {
+	for id, n := range counts {
+		if id != self {
+			seen[id] = n
+		}
+	}
+	total := int64(0)
+	for _, n := range seen {
+		total += n
+	}
+	return total
 }
 
 // rateOp is one idempotent lease call: n admissions asked for, the first
@@ -366,15 +389,16 @@ func (l *Limiter) topUp(ctx context.Context, scope string, r *sharedRate) bool {
 // its period and takes the total every replica spent as its count.
 func (l *Limiter) syncBudget(ctx context.Context, scope string, b *budgetCounter, now time.Time) bool {
 	period := b.advance(periodOf(now, b.month)) // a replica that spent nothing yet today still learns what the others did
-	if b.minePeriod != period {
-		b.minePeriod, b.mine = period, 0
+	if b.minePeriod != period || b.others == nil {
+		b.minePeriod, b.mine, b.others = period, 0, map[string]int64{}
 	}
 	b.mine += b.pending.Swap(0)
 	key := scope + "|" + strconv.FormatInt(period, 10)
-	total, err := l.sh.store.Report(ctx, key, l.sh.replica, l.sh.seq.Add(1), b.mine, 32*24*time.Hour) // outlives a month, then goes
+	counts, err := l.sh.store.ReportEach(ctx, key, l.sh.replica, l.sh.seq.Add(1), b.mine, 32*24*time.Hour) // outlives a month, then goes
 	if err != nil {
 		return false // b.mine is sent again next round
 	}
+	total := b.mine + othersSeen(b.others, counts, l.sh.replica)
 	if b.period.Load() == period {
 		b.used.Store(total + b.pending.Load()) // every replica's, and what this one spent since the call
 	}
@@ -387,16 +411,16 @@ func (l *Limiter) syncBudget(ctx context.Context, scope string, b *budgetCounter
 func (l *Limiter) syncTokens(ctx context.Context, scope string, r *sharedRate, now time.Time) bool {
 	c := r.c
 	hour := now.Unix() / 3600
-	if r.hour != hour {
-		r.hour, r.mine, r.others = hour, 0, 0 // a new hour's total
+	if r.hour != hour || r.seen == nil {
+		r.hour, r.mine, r.others, r.seen = hour, 0, 0, map[string]int64{} // a new hour's total
 	}
 	r.mine += c.debt.Swap(0)
 	key := "tpm:" + scope + "|" + strconv.FormatInt(hour, 10)
-	total, err := l.sh.store.Report(ctx, key, l.sh.replica, l.sh.seq.Add(1), r.mine, 2*time.Hour)
+	counts, err := l.sh.store.ReportEach(ctx, key, l.sh.replica, l.sh.seq.Add(1), r.mine, 2*time.Hour)
 	if err != nil {
 		return false
 	}
-	others := total - r.mine
+	others := othersSeen(r.seen, counts, l.sh.replica)
 	d := others - r.others
 	r.others = others
 	if d == 0 {

@@ -384,3 +384,55 @@ func TestSharedBudgetOnlyRedisDown(t *testing.T) {
 		}
 	}
 }
+
+// A Redis restarted empty has forgotten what the replicas spent until
+// each reports again; one that cannot reach it yet (partitioned, or
+// simply later in its round) has not. A replica that hears the smaller
+// total does not take the forgotten spending for a refund: a's 700 tokens
+// still count on b, for a tokens-per-minute limit and for a budget.
+func TestSharedSpendingForgottenIsNotRefunded(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		policy  Policy
+		refused string
+	}{
+		{"tokens per minute", Policy{Principal: "alice", Limits: Limits{TokensPerMinute: 1000}}, "rate_limit_exceeded"},
+		{"budget", Policy{Principal: "alice", Budget: Budget{TokensPerDay: 1000}}, "insufficient_quota"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr, stop, start := testenv.Redis(t)
+			secret, k := mustKey(t, "alice")
+			cfg := Config{KeysFile: "k", Policies: []Policy{tc.policy}}
+			hole := newBlackHole(t, addr)
+			a := newReplica(t, hole.addr(), cfg, k, secret, false)
+			b := newReplica(t, addr, cfg, k, secret, false)
+			waitShared(t, a, false)
+			waitShared(t, b, false)
+			b.served(t)
+			adm, d := a.c.Admit(time.Now(), 100)
+			if d != nil {
+				t.Fatal(d)
+			}
+			adm.Settle(500, 200, "") // 700 spent on a
+			testenv.Wait(t, func() bool {
+				adm, d := b.c.Admit(time.Now(), 400)
+				if d == nil {
+					adm.Settle(0, 0, "") // admitted before b heard: give it back
+					return false
+				}
+				return d.Code == tc.refused
+			}, "b refusing 400 after a spent 700")
+			hole.cut.Store(true) // a cannot report again
+			stop()
+			waitShared(t, b, true)
+			start()
+			waitShared(t, b, false)
+			reports := b.l.sh.store.Stats().Calls
+			testenv.Wait(t, func() bool { return b.l.sh.store.Stats().Calls >= reports+10 }, "b's rounds with the empty Redis")
+			if adm, d := b.c.Admit(time.Now(), 400); d == nil {
+				adm.Settle(0, 0, "")
+				t.Fatalf("b admitted 400 tokens after the restart: a's 700 were taken for a refund")
+			}
+		})
+	}
+}

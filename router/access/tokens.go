@@ -48,7 +48,10 @@ type budgetCounter struct {
 	// mine is what this replica spent in minePeriod, as it reports it to
 	// Redis; only the sync loop touches them.
 	mine, minePeriod int64
-	_                [cacheLine - 48]byte
+	// others is each other replica's spending in minePeriod, as last
+	// seen (othersSeen); only the sync loop touches it.
+	others map[string]int64
+	_      [cacheLine - 56]byte
 }
 
 // reserve adds n to the period's use if it stays within limit.
