@@ -3,11 +3,11 @@ package anthropic
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/triagegw/triage/internal/jsonscan"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 )
 
 // The outbound direction: a client speaking chat completions served by a
@@ -380,26 +380,26 @@ func chatToolChoice(raw []byte, haveTools bool) (toolChoice, *Error) {
 		}
 	} else {
 		var typ string
-		sc := scanner{b: raw}
-		ok := sc.object(func(k []byte) bool {
+		sc := scanner{jsonscan.New(raw)}
+		ok := sc.Object(func(k []byte) bool {
 			switch string(k) {
 			case "type":
 				typ = sc.text()
 			case "function":
-				if sc.isNull() {
+				if sc.Null() {
 					return true
 				}
-				return sc.object(func(k []byte) bool {
+				return sc.Object(func(k []byte) bool {
 					if string(k) == "name" {
 						c.name = sc.text()
-						return !sc.bad
+						return !sc.Failed()
 					}
-					return sc.skip(0)
+					return sc.Skip()
 				})
 			default:
-				return sc.skip(0)
+				return sc.Skip()
 			}
-			return !sc.bad
+			return !sc.Failed()
 		})
 		switch {
 		case !ok:
@@ -733,13 +733,13 @@ func appendToolChoice(dst []byte, c toolChoice, noParallel bool) []byte {
 
 // hasKey reports whether the JSON object raw has the top-level key.
 func hasKey(raw []byte, key string) bool {
-	sc := scanner{b: raw}
+	sc := scanner{jsonscan.New(raw)}
 	found := false
-	sc.object(func(k []byte) bool {
+	sc.Object(func(k []byte) bool {
 		if string(k) == key {
 			found = true
 		}
-		return sc.skip(0)
+		return sc.Skip()
 	})
 	return found
 }
@@ -750,8 +750,8 @@ func hasKey(raw []byte, key string) bool {
 // encoded again, which replaces them as encoding/json does.
 func appendJSONValue(dst, raw []byte) []byte {
 	raw = bytes.Trim(raw, " \t\r\n")
-	if utf8.Valid(raw) && !loneSurrogate(raw) {
-		return appendCompact(dst, raw)
+	if jsonscan.Clean(raw) {
+		return jsonscan.AppendCompact(dst, raw)
 	}
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.UseNumber()
@@ -766,34 +766,6 @@ func appendJSONValue(dst, raw []byte) []byte {
 	return append(dst, bytes.TrimRight(buf.Bytes(), "\n")...)
 }
 
-// loneSurrogate reports whether JSON text holds a \u escape of half a
-// surrogate pair without its other half.
-func loneSurrogate(b []byte) bool {
-	for i := 0; i < len(b); i++ {
-		if b[i] != '\\' {
-			continue
-		}
-		i++
-		if i >= len(b) || b[i] != 'u' {
-			continue
-		}
-		sc := scanner{b: b, i: i + 1}
-		r, ok := sc.hex4()
-		if !ok || r < 0xD800 || r >= 0xE000 {
-			continue
-		}
-		if r >= 0xDC00 || len(b)-sc.i < 6 || b[sc.i] != '\\' || b[sc.i+1] != 'u' {
-			return true
-		}
-		sc.i += 2
-		if r2, ok := sc.hex4(); !ok || r2 < 0xDC00 || r2 >= 0xE000 {
-			return true
-		}
-		i = sc.i - 1
-	}
-	return false
-}
-
 // toolArgs turns a tool call's arguments string into the input object,
 // compacted; nil when it is not a JSON object. Empty arguments are a call
 // without any: some models write "" rather than "{}".
@@ -805,8 +777,8 @@ func toolArgs(s []byte) []byte {
 	if s[0] != '{' {
 		return nil
 	}
-	sc := scanner{b: s}
-	if !sc.skip(0) || !sc.end() {
+	sc := scanner{jsonscan.New(s)}
+	if !sc.Skip() || !sc.End() {
 		return nil
 	}
 	return appendJSONValue(nil, s)
@@ -815,7 +787,7 @@ func toolArgs(s []byte) []byte {
 // decodeChatRequest fills req from body, reporting errors as
 // decodeRequest does.
 func decodeChatRequest(body []byte, req *chatReq) *Error {
-	sc := scanner{b: body}
+	sc := scanner{jsonscan.New(body)}
 	var field string
 	refuse := func(msg string) {
 		if req.unsupported == "" {
@@ -836,17 +808,17 @@ func decodeChatRequest(body []byte, req *chatReq) *Error {
 		f, err := strconv.ParseFloat(string(n), 64)
 		return err == nil && f == neutral
 	}
-	ok := sc.object(func(key []byte) bool {
+	ok := sc.Object(func(key []byte) bool {
 		field = string(key)
 		switch field {
 		case "model":
 			req.model = sc.text()
 		case "messages":
-			if sc.isNull() {
+			if sc.Null() {
 				return true
 			}
 			req.messages = make([]chatMsg, 0, 8)
-			return sc.array(func() bool {
+			return sc.Array(func() bool {
 				req.messages = append(req.messages, chatMsg{})
 				return sc.chatMessage(&req.messages[len(req.messages)-1])
 			})
@@ -861,39 +833,39 @@ func decodeChatRequest(body []byte, req *chatReq) *Error {
 		case "top_k":
 			req.topK = sc.num()
 		case "stop":
-			switch sc.peek() {
+			switch sc.Peek() {
 			case 'n':
-				sc.literal("null")
+				sc.Literal("null")
 			case '"':
 				req.stop = [][]byte{sc.lit()}
 			default:
-				return sc.array(func() bool {
+				return sc.Array(func() bool {
 					req.stop = append(req.stop, sc.lit())
-					return !sc.bad
+					return !sc.Failed()
 				})
 			}
 		case "stream":
 			req.stream = sc.boolean()
 		case "user":
-			if !sc.isNull() {
+			if !sc.Null() {
 				req.user = sc.lit()
 			}
 		case "safety_identifier":
-			if !sc.isNull() {
+			if !sc.Null() {
 				req.safetyID = sc.lit()
 			}
 		case "tools":
-			if sc.isNull() {
+			if sc.Null() {
 				return true
 			}
-			return sc.array(func() bool {
+			return sc.Array(func() bool {
 				req.tools = append(req.tools, chatTool{})
 				return sc.chatTool(&req.tools[len(req.tools)-1])
 			})
 		case "tool_choice":
-			req.toolChoice = sc.raw()
+			req.toolChoice = sc.Raw()
 		case "parallel_tool_calls":
-			if !sc.isNull() {
+			if !sc.Null() {
 				req.noParallel = !sc.boolean()
 			}
 		case "n":
@@ -929,11 +901,11 @@ func decodeChatRequest(body []byte, req *chatReq) *Error {
 				lossy("Messages always stops at the end of the turn")
 			}
 		case "stop_token_ids":
-			if v := sc.raw(); len(v) > 0 && string(v) != "null" && !emptyArray(v) {
+			if v := sc.Raw(); len(v) > 0 && string(v) != "null" && !emptyArray(v) {
 				lossy("Messages stops on strings only (stop)")
 			}
 		case "logit_bias":
-			if v := sc.raw(); len(v) > 0 && string(v) != "null" && !emptyObject(v) {
+			if v := sc.Raw(); len(v) > 0 && string(v) != "null" && !emptyObject(v) {
 				lossy("logit_bias is not supported")
 			}
 		case "best_of":
@@ -945,27 +917,27 @@ func decodeChatRequest(body []byte, req *chatReq) *Error {
 				refuse("Messages has no beam search")
 			}
 		case "guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs":
-			if v := sc.raw(); len(v) > 0 && string(v) != "null" {
+			if v := sc.Raw(); len(v) > 0 && string(v) != "null" {
 				refuse("Messages has no guided decoding")
 			}
 		case "response_format":
-			if v := sc.raw(); len(v) > 0 && string(v) != "null" && formatType(v) != "text" {
+			if v := sc.Raw(); len(v) > 0 && string(v) != "null" && formatType(v) != "text" {
 				refuse("only the text format is supported")
 			}
 		case "modalities":
-			if v := sc.raw(); len(v) > 0 && string(v) != "null" && !onlyText(v) {
+			if v := sc.Raw(); len(v) > 0 && string(v) != "null" && !onlyText(v) {
 				refuse("only text output is supported")
 			}
 		case "audio", "reasoning_effort", "web_search_options", "functions", "function_call":
-			if v := sc.raw(); len(v) > 0 && string(v) != "null" {
+			if v := sc.Raw(); len(v) > 0 && string(v) != "null" {
 				refuse("not supported")
 			}
 		default:
-			return sc.skip(0)
+			return sc.Skip()
 		}
-		return !sc.bad
+		return !sc.Failed()
 	})
-	if ok && sc.end() {
+	if ok && sc.End() {
 		return nil
 	}
 	req.unsupported = ""
@@ -976,296 +948,231 @@ func decodeChatRequest(body []byte, req *chatReq) *Error {
 		}
 		return invalid("request body is not valid JSON")
 	}
-	if len(body) == 0 || sc.i == 0 || field == "" && body[firstByte(body)] != '{' {
+	if len(body) == 0 || sc.Pos() == 0 || field == "" && body[firstByte(body)] != '{' {
 		return invalid("request body must be a JSON object")
 	}
 	return invalid(field + ": has the wrong type")
 }
 
 func (sc *scanner) chatMessage(m *chatMsg) bool {
-	return sc.object(func(k []byte) bool {
+	return sc.Object(func(k []byte) bool {
 		switch string(k) {
 		case "role":
 			m.role = sc.text()
 		case "content":
-			switch sc.peek() {
+			switch sc.Peek() {
 			case '"':
 				m.kind, m.text = contentString, sc.lit()
 			case '[':
 				m.kind = contentBlocks
 				m.parts = []chatPart{}
-				return sc.array(func() bool {
+				return sc.Array(func() bool {
 					m.parts = append(m.parts, chatPart{})
 					return sc.chatPart(&m.parts[len(m.parts)-1])
 				})
 			case 'n':
-				sc.literal("null")
+				sc.Literal("null")
 			default:
 				m.kind = contentBad
-				return sc.skip(0)
+				return sc.Skip()
 			}
 		case "tool_calls":
-			if sc.isNull() {
+			if sc.Null() {
 				return true
 			}
-			return sc.array(func() bool {
+			return sc.Array(func() bool {
 				m.calls = append(m.calls, chatCall{})
 				return sc.chatCall(&m.calls[len(m.calls)-1])
 			})
 		case "tool_call_id":
 			m.toolCallID = sc.text()
 		case "function_call":
-			m.funcCall = !sc.isNull()
+			m.funcCall = !sc.Null()
 			if m.funcCall {
-				return sc.skip(0)
+				return sc.Skip()
 			}
 		default:
-			return sc.skip(0)
+			return sc.Skip()
 		}
-		return !sc.bad
+		return !sc.Failed()
 	})
 }
 
 func (sc *scanner) chatPart(p *chatPart) bool {
-	return sc.object(func(k []byte) bool {
+	return sc.Object(func(k []byte) bool {
 		switch string(k) {
 		case "type":
 			p.typ = sc.text()
 		case "text", "refusal":
-			if !sc.isNull() {
+			if !sc.Null() {
 				p.text = sc.lit()
 			}
 		case "image_url":
 			// An object with url (and detail, which Messages has no use
 			// for); some clients send the URL as a bare string.
-			if sc.peek() == '"' {
+			if sc.Peek() == '"' {
 				p.url = sc.text()
-				return !sc.bad
+				return !sc.Failed()
 			}
-			if sc.isNull() {
+			if sc.Null() {
 				return true
 			}
-			return sc.object(func(k []byte) bool {
+			return sc.Object(func(k []byte) bool {
 				if string(k) == "url" {
 					p.url = sc.text()
-					return !sc.bad
+					return !sc.Failed()
 				}
-				return sc.skip(0)
+				return sc.Skip()
 			})
 		default:
-			return sc.skip(0)
+			return sc.Skip()
 		}
-		return !sc.bad
+		return !sc.Failed()
 	})
 }
 
 func (sc *scanner) chatCall(c *chatCall) bool {
 	c.input = []byte("{}") // arguments absent: a call without any
-	return sc.object(func(k []byte) bool {
+	return sc.Object(func(k []byte) bool {
 		switch string(k) {
 		case "id":
 			c.id = sc.text()
 		case "type":
 			c.typ = sc.text()
 		case "function":
-			if sc.isNull() {
+			if sc.Null() {
 				return true
 			}
-			return sc.object(func(k []byte) bool {
+			return sc.Object(func(k []byte) bool {
 				switch string(k) {
 				case "name":
 					c.name = sc.lit()
 				case "arguments":
-					if sc.isNull() {
+					if sc.Null() {
 						return true
 					}
-					s, ok := sc.str()
+					s, ok := sc.String()
 					if !ok {
 						return false
 					}
 					c.input = toolArgs(s)
 				default:
-					return sc.skip(0)
+					return sc.Skip()
 				}
-				return !sc.bad
+				return !sc.Failed()
 			})
 		default:
-			return sc.skip(0)
+			return sc.Skip()
 		}
-		return !sc.bad
+		return !sc.Failed()
 	})
 }
 
 func (sc *scanner) chatTool(t *chatTool) bool {
-	return sc.object(func(k []byte) bool {
+	return sc.Object(func(k []byte) bool {
 		switch string(k) {
 		case "type":
 			t.typ = sc.text()
 		case "function":
-			if sc.isNull() {
+			if sc.Null() {
 				return true
 			}
 			t.hasFunc = true
-			return sc.object(func(k []byte) bool {
+			return sc.Object(func(k []byte) bool {
 				switch string(k) {
 				case "name":
 					t.name = sc.lit()
 				case "description":
-					if !sc.isNull() {
+					if !sc.Null() {
 						t.desc = sc.lit()
 					}
 				case "parameters":
-					if sc.isNull() {
+					if sc.Null() {
 						return true
 					}
-					t.params, t.hasParams = sc.raw(), true
+					t.params, t.hasParams = sc.Raw(), true
 				default:
-					return sc.skip(0) // strict: Messages checks inputs its own way
+					return sc.Skip() // strict: Messages checks inputs its own way
 				}
-				return !sc.bad
+				return !sc.Failed()
 			})
 		default:
-			return sc.skip(0)
+			return sc.Skip()
 		}
-		return !sc.bad
+		return !sc.Failed()
 	})
 }
 
 // num reads a number as its JSON text, or null as nil.
 func (s *scanner) num() []byte {
-	if s.isNull() {
+	if s.Null() {
 		return nil
 	}
-	n, _ := s.number()
+	n, _ := s.Number()
 	return n
 }
 
 // lit reads a string and returns it as a JSON string literal to append as
 // it is. The input's own bytes are returned when any JSON reader decodes
-// them to the same text: escapes other than \u are plain, and a \u escape
-// is safe unless it is half a surrogate pair, which strict readers refuse;
-// bytes that are not UTF-8 are refused by some too. Only then is the string
-// decoded and encoded again (appendString repairs both).
+// them to the same text (jsonscan.Clean): only a string holding half a
+// surrogate pair or bytes that are not UTF-8, which strict readers refuse,
+// is decoded and encoded again (appendString repairs both).
 func (s *scanner) lit() []byte {
-	if s.bad || s.peek() != '"' {
-		s.fail()
+	tok, _, ok := s.Token()
+	if !ok {
 		return nil
 	}
-	b, start := s.b, s.i
-	i := start + 1
-	ascii := true
-	for i < len(b) {
-		for i < len(b) && plain[b[i]] {
-			i++
-		}
-		if i >= len(b) {
-			break
-		}
-		c := b[i]
-		switch {
-		case c == '"':
-			s.i = i + 1
-			if ascii || utf8.Valid(b[start+1:i]) {
-				return b[start:s.i]
-			}
-			return s.relit(start)
-		case c == '\\':
-			if i+1 >= len(b) {
-				s.fail()
-				return nil
-			}
-			switch b[i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i += 2
-				continue
-			case 'u':
-				s.i = i + 2
-				r, ok := s.hex4()
-				if !ok {
-					s.fail()
-					return nil
-				}
-				if r >= 0xD800 && r < 0xDC00 && s.i+1 < len(b) && b[s.i] == '\\' && b[s.i+1] == 'u' {
-					s.i += 2
-					if r2, ok := s.hex4(); ok && r2 >= 0xDC00 && r2 < 0xE000 {
-						i = s.i
-						continue
-					}
-				}
-				if r >= 0xD800 && r < 0xE000 {
-					return s.relit(start)
-				}
-				i = s.i
-				continue
-			}
-			s.fail()
-			return nil
-		case c < 0x20:
-			s.fail()
-			return nil
-		default:
-			ascii = false
-			i++
-		}
+	if jsonscan.Clean(tok) {
+		return tok
 	}
-	s.fail()
-	return nil
+	text := jsonscan.AppendUnquote(nil, tok)
+	return appendString(make([]byte, 0, len(text)+8), string(text))
 }
 
 // filled reports whether a string literal holds any text: longer than "".
 func filled(lit []byte) bool { return len(lit) > 2 }
 
-// relit decodes the string that starts at start and encodes it again.
-func (s *scanner) relit(start int) []byte {
-	s.i = start
-	str, ok := s.str()
-	if !ok {
-		return nil
-	}
-	return appendString(make([]byte, 0, len(str)+8), string(str))
-}
-
 // emptyArray reports whether raw is an array with no elements.
 func emptyArray(raw []byte) bool {
-	sc := scanner{b: raw}
+	sc := scanner{jsonscan.New(raw)}
 	n := 0
-	sc.array(func() bool { n++; return sc.skip(0) })
-	return n == 0 && !sc.bad
+	sc.Array(func() bool { n++; return sc.Skip() })
+	return n == 0 && !sc.Failed()
 }
 
 func emptyObject(raw []byte) bool {
-	sc := scanner{b: raw}
+	sc := scanner{jsonscan.New(raw)}
 	n := 0
-	sc.object(func([]byte) bool { n++; return sc.skip(0) })
-	return n == 0 && !sc.bad
+	sc.Object(func([]byte) bool { n++; return sc.Skip() })
+	return n == 0 && !sc.Failed()
 }
 
 // formatType is response_format's type.
 func formatType(raw []byte) string {
-	sc := scanner{b: raw}
+	sc := scanner{jsonscan.New(raw)}
 	typ := ""
-	sc.object(func(k []byte) bool {
-		if string(k) == "type" && sc.peek() == '"' {
+	sc.Object(func(k []byte) bool {
+		if string(k) == "type" && sc.Peek() == '"' {
 			typ = sc.text()
-			return !sc.bad
+			return !sc.Failed()
 		}
-		return sc.skip(0)
+		return sc.Skip()
 	})
 	return typ
 }
 
 // onlyText reports whether modalities asks for text alone.
 func onlyText(raw []byte) bool {
-	sc := scanner{b: raw}
+	sc := scanner{jsonscan.New(raw)}
 	ok := true
-	sc.array(func() bool {
-		if sc.peek() == '"' && sc.text() == "text" {
-			return !sc.bad
+	sc.Array(func() bool {
+		if sc.Peek() == '"' && sc.text() == "text" {
+			return !sc.Failed()
 		}
 		ok = false
-		return sc.skip(0)
+		return sc.Skip()
 	})
-	return ok && !sc.bad
+	return ok && !sc.Failed()
 }
 
 // msgResponse is the part of a Messages response a chat completion needs.
@@ -1375,7 +1282,7 @@ func MessagesToChat(body []byte, model string) ([]byte, *Error) {
 			dst = append(dst, `,"type":"function","function":{"name":`...)
 			dst = appendString(dst, b.Name)
 			dst = append(dst, `,"arguments":`...)
-			dst = appendString(dst, string(appendCompact(nil, in)))
+			dst = appendString(dst, string(jsonscan.AppendCompact(nil, in)))
 			dst = append(dst, "}}"...)
 			n++
 		}

@@ -291,6 +291,10 @@ func TestClean(t *testing.T) {
 		"\"\xff\"":              false,
 		`{"a":"\ud83d\ude00x"}`: true,
 		`"\u00e9\ud800x"`:       false,
+		`"\u00e9\u2028"`:        true,
+		`"\ud800x"`:             false,
+		`"\ud83d\ude00\ud800"`:  false,
+		`"\udc00\ud800"`:        false,
 	} {
 		if got := Clean([]byte(in)); got != want {
 			t.Errorf("Clean(%s) = %v, want %v", in, got, want)
