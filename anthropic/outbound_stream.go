@@ -328,10 +328,7 @@ func (s *ChatStream) closeBlock(dst []byte) ([]byte, error) {
 		}
 		return s.arguments(dst, string(jsonscan.AppendCompact(s.args[:0], in))), nil
 	}
-	a := s.args
-	for len(a) > 0 && (a[0] == ' ' || a[0] == '\t' || a[0] == '\n' || a[0] == '\r') {
-		a = a[1:]
-	}
+	a := s.args[jsonscan.WS(s.args, 0):]
 	if len(a) == 0 || a[0] != '{' || !json.Valid(a) {
 		return dst, errors.New("tool call arguments are not a JSON object")
 	}
