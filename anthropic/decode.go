@@ -214,7 +214,7 @@ func decodeRequest(body []byte, req *msgRequest) *Error {
 		}
 		return invalid("request body is not valid JSON: " + err.Error())
 	}
-	if len(body) == 0 || sc.Pos() == 0 || field == "" && body[firstByte(body)] != '{' {
+	if len(body) == 0 || body[firstByte(body)] != '{' {
 		return invalid("request body must be a JSON object")
 	}
 	return invalid(field + ": has the wrong type")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/triagegw/triage/internal/jsonscan"
 )
@@ -228,7 +229,7 @@ func decodeChatRequest(body []byte, req *chatReq) *Error {
 		}
 		return invalid("request body is not valid JSON")
 	}
-	if len(body) == 0 || sc.Pos() == 0 || field == "" && body[firstByte(body)] != '{' {
+	if len(body) == 0 || body[firstByte(body)] != '{' {
 		return invalid("request body must be a JSON object")
 	}
 	return invalid(field + ": has the wrong type")
@@ -398,11 +399,13 @@ func (s *scanner) num() []byte {
 // surrogate pair or bytes that are not UTF-8, which strict readers refuse,
 // is decoded and encoded again (appendString repairs both).
 func (s *scanner) lit() []byte {
-	tok, _, ok := s.Token()
+	tok, esc, ok := s.Token()
 	if !ok {
 		return nil
 	}
-	if jsonscan.Clean(tok) {
+	// Clean's own walk of the escapes is needed only when one is half a
+	// surrogate pair: the text of a long prompt is full of \n.
+	if esc&jsonscan.Surrogate == 0 && utf8.Valid(tok) || jsonscan.Clean(tok) {
 		return tok
 	}
 	text := jsonscan.AppendUnquote(nil, tok)

@@ -494,11 +494,11 @@ func (s *ChatStream) parseUsage(f *eventFields) bool {
 // the common case is a slice of the input; an escaped one is decoded into
 // a copy (String's buffer is reused by the next string).
 func (s *scanner) ident() []byte {
-	tok, escaped, ok := s.Token()
+	tok, esc, ok := s.Token()
 	if !ok {
 		return nil
 	}
-	if escaped {
+	if esc != 0 {
 		return jsonscan.AppendUnquote(nil, tok)
 	}
 	return tok[1 : len(tok)-1]

@@ -73,7 +73,8 @@ func Extract(body []byte) (Request, error) {
 		c := s.Peek()
 		vstart := s.Pos()
 		var tok []byte
-		esc, ok := false, false
+		var esc jsonscan.Escapes
+		ok := false
 		if c == '"' {
 			tok, esc, ok = s.Token()
 		} else {
@@ -89,7 +90,7 @@ func Extract(body []byte) (Request, error) {
 				refused = fieldType("model", "a string")
 				return false
 			}
-			r.ModelSpan, r.Model, r.ModelEscaped = span, tok[1:len(tok)-1], esc
+			r.ModelSpan, r.Model, r.ModelEscaped = span, tok[1:len(tok)-1], esc != 0
 			r.modelTok = tok
 		case fieldStream:
 			switch c {

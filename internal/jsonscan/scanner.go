@@ -28,7 +28,8 @@ func (s *Scanner) Reset(b []byte, i int) {
 // Bytes is the document.
 func (s *Scanner) Bytes() []byte { return s.b }
 
-// Pos is the offset of the next byte to read.
+// Pos is the offset of the next byte to read; after a fault, the end of
+// the document.
 func (s *Scanner) Pos() int { return s.i }
 
 // Failed reports whether s has met a fault.
@@ -54,10 +55,13 @@ func (s *Scanner) Err() error {
 // It returns false.
 func (s *Scanner) Fail() bool { return s.fail(Refused, s.i) }
 
+// fail records the first fault and moves s to the end of the document, so
+// that every later read stops at once, fast paths included.
 func (s *Scanner) fail(f Fault, at int) bool {
 	if s.fault == None {
 		s.fault, s.at = f, at
 	}
+	s.i = len(s.b)
 	return false
 }
 
@@ -76,8 +80,17 @@ func (s *Scanner) Peek() byte {
 	return s.b[s.i]
 }
 
-// expect fails s unless the next significant byte is c.
+// expect fails s unless the next significant byte is c. Its fast path,
+// c next with no whitespace before it, is inlined: the scanner's calls are
+// most of its cost on compact JSON.
 func (s *Scanner) expect(c byte) bool {
+	if s.i < len(s.b) && s.b[s.i] == c {
+		return true // a failed scanner is at the end: never here
+	}
+	return s.expectSlow(c)
+}
+
+func (s *Scanner) expectSlow(c byte) bool {
 	if s.fault != None {
 		return false
 	}
@@ -117,30 +130,38 @@ func (s *Scanner) Object(fn func(key []byte) bool) bool {
 		if !fn(key) {
 			return s.fail(Refused, s.i)
 		}
-		if s.fault != None {
-			return false
+		if s.i < len(s.b) && s.b[s.i] == ',' {
+			s.i++
+			continue
 		}
-		if !s.next('}') {
-			return false
-		}
-		if s.b[s.i-1] == '}' {
+		switch s.next('}') {
+		case '}':
 			s.depth--
 			return true
+		case 0:
+			return false
 		}
 	}
 }
 
-// next reads the ',' or the closing byte after a member or element.
-func (s *Scanner) next(close byte) bool {
-	if s.WS() >= len(s.b) {
-		return s.fail(End, s.i)
+// next reads the ',' or the closing byte after a member or element and
+// returns it; 0 on a fault, met here or before. Each loop tests for the
+// comma itself first, inlined: most separators are commas.
+func (s *Scanner) next(close byte) byte {
+	if s.fault != None {
+		return 0
 	}
-	switch s.b[s.i] {
+	if s.WS() >= len(s.b) {
+		s.fail(End, s.i)
+		return 0
+	}
+	switch c := s.b[s.i]; c {
 	case ',', close:
 		s.i++
-		return true
+		return c
 	}
-	return s.fail(Char, s.i)
+	s.fail(Char, s.i)
+	return 0
 }
 
 // Array reads an array, calling fn for each element, which fn must
@@ -163,12 +184,16 @@ func (s *Scanner) Array(fn func() bool) bool {
 		if !fn() {
 			return s.fail(Refused, s.i)
 		}
-		if s.fault != None || !s.next(']') {
-			return false
+		if s.i < len(s.b) && s.b[s.i] == ',' {
+			s.i++
+			continue
 		}
-		if s.b[s.i-1] == ']' {
+		switch s.next(']') {
+		case ']':
 			s.depth--
 			return true
+		case 0:
+			return false
 		}
 	}
 }
@@ -197,18 +222,18 @@ func (s *Scanner) String() ([]byte, bool) {
 }
 
 // Token reads a string and returns its token, quotes and escapes as they
-// are in the input, and whether it holds escapes.
-func (s *Scanner) Token() (tok []byte, escaped, ok bool) {
+// are in the input, and what escapes it holds.
+func (s *Scanner) Token() (tok []byte, esc Escapes, ok bool) {
 	if !s.expect('"') {
-		return nil, false, false
+		return nil, 0, false
 	}
 	start := s.i
-	end, escaped, f := StringEnd(s.b, start)
+	end, esc, f := StringEnd(s.b, start)
 	if f != None {
-		return nil, escaped, s.fail(f, end)
+		return nil, esc, s.fail(f, end)
 	}
 	s.i = end
-	return s.b[start:end], escaped, true
+	return s.b[start:end], esc, true
 }
 
 // Number reads a number and returns its text.
@@ -315,12 +340,19 @@ func (s *Scanner) skipObject() bool {
 			return false
 		}
 		s.i++
-		if !s.Skip() || !s.next('}') {
+		if !s.Skip() {
 			return false
 		}
-		if s.b[s.i-1] == '}' {
+		if s.i < len(s.b) && s.b[s.i] == ',' {
+			s.i++
+			continue
+		}
+		switch s.next('}') {
+		case '}':
 			s.depth--
 			return true
+		case 0:
+			return false
 		}
 	}
 }
@@ -336,12 +368,19 @@ func (s *Scanner) skipArray() bool {
 		return true
 	}
 	for {
-		if !s.Skip() || !s.next(']') {
+		if !s.Skip() {
 			return false
 		}
-		if s.b[s.i-1] == ']' {
+		if s.i < len(s.b) && s.b[s.i] == ',' {
+			s.i++
+			continue
+		}
+		switch s.next(']') {
+		case ']':
 			s.depth--
 			return true
+		case 0:
+			return false
 		}
 	}
 }

@@ -87,8 +87,6 @@ func FuzzScanner(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	f.Add([]byte(strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth)))
-	f.Add([]byte(strings.Repeat("[", MaxDepth+1) + strings.Repeat("]", MaxDepth+1)))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s := New(data)
 		got := s.Skip() && s.End()
@@ -129,7 +127,7 @@ func FuzzScanner(f *testing.F) {
 		}
 		switch c := data[i]; {
 		case c == '"':
-			end, _, f := StringEnd(data, i)
+			end, esc, f := StringEnd(data, i)
 			if f != None {
 				if _, _, f2 := unquote(nil, data, i+1, -1); f2 != f {
 					t.Fatalf("StringEnd(%q) = %v, unquote %v", data, f, f2)
@@ -137,6 +135,9 @@ func FuzzScanner(f *testing.F) {
 				return
 			}
 			tok := data[i:end]
+			if (esc&Escaped != 0) != bytes.Contains(tok, []byte{'\\'}) || esc&Surrogate == 0 && utf8.Valid(tok) && !Clean(tok) {
+				t.Fatalf("StringEnd(%q) escapes %b, Clean %v", tok, esc, Clean(tok))
+			}
 			whole := AppendUnquote(nil, tok)
 			var want string
 			if json.Unmarshal(tok, &want) != nil || string([]rune(string(whole))) != want {
@@ -239,6 +240,23 @@ func TestScannerFaults(t *testing.T) {
 		var e *SyntaxError
 		if !errors.As(s.Err(), &e) || e.Fault != tc.fault || e.Offset != tc.at {
 			t.Errorf("Skip(%q): %#v, want %v at %d", tc.in, s.Err(), tc.fault, tc.at)
+		}
+	}
+}
+
+// TestDepth: nesting as deep as encoding/json takes, and one level more,
+// which it refuses (outside the fuzzer, whose minimizer crawls on them).
+func TestDepth(t *testing.T) {
+	for _, depth := range []int{MaxDepth, MaxDepth + 1} {
+		for _, open := range []string{"[", `{"a":`} {
+			close := map[string]string{"[": "]", `{"a":`: "}"}[open]
+			doc := []byte(strings.Repeat(open, depth) + "1" + strings.Repeat(close, depth))
+			s := New(doc)
+			got := s.Skip() && s.End()
+			_, ok := decode(doc)
+			if want := json.Valid(doc); got != want || ok != want {
+				t.Errorf("depth %d of %s: Skip %v, decode %v, encoding/json %v", depth, open, got, ok, want)
+			}
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package jsonscan
 
 import (
+	"bytes"
 	"encoding/binary"
 	"strconv"
 	"unicode/utf16"
@@ -181,26 +182,51 @@ func allHex(b []byte) bool {
 	return true
 }
 
+// Escapes says what escapes a string token holds.
+type Escapes uint8
+
+const (
+	Escaped   Escapes = 1 << iota // any escape
+	Surrogate                     // a \u escape of half a surrogate pair, paired or not
+)
+
+// simpleEscape marks the bytes that follow a backslash in a two-byte
+// escape.
+var simpleEscape = [256]bool{'"': true, '\\': true, '/': true, 'b': true, 'f': true, 'n': true, 'r': true, 't': true}
+
 // StringEnd checks the string token at b[i] (a '"') and returns the offset
-// after its closing quote, and whether it holds escapes. On a fault, end
-// is where it was found; End means b stops inside the string.
-func StringEnd(b []byte, i int) (end int, escaped bool, f Fault) {
+// after its closing quote, and what escapes it holds. On a fault, end is
+// where it was found; End means b stops inside the string.
+func StringEnd(b []byte, i int) (end int, esc Escapes, f Fault) {
 	i++
 	for {
 		i = plainRun(b, i)
 		if i >= len(b) {
-			return len(b), escaped, End
+			return len(b), esc, End
 		}
 		switch b[i] {
 		case '"':
-			return i + 1, escaped, None
+			return i + 1, esc, None
 		case '\\':
-			escaped = true
+			esc |= Escaped
+			if i+1 < len(b) && simpleEscape[b[i+1]] {
+				i += 2
+				continue
+			}
+			if i+1 < len(b) && b[i+1] == 'u' {
+				if r := hex4(b, i+2); r >= 0 {
+					if r >= 0xD800 && r < 0xE000 {
+						esc |= Surrogate
+					}
+					i += 6
+					continue
+				}
+			}
 			if i, f = escapeEnd(b, i); f != None {
-				return i, escaped, f
+				return i, esc, f
 			}
 		default:
-			return i, escaped, Control
+			return i, esc, Control
 		}
 	}
 }
@@ -387,27 +413,29 @@ func Clean(text []byte) bool {
 	if !utf8.Valid(text) {
 		return false
 	}
-	for i := 0; i < len(text); i++ {
-		if text[i] != '\\' {
+	for {
+		i := bytes.IndexByte(text, '\\')
+		if i < 0 {
+			return true
+		}
+		text = text[i:]
+		if len(text) < 6 || text[1] != 'u' {
+			text = text[min(2, len(text)):] // an escape that is not \u, or a cut one
 			continue
 		}
-		i++
-		if i >= len(text) || text[i] != 'u' {
-			continue
-		}
-		r := hex4(text, i+1)
+		r := hex4(text, 2)
 		if r < 0xD800 || r >= 0xE000 {
+			text = text[6:]
 			continue
 		}
-		if r >= 0xDC00 || len(text)-(i+5) < 6 || text[i+5] != '\\' || text[i+6] != 'u' {
+		if r >= 0xDC00 || len(text) < 12 || text[6] != '\\' || text[7] != 'u' {
 			return false
 		}
-		if r2 := hex4(text, i+7); r2 < 0xDC00 || r2 >= 0xE000 {
+		if r2 := hex4(text, 8); r2 < 0xDC00 || r2 >= 0xE000 {
 			return false
 		}
-		i += 10
+		text = text[12:]
 	}
-	return true
 }
 
 // AppendCompact appends the JSON text raw without the whitespace between
