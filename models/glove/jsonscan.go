@@ -253,6 +253,31 @@ func (s *jsonScanner) floats(dst []float32, max int) ([]float32, error) {
 		return dst, nil
 	}
 	for {
+		// The numbers are read straight from the buffered window while
+		// each, and the byte after it, is there: a vector is a few
+		// hundred bytes, the window a MiB. Anything else (the window's
+		// end, a fault) is left to the element-wise reading below.
+		buf, _ := s.r.Peek(s.r.Buffered())
+		p := 0
+		for len(dst) < max {
+			i := jsonscan.WS(buf, p)
+			end, f := jsonscan.NumberEnd(buf, i)
+			if f != jsonscan.None || end == len(buf) || end-i > 64 {
+				break
+			}
+			v, err := strconv.ParseFloat(string(buf[i:end]), 32)
+			j := jsonscan.WS(buf, end)
+			if err != nil || j >= len(buf) || buf[j] != ',' && buf[j] != ']' {
+				break
+			}
+			dst = append(dst, float32(v))
+			p = j + 1
+			if buf[j] == ']' {
+				s.consume(p)
+				return dst, nil
+			}
+		}
+		s.consume(p)
 		if len(dst) >= max {
 			return nil, s.errorf("array longer than %d", max)
 		}
@@ -268,9 +293,6 @@ func (s *jsonScanner) floats(dst []float32, max int) ([]float32, error) {
 		case ']':
 			return dst, nil
 		case ',':
-			if _, err = s.peekByte(); err != nil {
-				return nil, err
-			}
 		default:
 			return nil, s.errorf("found %q in an array of numbers", c)
 		}
