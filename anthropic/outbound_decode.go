@@ -404,8 +404,9 @@ func (s *scanner) lit() []byte {
 		return nil
 	}
 	// Clean's own walk of the escapes is needed only when one is half a
-	// surrogate pair: the text of a long prompt is full of \n.
-	if esc&jsonscan.Surrogate == 0 && utf8.Valid(tok) || jsonscan.Clean(tok) {
+	// surrogate pair (the text of a long prompt is full of \n), and its
+	// UTF-8 check only when a byte is past ASCII.
+	if esc&jsonscan.Surrogate == 0 && (esc&jsonscan.NonASCII == 0 || utf8.Valid(tok)) || jsonscan.Clean(tok) {
 		return tok
 	}
 	text := jsonscan.AppendUnquote(nil, tok)

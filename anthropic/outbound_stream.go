@@ -498,7 +498,7 @@ func (s *scanner) ident() []byte {
 	if !ok {
 		return nil
 	}
-	if esc != 0 {
+	if esc&jsonscan.Escaped != 0 {
 		return jsonscan.AppendUnquote(nil, tok)
 	}
 	return tok[1 : len(tok)-1]

@@ -73,7 +73,7 @@ func Extract(body []byte) (Request, error) {
 		c := s.Peek()
 		vstart := s.Pos()
 		var tok []byte
-		var esc jsonscan.Escapes
+		var esc jsonscan.Holds
 		ok := false
 		if c == '"' {
 			tok, esc, ok = s.Token()
@@ -90,7 +90,7 @@ func Extract(body []byte) (Request, error) {
 				refused = fieldType("model", "a string")
 				return false
 			}
-			r.ModelSpan, r.Model, r.ModelEscaped = span, tok[1:len(tok)-1], esc != 0
+			r.ModelSpan, r.Model, r.ModelEscaped = span, tok[1:len(tok)-1], esc&jsonscan.Escaped != 0
 			r.modelTok = tok
 		case fieldStream:
 			switch c {

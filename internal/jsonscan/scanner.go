@@ -222,8 +222,8 @@ func (s *Scanner) String() ([]byte, bool) {
 }
 
 // Token reads a string and returns its token, quotes and escapes as they
-// are in the input, and what escapes it holds.
-func (s *Scanner) Token() (tok []byte, esc Escapes, ok bool) {
+// are in the input, and what it holds.
+func (s *Scanner) Token() (tok []byte, esc Holds, ok bool) {
 	if !s.expect('"') {
 		return nil, 0, false
 	}

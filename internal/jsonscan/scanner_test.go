@@ -135,7 +135,8 @@ func FuzzScanner(f *testing.F) {
 				return
 			}
 			tok := data[i:end]
-			if (esc&Escaped != 0) != bytes.Contains(tok, []byte{'\\'}) || esc&Surrogate == 0 && utf8.Valid(tok) && !Clean(tok) {
+			nonASCII := bytes.ContainsFunc(tok, func(r rune) bool { return r >= utf8.RuneSelf })
+			if (esc&Escaped != 0) != bytes.Contains(tok, []byte{'\\'}) || (esc&NonASCII != 0) != nonASCII || esc&Surrogate == 0 && utf8.Valid(tok) && !Clean(tok) {
 				t.Fatalf("StringEnd(%q) escapes %b, Clean %v", tok, esc, Clean(tok))
 			}
 			whole := AppendUnquote(nil, tok)

@@ -182,12 +182,13 @@ func allHex(b []byte) bool {
 	return true
 }
 
-// Escapes says what escapes a string token holds.
-type Escapes uint8
+// Holds says what a string token holds besides printable ASCII.
+type Holds uint8
 
 const (
-	Escaped   Escapes = 1 << iota // any escape
-	Surrogate                     // a \u escape of half a surrogate pair, paired or not
+	Escaped   Holds = 1 << iota // any escape
+	Surrogate                   // a \u escape of half a surrogate pair, paired or not
+	NonASCII                    // a byte past ASCII (UTF-8 or not)
 )
 
 // simpleEscape marks the bytes that follow a backslash in a two-byte
@@ -195,12 +196,28 @@ const (
 var simpleEscape = [256]bool{'"': true, '\\': true, '/': true, 'b': true, 'f': true, 'n': true, 'r': true, 't': true}
 
 // StringEnd checks the string token at b[i] (a '"') and returns the offset
-// after its closing quote, and what escapes it holds. On a fault, end is
-// where it was found; End means b stops inside the string.
-func StringEnd(b []byte, i int) (end int, esc Escapes, f Fault) {
+// after its closing quote, and what it holds. On a fault, end is where it
+// was found; End means b stops inside the string.
+func StringEnd(b []byte, i int) (end int, esc Holds, f Fault) {
 	i++
+	var high uint64 // the bytes of the plain runs ORed: past ASCII if the top bit is set
 	for {
-		i = plainRun(b, i)
+		// plainRun, noting bytes past ASCII as it goes.
+		for i+8 <= len(b) {
+			x := binary.LittleEndian.Uint64(b[i:])
+			if special8(x) {
+				break
+			}
+			high |= x
+			i += 8
+		}
+		for i < len(b) && plain[b[i]] {
+			high |= uint64(b[i])
+			i++
+		}
+		if high&0x8080808080808080 != 0 {
+			esc |= NonASCII
+		}
 		if i >= len(b) {
 			return len(b), esc, End
 		}
