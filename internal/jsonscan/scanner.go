@@ -289,7 +289,7 @@ func (s *Scanner) Skip() bool {
 	var f Fault
 	switch c := s.b[s.i]; {
 	case c == '"':
-		end, _, f = StringEnd(s.b, s.i)
+		end, f = skipStringEnd(s.b, s.i)
 	case c == '{':
 		return s.skipObject()
 	case c == '[':
@@ -331,7 +331,7 @@ func (s *Scanner) skipObject() bool {
 		if !s.expect('"') {
 			return false
 		}
-		end, _, f := StringEnd(s.b, s.i)
+		end, f := skipStringEnd(s.b, s.i)
 		if f != None {
 			return s.fail(f, end)
 		}

@@ -128,6 +128,9 @@ func FuzzScanner(f *testing.F) {
 		switch c := data[i]; {
 		case c == '"':
 			end, esc, f := StringEnd(data, i)
+			if e, f2 := skipStringEnd(data, i); f2 != f || e != end {
+				t.Fatalf("skipStringEnd(%q) = %d, %v; StringEnd: %d, %v", data, e, f2, end, f)
+			}
 			if f != None {
 				if _, _, f2 := unquote(nil, data, i+1, -1); f2 != f {
 					t.Fatalf("StringEnd(%q) = %v, unquote %v", data, f, f2)
@@ -135,6 +138,9 @@ func FuzzScanner(f *testing.F) {
 				return
 			}
 			tok := data[i:end]
+			if e, f := skipStringEnd(data, i); e != end || f != None {
+				t.Fatalf("skipStringEnd(%q) = %d, %v; StringEnd: %d", data, e, f, end)
+			}
 			nonASCII := bytes.ContainsFunc(tok, func(r rune) bool { return r >= utf8.RuneSelf })
 			if (esc&Escaped != 0) != bytes.Contains(tok, []byte{'\\'}) || (esc&NonASCII != 0) != nonASCII || esc&Surrogate == 0 && utf8.Valid(tok) && !Clean(tok) {
 				t.Fatalf("StringEnd(%q) escapes %b, Clean %v", tok, esc, Clean(tok))

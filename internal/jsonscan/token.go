@@ -3,6 +3,7 @@ package jsonscan
 import (
 	"bytes"
 	"encoding/binary"
+	"math/bits"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -100,21 +101,27 @@ var plain = func() (t [256]bool) {
 	return t
 }()
 
-// special8 reports whether any of the eight bytes of x is one plain does
-// not mark. Each test is the exact "some byte is zero" (or "less than n")
-// word trick; a byte's top bit is the same in x, x^'"' and x^'\\', so they
-// share the ^x mask.
-func special8(x uint64) bool {
+// specials flags the top bit of each byte of x (little-endian) that plain
+// does not mark: '"', '\\' or a control character. Each test is the
+// "some byte is zero" (or "less than n") word trick; a byte's top bit is
+// the same in x, x^'"' and x^'\\', so they share the ^x mask. A borrow
+// can flag a plain byte above a special one, never below: the lowest flag
+// is exact, so TrailingZeros64/8 is the first special byte's index.
+func specials(x uint64) uint64 {
 	const lo, hi = 0x0101010101010101, 0x8080808080808080
 	q, bs := x^(lo*'"'), x^(lo*'\\')
-	return ((x-lo*0x20)|(q-lo)|(bs-lo))&^x&hi != 0
+	return ((x - lo*0x20) | (q - lo) | (bs - lo)) &^ x & hi
 }
 
 // plainRun returns the first offset at or after i holding a byte plain
-// does not mark (len(b) if none): eight bytes at a time while none does
-// (text is mostly such runs), then byte by byte to the one that does.
+// does not mark (len(b) if none): eight bytes at a time (text is mostly
+// such runs, and a short key ends in its first word), then byte by byte
+// for the last few.
 func plainRun(b []byte, i int) int {
-	for i+8 <= len(b) && !special8(binary.LittleEndian.Uint64(b[i:])) {
+	for i+8 <= len(b) {
+		if m := specials(binary.LittleEndian.Uint64(b[i:])); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
 		i += 8
 	}
 	for i < len(b) && plain[b[i]] {
@@ -203,17 +210,23 @@ func StringEnd(b []byte, i int) (end int, esc Holds, f Fault) {
 	var high uint64 // the bytes of the plain runs ORed: past ASCII if the top bit is set
 	for {
 		// plainRun, noting bytes past ASCII as it goes.
-		for i+8 <= len(b) {
+		for {
+			if i+8 > len(b) {
+				for i < len(b) && plain[b[i]] {
+					high |= uint64(b[i])
+					i++
+				}
+				break
+			}
 			x := binary.LittleEndian.Uint64(b[i:])
-			if special8(x) {
+			if m := specials(x); m != 0 {
+				n := bits.TrailingZeros64(m) >> 3
+				high |= x & (1<<(8*n) - 1) // the bytes before the special one
+				i += n
 				break
 			}
 			high |= x
 			i += 8
-		}
-		for i < len(b) && plain[b[i]] {
-			high |= uint64(b[i])
-			i++
 		}
 		if high&0x8080808080808080 != 0 {
 			esc |= NonASCII
@@ -244,6 +257,30 @@ func StringEnd(b []byte, i int) (end int, esc Holds, f Fault) {
 			}
 		default:
 			return i, esc, Control
+		}
+	}
+}
+
+// skipStringEnd is StringEnd without saying what the string holds, for
+// Skip: noting the bytes past ASCII costs an instruction a word, 2.5% of
+// reading a request whose 2 KB prompt is only skipped.
+func skipStringEnd(b []byte, i int) (int, Fault) {
+	i++
+	for {
+		i = plainRun(b, i)
+		if i >= len(b) {
+			return len(b), End
+		}
+		switch b[i] {
+		case '"':
+			return i + 1, None
+		case '\\':
+			var f Fault
+			if i, f = escapeEnd(b, i); f != None {
+				return i, f
+			}
+		default:
+			return i, Control
 		}
 	}
 }
