@@ -6,6 +6,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io"
+	"io/fs"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -263,4 +264,132 @@ func TestRequestAsStages(t *testing.T) {
 			return true
 		})
 	}
+}
+
+// TestOneJSONScanner holds the rule that JSON text is scanned in one place,
+// internal/jsonscan, fuzzed there against encoding/json: a second scanner
+// is a second reading of the same bytes, and a body two readers read
+// differently is one a fronting proxy can be made to see otherwise than
+// the gateway does. Outside it, no hand-written Go file may hold what every
+// JSON scanner must have:
+//
+//   - a string unescaper: a case listing the escapes that stand for
+//     themselves ('"', '\\', '/') or the letter escapes (b, f, n, r, t), or a
+//     call that pairs \u escapes (utf16.DecodeRune, utf16.IsSurrogate);
+//   - a whitespace skipper: a case, or a chain of ==, testing exactly JSON's
+//     four whitespace bytes;
+//   - a nesting walker: a case listing both opening or both closing
+//     brackets.
+//
+// Reading the first byte of a value the scanner has checked ('{', '"') is
+// not scanning, and writing JSON (escaping) is not either.
+func TestOneJSONScanner(t *testing.T) {
+	fset := token.NewFileSet()
+	files := 0
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != "." && (name == "var" || name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) || path == filepath.Join("internal", "jsonscan") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		files++
+		for _, what := range jsonScanning(f) {
+			t.Errorf("%s: %s: scan JSON with internal/jsonscan", fset.Position(what.pos), what.msg)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 100 {
+		t.Errorf("looked at %d files: is the walk broken?", files)
+	}
+}
+
+type finding struct {
+	pos token.Pos
+	msg string
+}
+
+// jsonScanning finds the marks of a JSON scanner in f (TestOneJSONScanner).
+func jsonScanning(f *ast.File) []finding {
+	var out []finding
+	has := func(set map[string]bool, lits ...string) bool {
+		for _, l := range lits {
+			if !set[l] {
+				return false
+			}
+		}
+		return true
+	}
+	ws := func(set map[string]bool) bool {
+		return len(set) == 4 && has(set, `' '`, `'\t'`, `'\n'`, `'\r'`)
+	}
+	ast.Inspect(f, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.CaseClause:
+			set := map[string]bool{}
+			for _, e := range n.List {
+				if l, ok := e.(*ast.BasicLit); ok && l.Kind == token.CHAR {
+					set[l.Value] = true
+				}
+			}
+			switch {
+			case has(set, `'"'`, `'\\'`, `'/'`), has(set, `'b'`, `'f'`, `'n'`, `'r'`, `'t'`):
+				out = append(out, finding{n.Pos(), "a case of JSON string escapes"})
+			case ws(set):
+				out = append(out, finding{n.Pos(), "a case of JSON whitespace"})
+			case has(set, `'{'`, `'['`), has(set, `'}'`, `']'`):
+				out = append(out, finding{n.Pos(), "a case of JSON brackets"})
+			}
+		case *ast.BinaryExpr:
+			if n.Op != token.LOR {
+				return true
+			}
+			set := map[string]bool{}
+			if orOfEquals(n, set) && ws(set) {
+				out = append(out, finding{n.Pos(), "a test for JSON whitespace"})
+			}
+			return false // the chain's inner ||s are part of it
+		case *ast.SelectorExpr:
+			if x, ok := n.X.(*ast.Ident); ok && x.Name == "utf16" && (n.Sel.Name == "DecodeRune" || n.Sel.Name == "IsSurrogate") {
+				out = append(out, finding{n.Pos(), "utf16." + n.Sel.Name + ", which pairs \\u escapes"})
+			}
+		}
+		return true
+	})
+	return out
+}
+
+// orOfEquals collects into set the char literals of e, a chain of
+// x == 'c' joined by ||; it reports false if e is anything else.
+func orOfEquals(e ast.Expr, set map[string]bool) bool {
+	switch e := e.(type) {
+	case *ast.ParenExpr:
+		return orOfEquals(e.X, set)
+	case *ast.BinaryExpr:
+		switch e.Op {
+		case token.LOR:
+			return orOfEquals(e.X, set) && orOfEquals(e.Y, set)
+		case token.EQL:
+			for _, side := range []ast.Expr{e.X, e.Y} {
+				if l, ok := side.(*ast.BasicLit); ok && l.Kind == token.CHAR {
+					set[l.Value] = true
+					return true
+				}
+			}
+		}
+	}
+	return false
 }

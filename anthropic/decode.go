@@ -3,6 +3,8 @@ package anthropic
 import (
 	"encoding/json"
 	"strconv"
+
+	"github.com/triagegw/triage/internal/jsonscan"
 )
 
 // Decoding a Messages request with the scanner rather than encoding/json:
@@ -15,28 +17,18 @@ import (
 // slices of the body, checked well formed, and read when their turn comes.
 // Keys match exactly, where encoding/json would also accept other cases.
 
-// raw consumes a value and returns its bytes (a slice of the input).
-func (s *scanner) raw() []byte {
-	s.ws()
-	start := s.i
-	if !s.skip(0) {
-		return nil
-	}
-	return s.b[start:s.i]
-}
-
 // float reads a number, or null as nil.
 func (s *scanner) float() *float64 {
-	if s.isNull() {
+	if s.Null() {
 		return nil
 	}
-	n, ok := s.number()
+	n, ok := s.Number()
 	if !ok {
 		return nil
 	}
 	f, err := strconv.ParseFloat(string(n), 64)
 	if err != nil {
-		s.fail()
+		s.Fail()
 		return nil
 	}
 	return &f
@@ -44,28 +36,28 @@ func (s *scanner) float() *float64 {
 
 // boolean reads true or false, or null as false.
 func (s *scanner) boolean() bool {
-	switch s.peek() {
+	switch s.Peek() {
 	case 't':
-		return s.literal("true")
+		return s.Literal("true")
 	case 'f':
-		s.literal("false")
+		s.Literal("false")
 	case 'n':
-		s.literal("null")
+		s.Literal("null")
 	default:
-		s.fail()
+		s.Fail()
 	}
 	return false
 }
 
 // strings reads an array of strings, or null as nil.
 func (s *scanner) strings() []string {
-	if s.isNull() {
+	if s.Null() {
 		return nil
 	}
 	out := []string{}
-	s.array(func() bool {
+	s.Array(func() bool {
 		out = append(out, s.text())
-		return !s.bad
+		return !s.Failed()
 	})
 	return out
 }
@@ -73,25 +65,25 @@ func (s *scanner) strings() []string {
 // decodeRequest fills req from body. On failure it says which top-level
 // field was wrong when the body is JSON, and that it is not JSON otherwise.
 func decodeRequest(body []byte, req *msgRequest) *Error {
-	sc := scanner{b: body}
+	sc := scanner{jsonscan.New(body)}
 	var field string
-	ok := sc.object(func(key []byte) bool {
+	ok := sc.Object(func(key []byte) bool {
 		field = string(key)
 		switch field {
 		case "model":
 			req.Model = sc.text()
 		case "max_tokens":
-			req.MaxTokens = sc.raw()
+			req.MaxTokens = sc.Raw()
 		case "system":
-			req.System = sc.raw()
+			req.System = sc.Raw()
 		case "messages":
-			if sc.isNull() {
+			if sc.Null() {
 				return true
 			}
 			req.Messages = []msgMessage{}
-			return sc.array(func() bool {
+			return sc.Array(func() bool {
 				var m msgMessage
-				ok := sc.object(func(k []byte) bool {
+				ok := sc.Object(func(k []byte) bool {
 					switch string(k) {
 					case "role":
 						m.Role = sc.text()
@@ -99,22 +91,22 @@ func decodeRequest(body []byte, req *msgRequest) *Error {
 						// Decoded here rather than kept raw: a second pass
 						// over the bulk of the body is what a 128 KB
 						// request cannot afford.
-						switch sc.peek() {
+						switch sc.Peek() {
 						case '"':
 							m.Kind, m.Text = contentString, sc.text()
 						case '[':
 							m.Kind = contentBlocks
 							m.Blocks, _ = sc.blocks()
 						case 'n':
-							sc.literal("null")
+							sc.Literal("null")
 						default:
 							m.Kind = contentBad
-							return sc.skip(0)
+							return sc.Skip()
 						}
 					default:
-						return sc.skip(0)
+						return sc.Skip()
 					}
-					return !sc.bad
+					return !sc.Failed()
 				})
 				req.Messages = append(req.Messages, m)
 				return ok
@@ -124,53 +116,53 @@ func decodeRequest(body []byte, req *msgRequest) *Error {
 		case "top_p":
 			req.TopP = sc.float()
 		case "top_k":
-			if !sc.isNull() {
+			if !sc.Null() {
 				n := sc.integer()
 				req.TopK = &n
 			}
 		case "stop_sequences":
 			req.StopSequences = sc.strings()
 		case "mcp_servers":
-			if v := sc.raw(); len(v) > 0 && string(v) != "null" && !emptyArray(v) {
+			if v := sc.Raw(); len(v) > 0 && string(v) != "null" && !emptyArray(v) {
 				req.MCP = true
 			}
 		case "thinking":
-			if sc.isNull() {
+			if sc.Null() {
 				return true
 			}
 			var typ string
-			ok := sc.object(func(k []byte) bool {
+			ok := sc.Object(func(k []byte) bool {
 				if string(k) == "type" {
 					typ = sc.text()
-					return !sc.bad
+					return !sc.Failed()
 				}
-				return sc.skip(0)
+				return sc.Skip()
 			})
 			req.Thinking = typ != "disabled"
 			return ok
 		case "stream":
 			req.Stream = sc.boolean()
 		case "metadata":
-			if sc.isNull() {
+			if sc.Null() {
 				return true
 			}
 			req.Metadata = &struct {
 				UserID string `json:"user_id"`
 			}{}
-			return sc.object(func(k []byte) bool {
+			return sc.Object(func(k []byte) bool {
 				if string(k) == "user_id" {
 					req.Metadata.UserID = sc.text()
-					return !sc.bad
+					return !sc.Failed()
 				}
-				return sc.skip(0)
+				return sc.Skip()
 			})
 		case "tools":
-			if sc.isNull() {
+			if sc.Null() {
 				return true
 			}
-			return sc.array(func() bool {
+			return sc.Array(func() bool {
 				var t msgTool
-				ok := sc.object(func(k []byte) bool {
+				ok := sc.Object(func(k []byte) bool {
 					switch string(k) {
 					case "type":
 						t.Type = sc.text()
@@ -179,21 +171,21 @@ func decodeRequest(body []byte, req *msgRequest) *Error {
 					case "description":
 						t.Description = sc.text()
 					case "input_schema":
-						t.InputSchema = sc.raw()
+						t.InputSchema = sc.Raw()
 					default:
-						return sc.skip(0)
+						return sc.Skip()
 					}
-					return !sc.bad
+					return !sc.Failed()
 				})
 				req.Tools = append(req.Tools, t)
 				return ok
 			})
 		case "tool_choice":
-			if sc.isNull() {
+			if sc.Null() {
 				return true
 			}
 			req.ToolChoice = &msgToolChoice{}
-			return sc.object(func(k []byte) bool {
+			return sc.Object(func(k []byte) bool {
 				switch string(k) {
 				case "type":
 					req.ToolChoice.Type = sc.text()
@@ -202,16 +194,16 @@ func decodeRequest(body []byte, req *msgRequest) *Error {
 				case "disable_parallel_tool_use":
 					req.ToolChoice.DisableParallelToolUse = sc.boolean()
 				default:
-					return sc.skip(0)
+					return sc.Skip()
 				}
-				return !sc.bad
+				return !sc.Failed()
 			})
 		default:
-			return sc.skip(0)
+			return sc.Skip()
 		}
-		return !sc.bad
+		return !sc.Failed()
 	})
-	if ok && sc.end() {
+	if ok && sc.End() {
 		return nil
 	}
 	if !json.Valid(body) {
@@ -222,44 +214,42 @@ func decodeRequest(body []byte, req *msgRequest) *Error {
 		}
 		return invalid("request body is not valid JSON: " + err.Error())
 	}
-	if len(body) == 0 || sc.i == 0 || field == "" && body[firstByte(body)] != '{' {
+	if len(body) == 0 || body[firstByte(body)] != '{' {
 		return invalid("request body must be a JSON object")
 	}
 	return invalid(field + ": has the wrong type")
 }
 
 func firstByte(b []byte) int {
-	sc := scanner{b: b}
-	sc.ws()
-	if sc.i >= len(b) {
-		return 0
+	if i := jsonscan.WS(b, 0); i < len(b) {
+		return i
 	}
-	return sc.i
+	return 0
 }
 
 // decodeString reads raw as a JSON string.
 func decodeString(raw []byte) (string, bool) {
-	sc := scanner{b: raw}
-	if sc.peek() != '"' {
+	sc := scanner{jsonscan.New(raw)}
+	if sc.Peek() != '"' {
 		return "", false
 	}
 	s := sc.text()
-	return s, sc.end()
+	return s, sc.End()
 }
 
 // decodeBlocks reads raw as an array of content blocks.
 func decodeBlocks(raw []byte) ([]msgBlock, bool) {
-	sc := scanner{b: raw}
+	sc := scanner{jsonscan.New(raw)}
 	blocks, ok := sc.blocks()
-	return blocks, ok && sc.end()
+	return blocks, ok && sc.End()
 }
 
 // blocks reads an array of content blocks.
 func (sc *scanner) blocks() ([]msgBlock, bool) {
 	var blocks []msgBlock
-	ok := sc.array(func() bool {
+	ok := sc.Array(func() bool {
 		var b msgBlock
-		ok := sc.object(func(k []byte) bool {
+		ok := sc.Object(func(k []byte) bool {
 			switch string(k) {
 			case "type":
 				b.Type = sc.text()
@@ -272,17 +262,17 @@ func (sc *scanner) blocks() ([]msgBlock, bool) {
 			case "tool_use_id":
 				b.ToolUseID = sc.text()
 			case "input":
-				b.Input = sc.raw()
+				b.Input = sc.Raw()
 			case "content":
-				b.Content = sc.raw()
+				b.Content = sc.Raw()
 			case "is_error":
 				b.IsError = sc.boolean()
 			case "source":
-				if sc.isNull() {
+				if sc.Null() {
 					return true
 				}
 				b.Source = &msgSource{}
-				return sc.object(func(k []byte) bool {
+				return sc.Object(func(k []byte) bool {
 					switch string(k) {
 					case "type":
 						b.Source.Type = sc.text()
@@ -293,14 +283,14 @@ func (sc *scanner) blocks() ([]msgBlock, bool) {
 					case "url":
 						b.Source.URL = sc.text()
 					default:
-						return sc.skip(0)
+						return sc.Skip()
 					}
-					return !sc.bad
+					return !sc.Failed()
 				})
 			default:
-				return sc.skip(0)
+				return sc.Skip()
 			}
-			return !sc.bad
+			return !sc.Failed()
 		})
 		blocks = append(blocks, b)
 		return ok

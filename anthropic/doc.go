@@ -36,9 +36,10 @@
 //
 // Unlike package openai, translation decodes the whole body: every field has
 // to be rewritten, so there is nothing to gain from locating spans. Requests
-// and stream chunks are read with a small JSON scanner (scan.go) that
-// accepts exactly what encoding/json accepts (FuzzScanner) at several times
-// its speed; the rare paths (responses, upstream errors) use encoding/json.
+// and stream chunks are read with the gateway's JSON scanner
+// (internal/jsonscan, with this package's readers on it in scan.go), which
+// accepts exactly what encoding/json accepts (jsonscan's FuzzScanner) at
+// several times its speed; the rare paths (responses, upstream errors) use encoding/json.
 // Output is appended by hand rather than marshalled, which keeps it fast and
 // the key order fixed.
 //

@@ -82,32 +82,3 @@ func appendString(dst []byte, s string) []byte {
 func appendFloat(dst []byte, f float64) []byte {
 	return strconv.AppendFloat(dst, f, 'g', -1, 64)
 }
-
-// appendCompact appends raw without the whitespace between tokens. raw must
-// be valid JSON (the scanner has checked it): this only tracks whether it
-// is inside a string, which is all compaction needs and several times
-// cheaper than encoding/json.Compact, which validates again.
-func appendCompact(dst, raw []byte) []byte {
-	inString := false
-	start := 0
-	for i := 0; i < len(raw); i++ {
-		c := raw[i]
-		if inString {
-			switch c {
-			case '\\':
-				i++ // the escaped byte cannot end the string
-			case '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inString = true
-		case ' ', '\t', '\n', '\r':
-			dst = append(dst, raw[start:i]...)
-			start = i + 1
-		}
-	}
-	return append(dst, raw[start:]...)
-}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strconv"
 	"time"
+
+	"github.com/triagegw/triage/internal/jsonscan"
 )
 
 // ChatStream translates one Messages SSE stream into chat-completions SSE
@@ -324,12 +326,9 @@ func (s *ChatStream) closeBlock(dst []byte) ([]byte, error) {
 		} else if in[0] != '{' {
 			return dst, errors.New("tool call input is not a JSON object")
 		}
-		return s.arguments(dst, string(appendCompact(s.args[:0], in))), nil
+		return s.arguments(dst, string(jsonscan.AppendCompact(s.args[:0], in))), nil
 	}
-	a := s.args
-	for len(a) > 0 && (a[0] == ' ' || a[0] == '\t' || a[0] == '\n' || a[0] == '\r') {
-		a = a[1:]
-	}
+	a := s.args[jsonscan.WS(s.args, 0):]
 	if len(a) == 0 || a[0] != '{' || !json.Valid(a) {
 		return dst, errors.New("tool call arguments are not a JSON object")
 	}
@@ -368,18 +367,18 @@ func (s *ChatStream) parse(data []byte) (*eventFields, bool) {
 	f := &s.f
 	*f = eventFields{partial: f.partial[:0]}
 	sc := &s.sc
-	sc.b, sc.i, sc.bad = data, 0, false
-	ok := sc.object(func(key []byte) bool {
+	sc.Reset(data, 0)
+	ok := sc.Object(func(key []byte) bool {
 		switch string(key) {
 		case "type":
 			f.typ = sc.ident()
 		case "index":
 			f.index = sc.integer()
 		case "message":
-			if sc.isNull() {
+			if sc.Null() {
 				return true
 			}
-			return sc.object(func(k []byte) bool {
+			return sc.Object(func(k []byte) bool {
 				switch string(k) {
 				case "id":
 					f.id = sc.text()
@@ -388,15 +387,15 @@ func (s *ChatStream) parse(data []byte) (*eventFields, bool) {
 				case "usage":
 					return s.parseUsage(f)
 				default:
-					return sc.skip(0)
+					return sc.Skip()
 				}
-				return !sc.bad
+				return !sc.Failed()
 			})
 		case "content_block":
-			if sc.isNull() {
+			if sc.Null() {
 				return true
 			}
-			return sc.object(func(k []byte) bool {
+			return sc.Object(func(k []byte) bool {
 				switch string(k) {
 				case "type":
 					f.blockType = sc.ident()
@@ -407,24 +406,24 @@ func (s *ChatStream) parse(data []byte) (*eventFields, bool) {
 				case "text":
 					f.text = sc.lit()
 				case "input":
-					f.input = sc.raw()
+					f.input = sc.Raw()
 				default:
-					return sc.skip(0)
+					return sc.Skip()
 				}
-				return !sc.bad
+				return !sc.Failed()
 			})
 		case "delta":
-			if sc.isNull() {
+			if sc.Null() {
 				return true
 			}
-			return sc.object(func(k []byte) bool {
+			return sc.Object(func(k []byte) bool {
 				switch string(k) {
 				case "type":
 					f.deltaType = sc.ident()
 				case "text":
 					f.text = sc.lit()
 				case "partial_json":
-					p, ok := sc.str()
+					p, ok := sc.String()
 					if !ok {
 						return false
 					}
@@ -433,41 +432,41 @@ func (s *ChatStream) parse(data []byte) (*eventFields, bool) {
 				case "stop_reason":
 					f.stopReason = sc.text()
 				default:
-					return sc.skip(0)
+					return sc.Skip()
 				}
-				return !sc.bad
+				return !sc.Failed()
 			})
 		case "usage":
 			return s.parseUsage(f)
 		case "error":
-			if sc.isNull() {
+			if sc.Null() {
 				return true
 			}
-			return sc.object(func(k []byte) bool {
+			return sc.Object(func(k []byte) bool {
 				switch string(k) {
 				case "type":
 					f.errType = sc.text()
 				case "message":
 					f.errMsg = sc.text()
 				default:
-					return sc.skip(0)
+					return sc.Skip()
 				}
-				return !sc.bad
+				return !sc.Failed()
 			})
 		default:
-			return sc.skip(0)
+			return sc.Skip()
 		}
-		return !sc.bad
+		return !sc.Failed()
 	})
-	return f, ok && sc.end()
+	return f, ok && sc.End()
 }
 
 func (s *ChatStream) parseUsage(f *eventFields) bool {
 	sc := &s.sc
-	if sc.isNull() {
+	if sc.Null() {
 		return true
 	}
-	return sc.object(func(k []byte) bool {
+	return sc.Object(func(k []byte) bool {
 		var bit byte
 		var dst *int64
 		switch string(k) {
@@ -480,29 +479,27 @@ func (s *ChatStream) parseUsage(f *eventFields) bool {
 		case "cache_read_input_tokens":
 			bit, dst = hasCacheRead, &f.usage.CacheReadInputTokens
 		default:
-			return sc.skip(0)
+			return sc.Skip()
 		}
-		if sc.isNull() {
+		if sc.Null() {
 			return true
 		}
 		*dst = sc.integer()
 		f.has |= bit
-		return !sc.bad
+		return !sc.Failed()
 	})
 }
 
 // ident reads a string that names a type. The types are plain ASCII, so
 // the common case is a slice of the input; an escaped one is decoded into
-// a copy (str's buffer is reused by the next string).
+// a copy (String's buffer is reused by the next string).
 func (s *scanner) ident() []byte {
-	s.ws()
-	start := s.i
-	b, ok := s.str()
+	tok, esc, ok := s.Token()
 	if !ok {
 		return nil
 	}
-	if s.i-start-2 != len(b) { // escapes always decode shorter
-		return append([]byte(nil), b...)
+	if esc&jsonscan.Escaped != 0 {
+		return jsonscan.AppendUnquote(nil, tok)
 	}
-	return b
+	return tok[1 : len(tok)-1]
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/triagegw/triage/internal/jsonscan"
 )
 
 func TestChatToMessages(t *testing.T) {
@@ -171,17 +173,6 @@ func TestChatToMessagesErrors(t *testing.T) {
 	}
 }
 
-func TestLoneSurrogate(t *testing.T) {
-	for in, want := range map[string]bool{
-		`"a"`: false, `"\ud83d\ude00"`: false, `"\u00e9\u2028"`: false, `"\\ud800"`: false,
-		`"\ud800"`: true, `"\ud800x"`: true, `"\udc00"`: true, `"\ud800\u0041"`: true, `"\ud83d\ude00\ud800"`: true,
-	} {
-		if got := loneSurrogate([]byte(in)); got != want {
-			t.Errorf("loneSurrogate(%s) = %v", in, got)
-		}
-	}
-}
-
 // FuzzLit checks the literals text is carried in against encoding/json:
 // the same strings accepted, the same text read back, and nothing a strict
 // reader would refuse.
@@ -190,19 +181,19 @@ func FuzzLit(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		sc := scanner{b: data}
+		sc := scanner{jsonscan.New(data)}
 		lit := sc.lit()
 		var want string
 		err := json.Unmarshal(data, &want)
-		accepted := !sc.bad && sc.end()
-		if accepted != (err == nil && sc.b[firstByte(data)] == '"') {
+		accepted := !sc.Failed() && sc.End()
+		if accepted != (err == nil && data[firstByte(data)] == '"') {
 			t.Fatalf("lit accepts %q: %v, encoding/json: %v", data, accepted, err)
 		}
 		if !accepted {
 			return
 		}
 		var got string
-		if err := json.Unmarshal(lit, &got); err != nil || !utf8.Valid(lit) || loneSurrogate(lit) {
+		if err := json.Unmarshal(lit, &got); err != nil || !jsonscan.Clean(lit) {
 			t.Fatalf("lit(%q) = %q: %v", data, lit, err)
 		}
 		if got != want {
@@ -277,11 +268,8 @@ func strictDecode(data []byte, v any) error {
 // text, tool results leading their turn, inputs and schemas objects.
 func checkWire(t *testing.T, out []byte) wireRequest {
 	t.Helper()
-	if !utf8.Valid(out) {
-		t.Fatalf("output is not UTF-8: %q", out)
-	}
-	if loneSurrogate(out) {
-		t.Fatalf("output escapes half a surrogate pair: %q", out)
+	if !jsonscan.Clean(out) {
+		t.Fatalf("output is not UTF-8, or escapes half a surrogate pair: %q", out)
 	}
 	var req wireRequest
 	if err := strictDecode(out, &req); err != nil {

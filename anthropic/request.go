@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+
+	"github.com/triagegw/triage/internal/jsonscan"
 )
 
 // The request as Anthropic defines it (the tags name the wire fields that
@@ -534,7 +536,7 @@ func (w *writer) compact(raw json.RawMessage) string {
 	if len(raw) == 0 || string(raw) == "null" {
 		return "{}"
 	}
-	w.scratch = appendCompact(w.scratch[:0], raw)
+	w.scratch = jsonscan.AppendCompact(w.scratch[:0], raw)
 	return string(w.scratch)
 }
 
@@ -618,7 +620,7 @@ func (w *writer) tools(tools []msgTool) *Error {
 			w.dst = appendString(w.dst, t.Description)
 		}
 		w.dst = append(w.dst, `,"parameters":`...)
-		w.dst = appendCompact(w.dst, schema) // validated by the decoder
+		w.dst = jsonscan.AppendCompact(w.dst, schema) // validated by the decoder
 		w.dst = append(w.dst, "}}"...)
 	}
 	w.dst = append(w.dst, ']')

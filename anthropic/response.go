@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+
+	"github.com/triagegw/triage/internal/jsonscan"
 )
 
 // chatResponse is the part of a chat completion a Messages response needs:
@@ -26,86 +28,86 @@ type chatResponse struct {
 // response is a few hundred bytes read once, where encoding/json's
 // reflection cost more than the rest of the translation together.
 func decodeResponse(body []byte, r *chatResponse) bool {
-	sc := &scanner{b: body}
-	return sc.object(func(key []byte) bool {
+	sc := &scanner{jsonscan.New(body)}
+	return sc.Object(func(key []byte) bool {
 		switch string(key) {
 		case "id":
 			r.id = sc.text()
 		case "model":
 			if r.keepModel {
-				return sc.skip(0)
+				return sc.Skip()
 			}
 			r.model = sc.text()
 		case "choices":
 			// A repeated key counts as its last, as in encoding/json.
 			r.choices, r.content, r.hasContent, r.tools, r.finish, r.seq = 0, nil, false, r.tools[:0], "", ""
-			if sc.isNull() {
+			if sc.Null() {
 				return true
 			}
-			return sc.array(func() bool {
+			return sc.Array(func() bool {
 				r.choices++
 				if r.choices > 1 {
-					return sc.skip(0) // Messages has one answer: the first
+					return sc.Skip() // Messages has one answer: the first
 				}
 				return responseChoice(sc, r)
 			})
 		case "usage":
-			if sc.isNull() {
+			if sc.Null() {
 				return true
 			}
 			return sc.chatUsage(&r.in, &r.out)
 		default:
-			return sc.skip(0)
+			return sc.Skip()
 		}
-		return !sc.bad
-	}) && sc.end()
+		return !sc.Failed()
+	}) && sc.End()
 }
 
 func responseChoice(sc *scanner, r *chatResponse) bool {
-	if sc.isNull() {
+	if sc.Null() {
 		return true
 	}
-	return sc.object(func(key []byte) bool {
+	return sc.Object(func(key []byte) bool {
 		switch string(key) {
 		case "message":
-			if sc.isNull() {
+			if sc.Null() {
 				return true
 			}
-			return sc.object(func(k []byte) bool {
+			return sc.Object(func(k []byte) bool {
 				switch string(k) {
 				case "content":
-					r.hasContent = !sc.isNull()
+					r.hasContent = !sc.Null()
 					if r.hasContent {
 						r.content = sc.lit()
 					}
 				case "tool_calls":
 					r.tools = r.tools[:0]
-					if sc.isNull() {
+					if sc.Null() {
 						return true
 					}
-					return sc.array(func() bool {
+					return sc.Array(func() bool {
 						var t toolDelta
-						ok := sc.isNull() || sc.toolCall(&t, false)
+						ok := sc.Null() || sc.toolCall(&t, false)
 						r.tools = append(r.tools, t)
 						return ok
 					})
 				default:
-					return sc.skip(0)
+					return sc.Skip()
 				}
-				return !sc.bad
+				return !sc.Failed()
 			})
 		case "finish_reason":
 			r.finish = sc.text()
 		case "stop_reason":
 			r.seq = ""
-			if sc.peek() != '"' {
-				return sc.skip(0) // null, or a stop token id
+			if sc.Peek() != '"' {
+				return sc.Skip() // null, or a stop token id
 			}
 			r.seq = sc.text()
 		default:
-			return sc.skip(0)
+			return sc.Skip()
 		}
-		return !sc.bad
+		return !sc.Failed()
 	})
 }
 

@@ -264,37 +264,37 @@ func (s *Stream) parse(data []byte) (*chunkFields, bool) {
 	f := &s.f
 	*f = chunkFields{tools: f.tools[:0]}
 	sc := &s.sc
-	sc.b, sc.i, sc.bad = data, 0, false
-	ok := sc.object(func(key []byte) bool {
+	sc.Reset(data, 0)
+	ok := sc.Object(func(key []byte) bool {
 		switch string(key) {
 		case "id":
 			if s.started {
-				return sc.skip(0) // only message_start needs it
+				return sc.Skip() // only message_start needs it
 			}
 			f.id = sc.text()
 		case "choices":
-			if sc.isNull() {
+			if sc.Null() {
 				return true
 			}
-			return sc.array(func() bool { return s.parseChoice(f) })
+			return sc.Array(func() bool { return s.parseChoice(f) })
 		case "usage":
-			if sc.isNull() {
+			if sc.Null() {
 				return true
 			}
 			f.usage = true
 			return sc.chatUsage(&f.in, &f.out)
 		case "error":
-			if sc.isNull() {
+			if sc.Null() {
 				return true
 			}
 			f.isError = true
-			return sc.skip(0)
+			return sc.Skip()
 		default:
-			return sc.skip(0)
+			return sc.Skip()
 		}
-		return !sc.bad
+		return !sc.Failed()
 	})
-	return f, ok && sc.end()
+	return f, ok && sc.End()
 }
 
 func (s *Stream) parseChoice(f *chunkFields) bool {
@@ -304,42 +304,42 @@ func (s *Stream) parseChoice(f *chunkFields) bool {
 	var finish, seq string
 	hasContent := false
 	first := len(f.tools)
-	ok := sc.object(func(key []byte) bool {
+	ok := sc.Object(func(key []byte) bool {
 		switch string(key) {
 		case "index":
 			idx = sc.integer()
 		case "delta":
-			if sc.isNull() {
+			if sc.Null() {
 				return true
 			}
-			return sc.object(func(k []byte) bool {
+			return sc.Object(func(k []byte) bool {
 				switch string(k) {
 				case "content":
-					if !sc.isNull() {
+					if !sc.Null() {
 						hasContent = true
 						content = sc.lit()
 					}
 				case "tool_calls":
-					if sc.isNull() {
+					if sc.Null() {
 						return true
 					}
-					return sc.array(func() bool { return s.parseTool(f) })
+					return sc.Array(func() bool { return s.parseTool(f) })
 				default:
-					return sc.skip(0)
+					return sc.Skip()
 				}
-				return !sc.bad
+				return !sc.Failed()
 			})
 		case "finish_reason":
 			finish = sc.text()
 		case "stop_reason":
-			if sc.peek() != '"' {
-				return sc.skip(0) // null, or a stop token id
+			if sc.Peek() != '"' {
+				return sc.Skip() // null, or a stop token id
 			}
 			seq = sc.text()
 		default:
-			return sc.skip(0)
+			return sc.Skip()
 		}
-		return !sc.bad
+		return !sc.Failed()
 	})
 	if idx != 0 {
 		f.tools = f.tools[:first]
@@ -365,48 +365,48 @@ func (s *Stream) parseTool(f *chunkFields) bool {
 // delta of one, into t; its index only when withIndex (a completion's
 // calls are in order, and their index is not read).
 func (sc *scanner) toolCall(t *toolDelta, withIndex bool) bool {
-	return sc.object(func(key []byte) bool {
+	return sc.Object(func(key []byte) bool {
 		switch string(key) {
 		case "index":
 			if !withIndex {
-				return sc.skip(0)
+				return sc.Skip()
 			}
 			t.index = sc.integer()
 		case "id":
 			t.id = sc.text()
 		case "function":
-			if sc.isNull() {
+			if sc.Null() {
 				return true
 			}
-			return sc.object(func(k []byte) bool {
+			return sc.Object(func(k []byte) bool {
 				switch string(k) {
 				case "name":
 					t.name = sc.text()
 				case "arguments":
 					t.args = sc.text()
 				default:
-					return sc.skip(0)
+					return sc.Skip()
 				}
-				return !sc.bad
+				return !sc.Failed()
 			})
 		default:
-			return sc.skip(0)
+			return sc.Skip()
 		}
-		return !sc.bad
+		return !sc.Failed()
 	})
 }
 
 // chatUsage reads a chat usage object's prompt and completion tokens.
 func (sc *scanner) chatUsage(in, out *int64) bool {
-	return sc.object(func(k []byte) bool {
+	return sc.Object(func(k []byte) bool {
 		switch string(k) {
 		case "prompt_tokens":
 			*in = sc.integer()
 		case "completion_tokens":
 			*out = sc.integer()
 		default:
-			return sc.skip(0)
+			return sc.Skip()
 		}
-		return !sc.bad
+		return !sc.Failed()
 	})
 }

@@ -334,37 +334,3 @@ func FuzzStream(f *testing.F) {
 		}
 	})
 }
-
-// FuzzScanner checks the stream's hand-written JSON reader against
-// encoding/json: the same documents accepted, the same string values.
-func FuzzScanner(f *testing.F) {
-	for _, s := range []string{`{"a":[1,-2.5e3,true,false,null,{"b":"c"}]}`, `"a\u00e9\ud83d\ude00\ud800x\n"`,
-		`[1,]`, `01`, `"\x"`, "\"\x01\"", `{"a" 1}`, `-`, `1e`, `"\ud800\u0041"`, "\"\xff\""} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		sc := scanner{b: data}
-		got := sc.skip(0) && sc.end()
-		if want := json.Valid(data); got != want {
-			t.Fatalf("scanner accepts %q: %v, encoding/json: %v", data, got, want)
-		}
-		if got {
-			var want bytes.Buffer
-			_ = json.Compact(&want, data)
-			if c := appendCompact(nil, bytes.Trim(data, " \t\r\n")); !bytes.Equal(c, want.Bytes()) {
-				t.Fatalf("appendCompact(%q) = %q, encoding/json: %q", data, c, want.Bytes())
-			}
-		}
-		// Invalid UTF-8 is left for appendString, which replaces each bad
-		// byte as encoding/json does; []rune does the same.
-		// Invalid UTF-8 is left for appendString, which replaces each bad
-		// byte as encoding/json does; []rune does the same.
-		var want string
-		if json.Unmarshal(data, &want) == nil {
-			sc := scanner{b: data}
-			if s, ok := sc.str(); !ok || string([]rune(string(s))) != want {
-				t.Fatalf("scanner reads %q as %q, encoding/json as %q", data, s, want)
-			}
-		}
-	})
-}

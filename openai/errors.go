@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
+
+	"github.com/triagegw/triage/internal/jsonscan"
 )
 
 // Error types as OpenAI names them.
@@ -80,8 +82,8 @@ func invalid(param, msg string) *Error {
 
 func malformed(err error) *Error {
 	msg := "request body is not valid JSON: " + err.Error()
-	if se, ok := err.(*syntaxError); ok {
-		msg += " (at byte " + strconv.Itoa(se.off) + ")"
+	if se, ok := err.(*jsonscan.SyntaxError); ok {
+		msg += " (at byte " + strconv.Itoa(se.Offset) + ")"
 	}
 	return &Error{Status: http.StatusBadRequest, Message: msg, Type: TypeInvalidRequest, Code: "invalid_json"}
 }

@@ -1,14 +1,6 @@
 package openai
 
-import (
-	"encoding/binary"
-	"encoding/json"
-	"unicode/utf8"
-)
-
-// maxDepth matches encoding/json's nesting limit, so Extract accepts exactly
-// the documents the upstream's own parser would.
-const maxDepth = 10000
+import "github.com/triagegw/triage/internal/jsonscan"
 
 // Span is the half-open byte range [Start, End) of a JSON value inside a
 // body. The zero Span means the field was absent.
@@ -64,23 +56,79 @@ func (r *Request) ModelName() string {
 // The error, when not nil, is an *Error with status 400.
 func Extract(body []byte) (Request, error) {
 	var r Request
-	s := scanner{b: body}
-	s.ws()
-	if s.i >= len(s.b) {
+	s := jsonscan.New(body)
+	if s.WS() >= len(body) {
 		return r, invalid("", "request body is empty; expected a JSON object")
 	}
-	if s.b[s.i] != '{' {
-		if err := s.value(0); err != nil || s.ws() < len(s.b) {
-			return r, malformed(s.err(err))
+	if body[s.Pos()] != '{' {
+		if !s.Skip() || !s.End() {
+			return r, malformed(s.Err())
 		}
 		return r, invalid("", "request body must be a JSON object")
 	}
-	r.open = s.i
-	if err := s.topObject(&r); err != nil {
-		return r, err
+	r.open = s.Pos()
+	var refused *Error
+	ok := s.Object(func(key []byte) bool {
+		f := topField(key) // before the value can overwrite a decoded key
+		c := s.Peek()
+		vstart := s.Pos()
+		var tok []byte
+		var esc jsonscan.Holds
+		ok := false
+		if c == '"' {
+			tok, esc, ok = s.Token()
+		} else {
+			ok = s.Skip()
+		}
+		if !ok {
+			return false
+		}
+		span := Span{vstart, s.Pos()}
+		switch f {
+		case fieldModel:
+			if c != '"' {
+				refused = fieldType("model", "a string")
+				return false
+			}
+			r.ModelSpan, r.Model, r.ModelEscaped = span, tok[1:len(tok)-1], esc&jsonscan.Escaped != 0
+			r.modelTok = tok
+		case fieldStream:
+			switch c {
+			case 't':
+				r.Stream = true
+			case 'f', 'n':
+				r.Stream = false
+			default:
+				refused = fieldType("stream", "a boolean")
+				return false
+			}
+		case fieldStreamOptions:
+			r.StreamOptions = span
+		case fieldMessages:
+			if c != '[' {
+				refused = fieldType("messages", "an array")
+				return false
+			}
+			r.Messages = span
+		case fieldPrompt:
+			r.Prompt = span
+		case fieldInput:
+			r.Input = span
+		case fieldInstructions:
+			r.Instructions = span
+		case fieldPreviousResponseID:
+			r.PreviousResponseID = span
+		case fieldMaxTokens:
+			// Not a whole number: the upstream judges it.
+			r.MaxTokens = max(r.MaxTokens, wholeNumber(body[vstart:s.Pos()]))
+		}
+		return true
+	})
+	if refused != nil {
+		return r, refused
 	}
-	if s.ws() != len(s.b) {
-		return r, malformed(s.errAt("unexpected data after the top-level object"))
+	if !ok || !s.End() {
+		return r, malformed(s.Err())
 	}
 	if r.ModelSpan.Len() == 0 {
 		return r, &Error{Status: 400, Message: "you must provide a model parameter", Type: TypeInvalidRequest, Param: "model", Code: "missing_model"}
@@ -88,92 +136,42 @@ func Extract(body []byte) (Request, error) {
 	return r, nil
 }
 
-func (s *scanner) topObject(r *Request) error {
-	s.i++ // '{'
-	if s.ws() < len(s.b) && s.b[s.i] == '}' {
-		s.i++
-		return nil
+// The top-level fields Extract reads.
+const (
+	fieldOther = iota
+	fieldModel
+	fieldStream
+	fieldStreamOptions
+	fieldMessages
+	fieldPrompt
+	fieldInput
+	fieldInstructions
+	fieldPreviousResponseID
+	fieldMaxTokens
+)
+
+func topField(key []byte) int {
+	switch string(key) {
+	case "model":
+		return fieldModel
+	case "stream":
+		return fieldStream
+	case "stream_options":
+		return fieldStreamOptions
+	case "messages":
+		return fieldMessages
+	case "prompt":
+		return fieldPrompt
+	case "input":
+		return fieldInput
+	case "instructions":
+		return fieldInstructions
+	case "previous_response_id":
+		return fieldPreviousResponseID
+	case "max_tokens", "max_completion_tokens", "max_output_tokens":
+		return fieldMaxTokens
 	}
-	for {
-		if s.ws() >= len(s.b) || s.b[s.i] != '"' {
-			return malformed(s.errAt("expected a string key"))
-		}
-		kstart := s.i
-		kesc, err := s.str()
-		if err != nil {
-			return malformed(err)
-		}
-		key := s.b[kstart+1 : s.i-1]
-		if kesc {
-			key = decodeToken(s.b[kstart:s.i])
-		}
-		if s.ws() >= len(s.b) || s.b[s.i] != ':' {
-			return malformed(s.errAt("expected ':' after object key"))
-		}
-		s.i++
-		if s.ws() >= len(s.b) {
-			return malformed(s.errAt("unexpected end of input"))
-		}
-		vstart := s.i
-		c := s.b[vstart]
-		esc := false
-		if c == '"' {
-			esc, err = s.str()
-		} else {
-			err = s.value(1)
-		}
-		if err != nil {
-			return malformed(err)
-		}
-		span := Span{vstart, s.i}
-		switch string(key) {
-		case "model":
-			if c != '"' {
-				return fieldType("model", "a string")
-			}
-			r.ModelSpan, r.Model, r.ModelEscaped = span, s.b[vstart+1:s.i-1], esc
-			r.modelTok = s.b[vstart:s.i]
-		case "stream":
-			switch c {
-			case 't':
-				r.Stream = true
-			case 'f', 'n':
-				r.Stream = false
-			default:
-				return fieldType("stream", "a boolean")
-			}
-		case "stream_options":
-			r.StreamOptions = span
-		case "messages":
-			if c != '[' {
-				return fieldType("messages", "an array")
-			}
-			r.Messages = span
-		case "prompt":
-			r.Prompt = span
-		case "input":
-			r.Input = span
-		case "instructions":
-			r.Instructions = span
-		case "previous_response_id":
-			r.PreviousResponseID = span
-		case "max_tokens", "max_completion_tokens", "max_output_tokens":
-			// Not a whole number: the upstream judges it.
-			r.MaxTokens = max(r.MaxTokens, wholeNumber(s.b[vstart:s.i]))
-		}
-		if s.ws() >= len(s.b) {
-			return malformed(s.errAt("unexpected end of input"))
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			return nil
-		default:
-			return malformed(s.errAt("expected ',' or '}' after object value"))
-		}
-	}
+	return fieldOther
 }
 
 // wholeNumber is the value of a JSON number token made of digits only, up
@@ -188,276 +186,5 @@ func wholeNumber(tok []byte) int64 {
 
 // decodeToken decodes a JSON string token (quotes included) with escapes.
 func decodeToken(tok []byte) []byte {
-	var v string
-	if json.Unmarshal(tok, &v) != nil {
-		return nil
-	}
-	return []byte(v)
-}
-
-// scanner is a validating, non-decoding JSON reader over a byte slice.
-type scanner struct {
-	b []byte
-	i int
-}
-
-// ws skips JSON whitespace and returns the new offset.
-func (s *scanner) ws() int {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
-			return s.i
-		}
-	}
-	return s.i
-}
-
-type syntaxError struct {
-	msg string
-	off int
-}
-
-func (e *syntaxError) Error() string { return e.msg }
-
-func (s *scanner) errAt(msg string) error { return &syntaxError{msg: msg, off: s.i} }
-
-func (s *scanner) err(err error) error {
-	if err == nil {
-		return s.errAt("unexpected data after the top-level value")
-	}
-	return err
-}
-
-// value validates the value at s.i (whitespace already skipped).
-func (s *scanner) value(depth int) error {
-	if s.i >= len(s.b) {
-		return s.errAt("unexpected end of input")
-	}
-	switch c := s.b[s.i]; {
-	case c == '"':
-		_, err := s.str()
-		return err
-	case c == '{':
-		return s.object(depth + 1)
-	case c == '[':
-		return s.array(depth + 1)
-	case c == 't':
-		return s.lit("true")
-	case c == 'f':
-		return s.lit("false")
-	case c == 'n':
-		return s.lit("null")
-	case c == '-' || (c >= '0' && c <= '9'):
-		return s.number()
-	default:
-		return s.errAt("invalid character " + quoteChar(c) + " looking for beginning of value")
-	}
-}
-
-func (s *scanner) lit(want string) error {
-	if len(s.b)-s.i < len(want) || string(s.b[s.i:s.i+len(want)]) != want {
-		return s.errAt("invalid literal, expected " + want)
-	}
-	s.i += len(want)
-	return nil
-}
-
-func (s *scanner) object(depth int) error {
-	if depth > maxDepth {
-		return s.errAt("exceeded max nesting depth")
-	}
-	s.i++ // '{'
-	if s.ws() < len(s.b) && s.b[s.i] == '}' {
-		s.i++
-		return nil
-	}
-	for {
-		if s.ws() >= len(s.b) || s.b[s.i] != '"' {
-			return s.errAt("expected a string key")
-		}
-		if _, err := s.str(); err != nil {
-			return err
-		}
-		if s.ws() >= len(s.b) || s.b[s.i] != ':' {
-			return s.errAt("expected ':' after object key")
-		}
-		s.i++
-		s.ws()
-		if err := s.value(depth); err != nil {
-			return err
-		}
-		if s.ws() >= len(s.b) {
-			return s.errAt("unexpected end of input")
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			return nil
-		default:
-			return s.errAt("expected ',' or '}' after object value")
-		}
-	}
-}
-
-func (s *scanner) array(depth int) error {
-	if depth > maxDepth {
-		return s.errAt("exceeded max nesting depth")
-	}
-	s.i++ // '['
-	if s.ws() < len(s.b) && s.b[s.i] == ']' {
-		s.i++
-		return nil
-	}
-	for {
-		s.ws()
-		if err := s.value(depth); err != nil {
-			return err
-		}
-		if s.ws() >= len(s.b) {
-			return s.errAt("unexpected end of input")
-		}
-		switch s.b[s.i] {
-		case ',':
-			s.i++
-		case ']':
-			s.i++
-			return nil
-		default:
-			return s.errAt("expected ',' or ']' after array element")
-		}
-	}
-}
-
-// strPlain marks the bytes that may appear in a string without ending it or
-// starting an escape: everything but '"', '\\' and control characters.
-var strPlain = func() (t [256]bool) {
-	for c := 0x20; c < 256; c++ {
-		t[c] = c != '"' && c != '\\'
-	}
-	return t
-}()
-
-// strSpecial8 reports whether any of the eight bytes of x is one strPlain
-// does not mark: '"', '\\' or a control character. Each test is the
-// exact "some byte is zero" (or "less than n") word trick; a byte's top bit
-// is the same in x, x^'"' and x^'\\', so they share the ^x mask.
-func strSpecial8(x uint64) bool {
-	const lo, hi = 0x0101010101010101, 0x8080808080808080
-	q, bs := x^(lo*'"'), x^(lo*'\\')
-	return ((x-lo*0x20)|(q-lo)|(bs-lo))&^x&hi != 0
-}
-
-// str validates the string at s.i and leaves s.i after its closing quote. It
-// reports whether the string holds escapes.
-func (s *scanner) str() (escaped bool, err error) {
-	b := s.b
-	i := s.i + 1
-	for {
-		// Eight bytes at a time while none ends the string or starts an
-		// escape (a prompt is mostly such runs), then byte by byte to
-		// the one that does.
-		for i+8 <= len(b) && !strSpecial8(binary.LittleEndian.Uint64(b[i:])) {
-			i += 8
-		}
-		for i < len(b) && strPlain[b[i]] {
-			i++
-		}
-		if i >= len(b) {
-			s.i = i
-			return escaped, s.errAt("unexpected end of input in string")
-		}
-		switch b[i] {
-		case '"':
-			s.i = i + 1
-			return escaped, nil
-		case '\\':
-			escaped = true
-			if i+1 >= len(b) {
-				s.i = i
-				return escaped, s.errAt("unexpected end of input in string escape")
-			}
-			switch b[i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i += 2
-			case 'u':
-				if i+6 > len(b) || !isHex(b[i+2]) || !isHex(b[i+3]) || !isHex(b[i+4]) || !isHex(b[i+5]) {
-					s.i = i
-					return escaped, s.errAt("invalid \\u escape in string")
-				}
-				i += 6
-			default:
-				s.i = i
-				return escaped, s.errAt("invalid escape in string")
-			}
-		default: // control character
-			s.i = i
-			return escaped, s.errAt("invalid control character in string")
-		}
-	}
-}
-
-func isHex(c byte) bool {
-	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')
-}
-
-func isDigit(c byte) bool { return c >= '0' && c <= '9' }
-
-func (s *scanner) number() error {
-	b, i := s.b, s.i
-	if b[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(b) && b[i] == '0':
-		i++
-	case i < len(b) && b[i] >= '1' && b[i] <= '9':
-		for i < len(b) && isDigit(b[i]) {
-			i++
-		}
-	default:
-		s.i = i
-		return s.errAt("invalid number")
-	}
-	if i < len(b) && b[i] == '.' {
-		i++
-		if i >= len(b) || !isDigit(b[i]) {
-			s.i = i
-			return s.errAt("invalid number: expected digit after decimal point")
-		}
-		for i < len(b) && isDigit(b[i]) {
-			i++
-		}
-	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		i++
-		if i < len(b) && (b[i] == '+' || b[i] == '-') {
-			i++
-		}
-		if i >= len(b) || !isDigit(b[i]) {
-			s.i = i
-			return s.errAt("invalid number: expected digit in exponent")
-		}
-		for i < len(b) && isDigit(b[i]) {
-			i++
-		}
-	}
-	s.i = i
-	return nil
-}
-
-func quoteChar(c byte) string {
-	if c == '\'' {
-		return `'\''`
-	}
-	if c == '"' {
-		return `'"'`
-	}
-	if c < utf8.RuneSelf && c >= 0x20 && c != 0x7f {
-		return "'" + string(rune(c)) + "'"
-	}
-	return "byte 0x" + string("0123456789abcdef"[c>>4]) + string("0123456789abcdef"[c&15])
+	return jsonscan.AppendUnquote(nil, tok)
 }

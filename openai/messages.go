@@ -1,9 +1,6 @@
 package openai
 
-import (
-	"unicode/utf16"
-	"unicode/utf8"
-)
+import "github.com/triagegw/triage/internal/jsonscan"
 
 // Conversation selects the text a classifier sees of a chat request.
 type Conversation struct {
@@ -95,8 +92,7 @@ func Fingerprint(body []byte, r *Request) uint64 {
 		if body[el.Start] != '{' {
 			return true
 		}
-		sc := scanner{b: body[:el.End], i: el.Start}
-		m := readMessage(&sc)
+		m := readMessage(body, el)
 		switch {
 		case roleIs(body, m.role, "system"), roleIs(body, m.role, "developer"):
 			add(body[m.content.Start:m.content.End])
@@ -121,8 +117,7 @@ func (c Conversation) appendMessages(dst, body []byte, msgs Span, limit int) []b
 	list := stack[:0]
 	forElements(body, msgs, func(el Span) bool {
 		if body[el.Start] == '{' {
-			s := scanner{b: body[:el.End], i: el.Start}
-			list = append(list, readMessage(&s))
+			list = append(list, readMessage(body, el))
 		}
 		return true
 	})
@@ -154,37 +149,28 @@ func (c Conversation) appendMessages(dst, body []byte, msgs Span, limit int) []b
 	return dst
 }
 
-// readMessage reads one message object at s.i, leaving s after it.
-func readMessage(s *scanner) message {
+// readMessage reads the (validated) message object at obj.
+func readMessage(body []byte, obj Span) message {
 	var m message
-	s.i++ // '{'
-	for {
-		if s.ws() >= len(s.b) || s.b[s.i] == '}' {
-			s.i++
-			return m
-		}
-		kstart := s.i
-		if _, err := s.str(); err != nil {
-			return m
-		}
-		key := s.b[kstart+1 : s.i-1]
-		s.ws()
-		s.i++ // ':'
-		s.ws()
-		vstart := s.i
-		if err := s.value(2); err != nil {
-			return m
-		}
+	s := jsonscan.NewAt(body[:obj.End], obj.Start)
+	s.Object(func(key []byte) bool {
+		var dst *Span
 		switch string(key) {
 		case "role":
-			m.role = Span{vstart, s.i}
+			dst = &m.role
 		case "content":
-			m.content = Span{vstart, s.i}
+			dst = &m.content
 		}
-		if s.ws() < len(s.b) && s.b[s.i] == ',' {
-			s.i++
+		start := s.WS()
+		if !s.Skip() {
+			return false
 		}
-	}
+		if dst != nil {
+			*dst = Span{start, s.Pos()}
+		}
+		return true
+	})
+	return m
 }
 
 func roleIs(body []byte, role Span, want string) bool {
@@ -227,48 +213,29 @@ func appendContent(dst, body []byte, v Span, limit int) []byte {
 // forElements calls fn with each element of the (validated) array at arr,
 // until fn returns false.
 func forElements(body []byte, arr Span, fn func(el Span) bool) {
-	s := scanner{b: body[:arr.End], i: arr.Start + 1}
-	for {
-		if s.ws() >= len(s.b) || s.b[s.i] == ']' {
-			return
-		}
-		start := s.i
-		if err := s.value(2); err != nil || !fn(Span{start, s.i}) {
-			return
-		}
-		if s.ws() < len(s.b) && s.b[s.i] == ',' {
-			s.i++
-		}
-	}
+	s := jsonscan.NewAt(body[:arr.End], arr.Start)
+	s.Array(func() bool {
+		start := s.WS()
+		return s.Skip() && fn(Span{start, s.Pos()})
+	})
 }
 
-// field finds key's value in the object at obj (shallow).
+// field finds key's value in the (validated) object at obj (shallow).
 func field(body []byte, obj Span, key string) Span {
-	s := scanner{b: body[:obj.End], i: obj.Start + 1}
+	s := jsonscan.NewAt(body[:obj.End], obj.Start)
 	var found Span
-	for {
-		if s.ws() >= len(s.b) || s.b[s.i] == '}' {
-			return found
+	s.Object(func(k []byte) bool {
+		match := string(k) == key
+		start := s.WS()
+		if !s.Skip() {
+			return false
 		}
-		kstart := s.i
-		if _, err := s.str(); err != nil {
-			return found
+		if match {
+			found = Span{start, s.Pos()}
 		}
-		k := body[kstart+1 : s.i-1]
-		s.ws()
-		s.i++
-		s.ws()
-		vstart := s.i
-		if err := s.value(3); err != nil {
-			return found
-		}
-		if string(k) == key {
-			found = Span{vstart, s.i}
-		}
-		if s.ws() < len(s.b) && s.b[s.i] == ',' {
-			s.i++
-		}
-	}
+		return true
+	})
+	return found
 }
 
 // appendFirstString appends v if it is a string, or its first string
@@ -292,92 +259,7 @@ func appendFirstString(dst, body []byte, v Span, limit int) []byte {
 // appendUnquoted decodes the JSON string token tok (quotes included, already
 // validated) onto dst, stopping at limit bytes of dst (never inside a rune).
 func appendUnquoted(dst, tok []byte, limit int) []byte {
-	b := tok[1 : len(tok)-1]
-	for i := 0; i < len(b); {
-		if len(dst) >= limit {
-			return dst
-		}
-		c := b[i]
-		if c != '\\' {
-			// Copy the run up to the next escape, trimmed at the limit on a
-			// rune boundary.
-			j := i + 1
-			for j < len(b) && b[j] != '\\' {
-				j++
-			}
-			run := b[i:j]
-			if room := limit - len(dst); len(run) > room {
-				run = run[:room]
-				for len(run) > 0 && !utf8.RuneStart(run[len(run)-1]) {
-					run = run[:len(run)-1]
-				}
-				if len(run) > 0 && !utf8.FullRune(run[lastRuneStart(run):]) {
-					run = run[:lastRuneStart(run)]
-				}
-				return append(dst, run...)
-			}
-			dst = append(dst, run...)
-			i = j
-			continue
-		}
-		switch e := b[i+1]; e {
-		case 'n':
-			dst = append(dst, '\n')
-		case 't':
-			dst = append(dst, '\t')
-		case 'r':
-			dst = append(dst, '\r')
-		case 'b':
-			dst = append(dst, '\b')
-		case 'f':
-			dst = append(dst, '\f')
-		case 'u':
-			r := rune(hex4(b[i+2 : i+6]))
-			i += 6
-			if utf16.IsSurrogate(r) {
-				if i+6 <= len(b) && b[i] == '\\' && b[i+1] == 'u' {
-					if r2 := utf16.DecodeRune(r, rune(hex4(b[i+2:i+6]))); r2 != utf8.RuneError {
-						r = r2
-						i += 6
-					} else {
-						r = utf8.RuneError
-					}
-				} else {
-					r = utf8.RuneError
-				}
-			}
-			dst = utf8.AppendRune(dst, r)
-			continue
-		default: // '"', '\\', '/'
-			dst = append(dst, e)
-		}
-		i += 2
-	}
-	return dst
-}
-
-func lastRuneStart(b []byte) int {
-	i := len(b) - 1
-	for i > 0 && !utf8.RuneStart(b[i]) {
-		i--
-	}
-	return i
-}
-
-func hex4(b []byte) uint16 {
-	var v uint16
-	for _, c := range b {
-		v <<= 4
-		switch {
-		case c >= '0' && c <= '9':
-			v |= uint16(c - '0')
-		case c >= 'a' && c <= 'f':
-			v |= uint16(c - 'a' + 10)
-		default:
-			v |= uint16(c - 'A' + 10)
-		}
-	}
-	return v
+	return jsonscan.AppendUnquoteLimit(dst, tok, limit)
 }
 
 // FirstUserEnd is the offset in body just past the first user message of
@@ -393,8 +275,7 @@ func FirstUserEnd(body []byte, r *Request) int {
 		if body[el.Start] != '{' {
 			return true
 		}
-		sc := scanner{b: body[:el.End], i: el.Start}
-		if m := readMessage(&sc); roleIs(body, m.role, "user") {
+		if m := readMessage(body, el); roleIs(body, m.role, "user") {
 			end = el.End
 			return false
 		}

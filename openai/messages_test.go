@@ -35,6 +35,10 @@ func TestConversationText(t *testing.T) {
 		{"no user message", Conversation{}, `{"model":"m","messages":[{"role":"system","content":"s"}]}`, ""},
 		{"null content", Conversation{}, `{"model":"m","messages":[{"role":"user","content":null}]}`, ""},
 		{"lone surrogate", Conversation{}, `{"model":"m","messages":[{"role":"user","content":"a\ud800b"}]}`, "a\uFFFDb"},
+		// Keys are read as the upstream reads them, escapes decoded: a
+		// client cannot hide a turn from the classifier by escaping a key.
+		{"escaped keys", Conversation{}, `{"model":"m","messages":[{"r\u006fle":"user","c\u006fntent":[{"type":"text","t\u0065xt":"hidden"}]}]}`, "hidden"},
+		{"cap before an escape", Conversation{MaxBytes: 5}, `{"model":"m","messages":[{"role":"user","content":"abcd\u00e9"}]}`, "abcd"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, err := Extract([]byte(tc.body))

@@ -1,6 +1,10 @@
 package openai
 
-import "bytes"
+import (
+	"bytes"
+
+	"github.com/triagegw/triage/internal/jsonscan"
+)
 
 // Edit replaces the bytes at Span in a body with Tok; an empty Span (Start
 // == End) inserts Tok there.
@@ -65,53 +69,19 @@ func UsageEdit(body []byte, r *Request) (e Edit, ok bool) {
 // fn with each member's decoded key and value span. It reports false when
 // the object is malformed or does not end where b does.
 func members(b []byte, at int, fn func(key []byte, v Span)) bool {
-	s := scanner{b: b, i: at}
-	if s.i >= len(b) || b[s.i] != '{' {
+	if at >= len(b) || b[at] != '{' {
 		return false
 	}
-	s.i++
-	if s.ws() < len(b) && b[s.i] == '}' {
-		s.i++
-		return s.i == len(b)
-	}
-	for {
-		if s.ws() >= len(b) || b[s.i] != '"' {
+	s := jsonscan.NewAt(b, at)
+	ok := s.Object(func(key []byte) bool {
+		start := s.WS()
+		if !s.Skip() {
 			return false
 		}
-		kstart := s.i
-		kesc, err := s.str()
-		if err != nil {
-			return false
-		}
-		key := b[kstart+1 : s.i-1]
-		if kesc {
-			key = decodeToken(b[kstart:s.i])
-		}
-		if s.ws() >= len(b) || b[s.i] != ':' {
-			return false
-		}
-		s.i++
-		if s.ws() >= len(b) {
-			return false
-		}
-		vstart := s.i
-		if err := s.value(1); err != nil {
-			return false
-		}
-		fn(key, Span{vstart, s.i})
-		if s.ws() >= len(b) {
-			return false
-		}
-		switch b[s.i] {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			return s.i == len(b)
-		default:
-			return false
-		}
-	}
+		fn(key, Span{start, s.Pos()}) // a key in the buffer is still whole: Skip decodes nothing
+		return true
+	})
+	return ok && s.Pos() == len(b)
 }
 
 // UsageEvent reports whether ev, one server-sent event of a chat or
@@ -134,8 +104,7 @@ func UsageEvent(ev []byte) (Usage, bool) {
 	if !MayHoldUsageEvent(data) {
 		return Usage{}, false // the common case: a token chunk
 	}
-	s := scanner{b: data}
-	at := s.ws()
+	at := jsonscan.WS(data, 0)
 	end := len(data)
 	for end > at && (data[end-1] == ' ' || data[end-1] == '\t') {
 		end--
@@ -174,7 +143,7 @@ func MayHoldUsageEvent(p []byte) bool {
 		if i < 0 {
 			return false
 		}
-		j := skipWS(p, i+1)
+		j := jsonscan.WS(p, i+1)
 		if j < len(p) && p[j] == ']' {
 			return true
 		}
@@ -187,5 +156,5 @@ func emptyArray(v []byte) bool {
 	if len(v) < 2 || v[0] != '[' || v[len(v)-1] != ']' {
 		return false
 	}
-	return skipWS(v, 1) == len(v)-1
+	return jsonscan.WS(v, 1) == len(v)-1
 }

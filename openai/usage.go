@@ -2,6 +2,8 @@ package openai
 
 import (
 	"encoding/binary"
+
+	"github.com/triagegw/triage/internal/jsonscan"
 )
 
 // Usage is a response's token counts, as its "usage" object gives them.
@@ -39,11 +41,11 @@ func ScanUsage(tail []byte) (Usage, bool) {
 		if escaped(tail, i) {
 			continue
 		}
-		j := skipWS(tail, i+len(key))
+		j := jsonscan.WS(tail, i+len(key))
 		if j >= len(tail) || tail[j] != ':' {
 			continue
 		}
-		j = skipWS(tail, j+1)
+		j = jsonscan.WS(tail, j+1)
 		if j >= len(tail) || tail[j] != '{' {
 			continue // null, or not the usage object
 		}
@@ -96,38 +98,14 @@ func escaped(b []byte, i int) bool {
 }
 
 // usageFields reads prompt_tokens, completion_tokens and total_tokens from
-// the usage object obj starts with, up to its closing brace (a value
-// nested in it is skipped whole, strings respected); an object that does
-// not close within obj is refused. They must be whole non-negative numbers
+// the usage object obj starts with, up to its closing brace (every value
+// in it checked, a nested one skipped whole); an object that does not
+// close within obj is refused. They must be whole non-negative numbers
 // when present; other members are skipped. It allocates nothing.
 func usageFields(obj []byte) (Usage, bool) {
 	var u Usage
-	i := 1
-	for {
-		i = skipWS(obj, i)
-		if i >= len(obj) {
-			return Usage{}, false
-		}
-		switch obj[i] {
-		case '}':
-			return u, true
-		case ',':
-			i++
-			continue
-		case '"':
-		default:
-			return Usage{}, false
-		}
-		k := stringEnd(obj, i)
-		if k < 0 {
-			return Usage{}, false
-		}
-		key := obj[i+1 : k-1]
-		i = skipWS(obj, k)
-		if i >= len(obj) || obj[i] != ':' {
-			return Usage{}, false
-		}
-		i = skipWS(obj, i+1)
+	s := jsonscan.New(obj)
+	ok := s.Object(func(key []byte) bool {
 		var dst *int64
 		switch string(key) {
 		case "prompt_tokens", "input_tokens": // chat and completions; Responses
@@ -136,93 +114,21 @@ func usageFields(obj []byte) (Usage, bool) {
 			dst = &u.CompletionTokens
 		case "total_tokens":
 			dst = &u.TotalTokens
+		default:
+			return s.Skip()
 		}
-		end := valueEnd(obj, i)
-		if end < 0 {
-			return Usage{}, false
+		n, ok := s.Number()
+		if !ok {
+			return false
 		}
-		if dst != nil {
-			n, ok := digits(obj[i:end])
-			if !ok {
-				return Usage{}, false
-			}
-			*dst = n
-		}
-		i = end
+		*dst, ok = digits(n)
+		return ok
+	})
+	if !ok {
+		return Usage{}, false
 	}
+	return u, true
 }
-
-func skipWS(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// stringEnd is the index after the string starting at b[i] ('"'), or -1.
-func stringEnd(b []byte, i int) int {
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1
-		}
-	}
-	return -1
-}
-
-// valueEnd is the index after the JSON value starting at b[i] (a string,
-// an object or array with its nesting, or a scalar: a run of the bytes a
-// number, true, false or null is made of), or -1.
-func valueEnd(b []byte, i int) int {
-	if i >= len(b) {
-		return -1
-	}
-	switch b[i] {
-	case '"':
-		return stringEnd(b, i)
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(b); j++ {
-			switch b[j] {
-			case '"':
-				e := stringEnd(b, j)
-				if e < 0 {
-					return -1
-				}
-				j = e - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1
-				}
-			}
-		}
-		return -1
-	}
-	j := i
-	for j < len(b) && scalarByte[b[j]] {
-		j++
-	}
-	if j == i {
-		return -1
-	}
-	return j
-}
-
-// scalarByte marks the bytes of a JSON number, true, false and null (and
-// of malformed ones: letters, which encoding/json would refuse). A scalar
-// ends at any other byte, so it never swallows a quote or a bracket that
-// the object's own bounds were drawn by.
-var scalarByte = func() (t [256]bool) {
-	for c := range 256 {
-		t[c] = c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '.' || c == '+' || c == '-'
-	}
-	return t
-}()
 
 // digits parses a whole non-negative number of at most 18 digits.
 func digits(b []byte) (int64, bool) {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/triagegw/triage/internal/jsonscan"
 )
 
 func TestScanUsage(t *testing.T) {
@@ -136,14 +138,18 @@ func TestExtractMaxTokens(t *testing.T) {
 	}
 }
 
-// object returns the JSON object b starts with (up to its closing brace,
-// strings and nesting respected), if it closes within maxUsageObject.
+// object returns the JSON object b starts with (up to its closing brace),
+// if it is well formed and closes within maxUsageObject.
 func object(b []byte) ([]byte, bool) {
-	end := valueEnd(b[:min(len(b), maxUsageObject)], 0)
-	if len(b) == 0 || b[0] != '{' || end < 0 {
+	b = b[:min(len(b), maxUsageObject)]
+	if len(b) == 0 || b[0] != '{' {
 		return nil, false
 	}
-	return b[:end], true
+	s := jsonscan.New(b)
+	if !s.Skip() {
+		return nil, false
+	}
+	return b[:s.Pos()], true
 }
 
 // FuzzLastUsageKey holds lastUsageKey to bytes.LastIndex.
