@@ -18,6 +18,7 @@ import (
 	"github.com/triagegw/triage/evaluation"
 	"github.com/triagegw/triage/internal/atomicfile"
 	"github.com/triagegw/triage/internal/progress"
+	"github.com/triagegw/triage/lifecycle"
 	"github.com/triagegw/triage/router/config"
 	"github.com/triagegw/triage/rules"
 )
@@ -150,27 +151,27 @@ func (e *abEnv) resolve(s abSpec) (*abSide, error) {
 	if s.file != "" {
 		cfg.UseRules(s.file)
 	}
-	cache := &tierCache{budget: rules.Offline, place: &e.place, noTier2: s.tier1, heads: s.dir}
-	rt, err := loadRouting(&cfg, cache)
+	cache := &lifecycle.Models{Budget: rules.Offline, Place: &e.place, NoTier2: s.tier1, Heads: s.dir}
+	rt, err := cache.Load(&cfg)
 	if err != nil {
 		return nil, err
 	}
-	if rt.set == nil {
+	if rt.Set == nil {
 		return nil, badInput(fmt.Errorf("spec %q: %s names no rules file", s.text, e.cfgPath))
 	}
-	desc := fmt.Sprintf("rules %s (version %s): the gateway's decision, tier 1 then tier 2 where the rules say", cfg.RulesPath(), rt.set.Version())
+	desc := fmt.Sprintf("rules %s (version %s): the gateway's decision, tier 1 then tier 2 where the rules say", cfg.RulesPath(), rt.Set.Version())
 	switch {
 	case s.heads:
-		desc = fmt.Sprintf("tier 1 of %s, judged through rules %s (their routes and floors, without tier 2)", rulesHeads(rt.set.File()), cfg.RulesPath())
+		desc = fmt.Sprintf("tier 1 of %s, judged through rules %s (their routes and floors, without tier 2)", lifecycle.RulesHeads(rt.Set.File()), cfg.RulesPath())
 		if s.dir != "" {
 			desc = fmt.Sprintf("tier 1 of %s, judged through rules %s (their routes and floors, without tier 2)", s.dir, cfg.RulesPath())
 		}
 	case s.tier1:
-		desc = fmt.Sprintf("rules %s (version %s) deciding with tier 1 alone, without tier 2", cfg.RulesPath(), rt.set.Version())
+		desc = fmt.Sprintf("rules %s (version %s) deciding with tier 1 alone, without tier 2", cfg.RulesPath(), rt.Set.Version())
 	}
-	return &abSide{spec: desc, mode: "rules", classes: rt.set.RoutedClasses(),
+	return &abSide{spec: desc, mode: "rules", classes: rt.Set.RoutedClasses(),
 		run: func(ctx context.Context, items []evaluation.Item, o evaluation.Options) ([]evaluation.Outcome, error) {
-			return evaluation.Rules(ctx, rt.set, items, o)
+			return evaluation.Rules(ctx, rt.Set, items, o)
 		}}, nil
 }
 

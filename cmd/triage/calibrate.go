@@ -19,6 +19,7 @@ import (
 	"github.com/triagegw/triage/datasets"
 	"github.com/triagegw/triage/evaluation"
 	"github.com/triagegw/triage/internal/progress"
+	"github.com/triagegw/triage/lifecycle"
 	"github.com/triagegw/triage/training"
 )
 
@@ -219,10 +220,10 @@ func checkModelLabels(set *datasets.Set, agreement, what string, stderr io.Write
 // tier's head (tier 2: on the encoder's embeddings, computed on every
 // core); it returns what releases the tier.
 func tierLogits(h *classifier.Heads, place modelsPlace, n int, rc *onnx.RemoteConfig, o *training.CalibrateOptions, stderr io.Writer) (func(), error) {
-	if err := needFiles(h, n, place); err != nil {
+	if err := lifecycle.NeedFiles(h, n, place); err != nil {
 		return nil, err
 	}
-	mdir := place.dir
+	mdir := place.Dir
 	switch n {
 	case 1:
 		m, err := static.Load(h, mdir)

@@ -13,6 +13,7 @@ import (
 	"github.com/triagegw/triage/datasets"
 	"github.com/triagegw/triage/evaluation"
 	"github.com/triagegw/triage/internal/progress"
+	"github.com/triagegw/triage/lifecycle"
 	"github.com/triagegw/triage/router/config"
 	"github.com/triagegw/triage/rules"
 )
@@ -28,16 +29,16 @@ func runCalibrateRules(ctx context.Context, f *calibrateFlags, stdout, stderr io
 		return err
 	}
 	cfg.UseRules(f.rules)
-	cache := &tierCache{budget: rules.Offline, encoder: f.enc.override()}
+	cache := &lifecycle.Models{Budget: rules.Offline, Encoder: f.enc.override()}
 	if f.place.models != "" {
 		p := f.place.place(cfg)
-		cache.place = &p
+		cache.Place = &p
 	}
-	rt, err := loadRouting(cfg, cache)
+	rt, err := cache.Load(cfg)
 	if err != nil {
 		return err
 	}
-	set := rt.set
+	set := rt.Set
 	ds, err := readLabelled(f.data, f.labelMap, set.Classes(), f.agreement, stderr)
 	if err != nil {
 		return err

@@ -12,11 +12,12 @@ import (
 	"github.com/triagegw/triage/classifier"
 	"github.com/triagegw/triage/classifier/onnx"
 	"github.com/triagegw/triage/classifier/static"
+	"github.com/triagegw/triage/lifecycle"
 )
 
 // modelsDir is where setup puts model files, for the commands that take
 // no config: $TRIAGE_MODELS, or var/models under the working directory.
-func modelsDir() string { return defaultModels().dir }
+func modelsDir() string { return lifecycle.DefaultPlace().Dir }
 
 // classifyFlags are the flags and arguments of "triage classify".
 type classifyFlags struct {
@@ -133,10 +134,10 @@ func inputLine(b []byte) (string, error) {
 // files of m, and what releases it. With rc, tier 2's encoder is that
 // remote engine (the model directory gives its manifest only).
 func loadTier(h *classifier.Heads, m modelsPlace, tier int, rc *onnx.RemoteConfig) (classifier.Classifier, func(), error) {
-	if err := needFiles(h, tier, m); err != nil {
+	if err := lifecycle.NeedFiles(h, tier, m); err != nil {
 		return nil, nil, err
 	}
-	mdir := m.dir
+	mdir := m.Dir
 	switch tier {
 	case 1:
 		m, err := static.Load(h, mdir)

@@ -20,6 +20,7 @@ import (
 	"github.com/triagegw/triage/classifier"
 	"github.com/triagegw/triage/classifier/onnx"
 	"github.com/triagegw/triage/embedserver"
+	"github.com/triagegw/triage/lifecycle"
 )
 
 const encodeUsage = `usage: triage encode serve [--config FILE | --heads DIR | --model DIR] [--listen ADDR] [flags]
@@ -173,7 +174,7 @@ func (f *encodeFlags) loader(opts onnx.Options) (func() (*onnx.Model, error), on
 		if err != nil {
 			return nil, onnx.Manifest{}, err
 		}
-		mdir := f.place.place(nil).dir
+		mdir := f.place.place(nil).Dir
 		return func() (*onnx.Model, error) { return onnx.Open(f.model, mdir, opts) }, *m, nil
 	}
 	cfg, err := f.place.loadConfig()
@@ -192,10 +193,10 @@ func (f *encodeFlags) loader(opts onnx.Options) (func() (*onnx.Model, error), on
 		return nil, onnx.Manifest{}, fmt.Errorf("heads %s have no tier 2: give heads with a tier-2 head, or --model DIR", dir)
 	}
 	place := f.place.place(cfg)
-	if err := needFiles(h, 2, place); err != nil {
+	if err := lifecycle.NeedFiles(h, 2, place); err != nil {
 		return nil, onnx.Manifest{}, err
 	}
-	mdir, err := h.Resolve(h.Tier2.Encoder.Model, place.dir)
+	mdir, err := h.Resolve(h.Tier2.Encoder.Model, place.Dir)
 	if err != nil {
 		return nil, onnx.Manifest{}, err
 	}
@@ -208,7 +209,7 @@ func (f *encodeFlags) loader(opts onnx.Options) (func() (*onnx.Model, error), on
 		man.MaxTokens = mt
 	}
 	return func() (*onnx.Model, error) {
-		c, err := onnx.Load(h, place.dir, opts)
+		c, err := onnx.Load(h, place.Dir, opts)
 		if err != nil {
 			return nil, err
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/triagegw/triage/classifier/onnx"
+	"github.com/triagegw/triage/lifecycle"
 	"github.com/triagegw/triage/router/config"
 	"github.com/triagegw/triage/rules"
 )
@@ -60,7 +61,7 @@ func (e *encoderFlags) remote(cfg *config.Config, useRules bool) (*onnx.RemoteCo
 	default:
 		return nil, nil
 	}
-	rc, err := remoteConfig(re, path)
+	rc, err := lifecycle.RemoteConfig(re, path)
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/triagegw/triage/evaluation"
 	"github.com/triagegw/triage/internal/atomicfile"
 	"github.com/triagegw/triage/internal/progress"
+	"github.com/triagegw/triage/lifecycle"
 	"github.com/triagegw/triage/router/config"
 	"github.com/triagegw/triage/rules"
 )
@@ -274,26 +275,26 @@ func evalRules(ctx context.Context, f *evalFlags, items []evaluation.Item, stder
 		return nil, err
 	}
 	cfg.UseRules(f.rules)
-	cache := &tierCache{budget: rules.Offline, encoder: f.enc.override()}
+	cache := &lifecycle.Models{Budget: rules.Offline, Encoder: f.enc.override()}
 	if f.place.models != "" {
 		p := f.place.place(cfg)
-		cache.place = &p
+		cache.Place = &p
 	}
-	rt, err := loadRouting(cfg, cache)
+	rt, err := cache.Load(cfg)
 	if err != nil {
 		return nil, err
 	}
 	report, finish := progress.Func(stderr, progress.Options{}, f.robust.labels([]string{"eval: rules " + f.rules})...)
 	defer finish()
 	decide := func(ctx context.Context, items []evaluation.Item) ([]evaluation.Outcome, error) {
-		return evaluation.Rules(ctx, rt.set, items, evaluation.Options{Progress: report})
+		return evaluation.Rules(ctx, rt.Set, items, evaluation.Options{Progress: report})
 	}
 	out, err := decide(ctx, items)
 	if err != nil {
 		return nil, err
 	}
-	r := evaluation.Summarize("rules", rt.set.RoutedClasses(), items, out, f.by)
-	r.Spec = "rules " + f.rules + " (version " + rt.set.Version() + ")"
+	r := evaluation.Summarize("rules", rt.Set.RoutedClasses(), items, out, f.by)
+	r.Spec = "rules " + f.rules + " (version " + rt.Set.Version() + ")"
 	r.Robustness, err = f.robust.measure(ctx, stderr, "rules", items, out, f.by, decide)
 	return r, err
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/triagegw/triage/classifier"
 	"github.com/triagegw/triage/classifier/onnx"
 	"github.com/triagegw/triage/internal/testenv"
+	"github.com/triagegw/triage/lifecycle"
 )
 
 // defaultHeadsOrSkip returns the default heads' directory and models
@@ -258,7 +259,7 @@ func TestABCLI(t *testing.T) {
 	}
 	// Tier 2 of the default heads: it runs where the build has the runtime,
 	// and says why not where it hasn't.
-	env := &abEnv{place: modelsPlace{dir: models}}
+	env := &abEnv{place: modelsPlace{Dir: models}}
 	_, err := env.resolve(abSpec{text: "tier2:" + heads, kind: "heads", tier: "2", dir: heads})
 	if onnx.Available() && err != nil || !onnx.Available() && !errors.Is(err, classifier.ErrUnavailable) {
 		t.Fatalf("tier2 spec (runtime in this build: %v): %v", onnx.Available(), err)
@@ -277,7 +278,7 @@ func TestEvalCLITier2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := needFiles(h, 2, modelsPlace{dir: models}); err != nil {
+	if err := lifecycle.NeedFiles(h, 2, modelsPlace{Dir: models}); err != nil {
 		t.Skipf("tier 2's files: %v", err)
 	}
 	r := evalJSON(t, "--heads", heads, "--models", models, "--tier", "2", "--data", devSet(t))

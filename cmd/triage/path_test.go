@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/triagegw/triage/internal/testenv"
+	"github.com/triagegw/triage/lifecycle"
 	"github.com/triagegw/triage/router"
 	"github.com/triagegw/triage/router/routertest"
 	"github.com/triagegw/triage/router/tracing"
@@ -226,7 +227,7 @@ func (p *pathClient) do() error {
 func startPath(tb testing.TB, c pathCase) *pathClient {
 	tb.Helper()
 	tb.Setenv("TRIAGE_MODELS", testenv.Models(tb, "tables/subjects-tier1.tbl"))
-	l := &gatewayLoader{path: filepath.Join(repoRoot(), "bench", c.config), cache: &tierCache{}}
+	l := &gatewayLoader{path: filepath.Join(repoRoot(), "bench", c.config), cache: &lifecycle.Models{}}
 	ld, err := l.load()
 	if err != nil {
 		tb.Fatal(err)

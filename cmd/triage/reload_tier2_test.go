@@ -10,6 +10,7 @@ import (
 
 	"github.com/triagegw/triage/classifier/onnx"
 	"github.com/triagegw/triage/internal/testenv"
+	"github.com/triagegw/triage/lifecycle"
 	"github.com/triagegw/triage/rules"
 )
 
@@ -24,23 +25,23 @@ func TestReloadKeepsTier2(t *testing.T) {
 	}
 	testenv.Models(t, "use-int8/encoder.json", "ort/libonnxruntime.so.1")
 	cfg, _ := remoteConfigs(t, heads, models, "http://127.0.0.1:1", "unused", "")
-	cache := &tierCache{budget: rules.Offline}
-	before, err := loadRouting(cfg, cache)
+	cache := &lifecycle.Models{Budget: rules.Offline}
+	before, err := cache.Load(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := tier2Text(t, before.set)
-	_, _, hits0, misses0 := before.set.Tier2Stats()
+	text := tier2Text(t, before.Set)
+	_, _, hits0, misses0 := before.Set.Tier2Stats()
 
-	after, err := loadRouting(cfg, cache) // the same files: a reload
+	after, err := cache.Load(cfg) // the same files: a reload
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := after.set.Tier2State(); s != "loaded" {
+	if s := after.Set.Tier2State(); s != "loaded" {
 		t.Fatalf("tier 2 after the reload: %s", s)
 	}
-	d := after.set.Decide(context.Background(), askAbout(after.set, "auto", text, nil))
-	_, _, hits, misses := after.set.Tier2Stats()
+	d := after.Set.Decide(context.Background(), askAbout(after.Set, "auto", text, nil))
+	_, _, hits, misses := after.Set.Tier2Stats()
 	if d.Tier != 2 || hits != hits0+1 || misses != misses0 {
 		t.Fatalf("after the reload: tier %d, cache hits %d → %d, misses %d → %d; want the text answered from the cache", d.Tier, hits0, hits, misses0, misses)
 	}
@@ -48,12 +49,12 @@ func TestReloadKeepsTier2(t *testing.T) {
 	// Another cache size: a tier of its own, with an empty cache.
 	resized, _ := remoteConfigs(t, heads, models, "http://127.0.0.1:1", "unused",
 		"tier2: {enabled: true, budget: 50ms, escalate_at: 0.1, mix: 0.5, fallback_floor: 0.786, cache: 100}")
-	other, err := loadRouting(resized, cache)
+	other, err := cache.Load(resized)
 	if err != nil {
 		t.Fatal(err)
 	}
-	other.set.Decide(context.Background(), askAbout(other.set, "auto", text, nil))
-	if _, _, hits, misses := other.set.Tier2Stats(); hits != 0 || misses != 1 {
+	other.Set.Decide(context.Background(), askAbout(other.Set, "auto", text, nil))
+	if _, _, hits, misses := other.Set.Tier2Stats(); hits != 0 || misses != 1 {
 		t.Fatalf("a resized cache: hits %d, misses %d; want a cache of its own", hits, misses)
 	}
 }

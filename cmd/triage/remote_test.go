@@ -15,6 +15,7 @@ import (
 	"github.com/triagegw/triage/classifier"
 	"github.com/triagegw/triage/classifier/onnx"
 	"github.com/triagegw/triage/internal/testenv"
+	"github.com/triagegw/triage/lifecycle"
 	"github.com/triagegw/triage/router/config"
 	"github.com/triagegw/triage/rules"
 )
@@ -159,11 +160,11 @@ func TestRemoteTier2SameDecisions(t *testing.T) {
 // every every-th line of dev.
 func sameDecisions(t *testing.T, localCfg, remoteCfg *config.Config, every int) {
 	t.Helper()
-	local, err := loadRouting(localCfg, &tierCache{budget: rules.Offline})
+	local, err := (&lifecycle.Models{Budget: rules.Offline}).Load(localCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	remote, err := loadRouting(remoteCfg, &tierCache{budget: rules.Offline})
+	remote, err := (&lifecycle.Models{Budget: rules.Offline}).Load(remoteCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,8 +185,8 @@ func sameDecisions(t *testing.T, localCfg, remoteCfg *config.Config, every int) 
 			t.Fatal(err)
 		}
 		ctx := context.Background()
-		dl := local.set.Decide(ctx, askAbout(local.set, "auto", ex.Text, nil))
-		dr := remote.set.Decide(ctx, askAbout(remote.set, "auto", ex.Text, nil))
+		dl := local.Set.Decide(ctx, askAbout(local.Set, "auto", ex.Text, nil))
+		dr := remote.Set.Decide(ctx, askAbout(remote.Set, "auto", ex.Text, nil))
 		if dl.Route != dr.Route || dl.Pool != dr.Pool || dl.Reason != dr.Reason || dl.Tier != dr.Tier {
 			t.Errorf("dev line %d: remote tier 2 decided %s/%s (%s, tier %d), local %s/%s (%s, tier %d)",
 				i+1, dr.Route, dr.Pool, dr.Reason, dr.Tier, dl.Route, dl.Pool, dl.Reason, dl.Tier)
@@ -214,11 +215,11 @@ func TestRemoteTier2Faults(t *testing.T) {
 	var calls atomic.Int64
 	_, remoteCfg := remoteSetup(t, func() bool { calls.Add(1); return failing.Load() }, hanging.Load,
 		"tier2: {enabled: true, budget: 500ms, escalate_at: 0.1, mix: 0.5, fallback_floor: 0.786, cache: 0}")
-	rt, err := loadRouting(remoteCfg, &tierCache{})
+	rt, err := (&lifecycle.Models{}).Load(remoteCfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := rt.set.LoadTier2(); err != nil {
+	if err := rt.Set.LoadTier2(); err != nil {
 		t.Fatal(err)
 	}
 	// A text of dev tier 1 is unsure of: it escalates, and tier 2 decides.
@@ -234,7 +235,7 @@ func TestRemoteTier2Faults(t *testing.T) {
 		if err := json.Unmarshal(sc.Bytes(), &ex); err != nil {
 			t.Fatal(err)
 		}
-		if d := rt.set.Decide(ctx, askAbout(rt.set, "auto", ex.Text, nil)); d.Tier == 2 {
+		if d := rt.Set.Decide(ctx, askAbout(rt.Set, "auto", ex.Text, nil)); d.Tier == 2 {
 			text = ex.Text
 		}
 	}
@@ -244,31 +245,31 @@ func TestRemoteTier2Faults(t *testing.T) {
 
 	// Slow: the decision goes on at the budget's end.
 	hanging.Store(true)
-	slow, err := loadRouting(remoteCfg, &tierCache{}) // its own encoder and breaker
+	slow, err := (&lifecycle.Models{}).Load(remoteCfg) // its own encoder and breaker
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := slow.set.Decide(ctx, askAbout(slow.set, "auto", text, nil)); d.Reason != rules.ReasonTier2Timeout || d.Pool == "" {
+	if d := slow.Set.Decide(ctx, askAbout(slow.Set, "auto", text, nil)); d.Reason != rules.ReasonTier2Timeout || d.Pool == "" {
 		t.Fatalf("engine answering nothing: Decide = %+v, want reason %s and a pool", d, rules.ReasonTier2Timeout)
 	}
 	hanging.Store(false)
 
 	failing.Store(true)
 	for i := range 5 { // the breaker's default run
-		d := rt.set.Decide(ctx, askAbout(rt.set, "auto", text, nil))
+		d := rt.Set.Decide(ctx, askAbout(rt.Set, "auto", text, nil))
 		if d.Reason != rules.ReasonTier2Error || d.Pool == "" {
 			t.Fatalf("failure %d: Decide = %+v, want reason %s and a pool", i, d, rules.ReasonTier2Error)
 		}
 	}
 	before := calls.Load()
-	d := rt.set.Decide(ctx, askAbout(rt.set, "auto", text, nil))
+	d := rt.Set.Decide(ctx, askAbout(rt.Set, "auto", text, nil))
 	if d.Reason != rules.ReasonTier2EncoderDown || d.Pool == "" {
 		t.Fatalf("after 5 failures: Decide = %+v, want reason %s and a pool", d, rules.ReasonTier2EncoderDown)
 	}
 	if calls.Load() != before {
 		t.Error("the engine was called while its breaker was open")
 	}
-	rs, ok, _, _ := rt.set.Tier2Stats()
+	rs, ok, _, _ := rt.Set.Tier2Stats()
 	if !ok || rs.Failed != 5 || rs.Refused != 1 || !rs.Down {
 		t.Errorf("tier 2's stats = %+v (%v), want 5 failed, 1 refused, down", rs, ok)
 	}

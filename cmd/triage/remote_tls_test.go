@@ -14,6 +14,7 @@ import (
 
 	"github.com/triagegw/triage/classifier/onnx"
 	"github.com/triagegw/triage/internal/testenv"
+	"github.com/triagegw/triage/lifecycle"
 	"github.com/triagegw/triage/router/config"
 	"github.com/triagegw/triage/rules"
 )
@@ -39,7 +40,7 @@ func TestRemoteEncoderTLSAndKey(t *testing.T) {
 	rulesPath := filepath.Join(dir, "rules.yaml")
 	man := onnx.Manifest{Format: 1, Name: "enc", Input: onnx.InputUSE, Pooling: onnx.PoolNone, Dims: 4, MaxTokens: 128, Tokenizer: "x"}
 	embed := func(e *rules.RemoteEncoder) error {
-		rc, err := remoteConfig(e, rulesPath)
+		rc, err := lifecycle.RemoteConfig(e, rulesPath)
 		if err != nil {
 			return err
 		}
@@ -94,9 +95,9 @@ func TestRemoteEncoderRefusedAtLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = loadRouting(cfg, &tierCache{})
+	_, err = (&lifecycle.Models{}).Load(cfg)
 	if err == nil || !strings.Contains(err.Error(), `"use-lite-int8"`) || !strings.Contains(err.Error(), `"bge-small-en-v1.5"`) {
-		t.Fatalf("loadRouting: %v, want a refusal naming both encoders", err)
+		t.Fatalf("Load: %v, want a refusal naming both encoders", err)
 	}
 	t.Logf("refused: %v", err)
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/triagegw/triage/datasets"
 	"github.com/triagegw/triage/evaluation"
 	"github.com/triagegw/triage/internal/progress"
+	"github.com/triagegw/triage/lifecycle"
 	"github.com/triagegw/triage/router/config"
 	"github.com/triagegw/triage/rules"
 )
@@ -53,23 +54,23 @@ func runRoute(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	rt, err := loadRouting(cfg, &tierCache{budget: rules.Offline})
+	rt, err := (&lifecycle.Models{Budget: rules.Offline}).Load(cfg)
 	if err != nil {
 		return err
 	}
-	if rt.set == nil {
+	if rt.Set == nil {
 		return fmt.Errorf("%s names no rules file: requests are routed by model name only", *cfgPath)
 	}
 	if *model == "" {
-		*model = rt.set.Aliases()[0]
+		*model = rt.Set.Aliases()[0]
 	}
-	in := askAbout(rt.set, *model, strings.Join(fs.Args(), " "), hdr.h)
-	_ = rt.set.LoadTier2() // as the gateway will have it loaded; a failure shows in the trace
-	tr := rt.set.ExplainDecision(ctx, in)
+	in := askAbout(rt.Set, *model, strings.Join(fs.Args(), " "), hdr.h)
+	_ = rt.Set.LoadTier2() // as the gateway will have it loaded; a failure shows in the trace
+	tr := rt.Set.ExplainDecision(ctx, in)
 	out := struct {
 		rules.Trace
 		RulesVersion string `json:"rules_version"`
-	}{tr, rt.set.Version()}
+	}{tr, rt.Set.Version()}
 	if tr.Decision.Reason == rules.ReasonExplicitModel {
 		out.Decision.Pool = "(by model name: " + *model + ")"
 	}
@@ -132,11 +133,11 @@ func checkRules(cfgPath, file string, stdout io.Writer) (*rules.Set, error) {
 	if cfg.Rules == "" {
 		return nil, fmt.Errorf("no rules file: give one, or name it in %s (rules:)", cfgPath)
 	}
-	rt, err := loadRouting(cfg, &tierCache{budget: rules.Offline})
+	rt, err := (&lifecycle.Models{Budget: rules.Offline}).Load(cfg)
 	if err != nil {
 		return nil, err
 	}
-	s := rt.set
+	s := rt.Set
 	t2 := "never needed"
 	if s.NeedsTier2() {
 		t2 = "reachable"

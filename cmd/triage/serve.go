@@ -23,6 +23,7 @@ import (
 
 	"github.com/triagegw/triage/classifier/onnx"
 	"github.com/triagegw/triage/internal/logsink"
+	"github.com/triagegw/triage/lifecycle"
 	"github.com/triagegw/triage/router"
 	"github.com/triagegw/triage/router/access"
 	"github.com/triagegw/triage/router/config"
@@ -53,7 +54,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	access.LogRedisTo(slog.Default()) // go-redis's dial errors at debug level, not on stderr (the store reports Redis's state)
-	l := &gatewayLoader{path: o.config, listen: o.listen, cache: &tierCache{}}
+	l := &gatewayLoader{path: o.config, listen: o.listen, cache: &lifecycle.Models{}}
 	first, err := l.load()
 	if err != nil {
 		return err
@@ -84,7 +85,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // reloads in cache), and lists the files they came from.
 type gatewayLoader struct {
 	path, listen string
-	cache        *tierCache
+	cache        *lifecycle.Models
 	edgeTLS      *tlsconf.Server // its files are watched too
 }
 
@@ -96,11 +97,11 @@ func (l *gatewayLoader) load() (router.Loaded, error) {
 	if l.listen != "" {
 		c.Listen = l.listen
 	}
-	rt, err := loadRouting(c, l.cache)
+	rt, err := l.cache.Load(c)
 	if err != nil {
 		return router.Loaded{}, err
 	}
-	files := append([]string{l.path}, rt.files...)
+	files := append([]string{l.path}, rt.Files...)
 	if l.edgeTLS != nil {
 		files = append(files, l.edgeTLS.Files()...)
 	}
@@ -117,7 +118,7 @@ func (l *gatewayLoader) load() (router.Loaded, error) {
 			}
 		}
 	}
-	return router.Loaded{Config: c, Rules: rt.set, Files: files}, nil
+	return router.Loaded{Config: c, Rules: rt.Set, Files: files}, nil
 }
 
 // warnRules logs what the rules' compiler found allowed but probably
@@ -211,7 +212,7 @@ func serve(ctx context.Context, o serveOptions, l *gatewayLoader, first router.L
 func runBackground(ctx context.Context, bg *sync.WaitGroup, gw *router.Gateway, l *gatewayLoader, first router.Loaded, lg *logging, hup <-chan os.Signal) {
 	log, tls := lg.log, first.Config.Server.TLS
 	bg.Go(func() { gw.Run(ctx) })
-	bg.Go(func() { releaseWhenIdle(ctx, gw.Served, 500*time.Millisecond, l.cache.releasePages) })
+	bg.Go(func() { releaseWhenIdle(ctx, gw.Served, 500*time.Millisecond, l.cache.ReleasePages) })
 	rl := &router.Reloader{Gateway: gw, Load: l.load, Log: log, Before: l.reloadTLS(log),
 		Applied: func(ld router.Loaded) {
 			_ = lg.level.UnmarshalText([]byte(ld.Config.Log.Level))

@@ -22,6 +22,7 @@ import (
 	"github.com/triagegw/triage/classifier/onnx"
 	"github.com/triagegw/triage/classifier/static"
 	"github.com/triagegw/triage/internal/progress"
+	"github.com/triagegw/triage/lifecycle"
 	"github.com/triagegw/triage/models"
 	"github.com/triagegw/triage/training"
 )
@@ -211,7 +212,7 @@ func needBaseFiles(o training.Tier1Options, f *trainFlags) error {
 		}
 		why := "--models " + f.models
 		if !f.modelsSet {
-			why = defaultModels().why
+			why = lifecycle.DefaultPlace().Why
 		}
 		return fmt.Errorf("%s is not there\n  it is looked for in the models directory %s, from %s\n  setup writes model files to var/models in the checkout it runs in (or to $TRIAGE_MODELS): name that directory with --models or TRIAGE_MODELS, or the file with %s",
 			file.path, f.models, why, file.flag)

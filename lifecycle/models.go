@@ -1,4 +1,4 @@
-package main
+package lifecycle
 
 import (
 	"crypto/sha256"
@@ -22,47 +22,50 @@ import (
 	"github.com/triagegw/triage/rules"
 )
 
-// tierCache keeps loaded tiers across reloads while their heads and model
-// files are unchanged: a tier-1 table takes ~20 ms to map and 4.7 MiB of
-// heap (its rows are the file's pages, resident as lookups touch them), a
-// tier-2 session ~70-200 MiB and up to seconds. It holds the models of the
-// last load (the rules' heads and, with a shadow, the shadow's), dropping
-// the rest.
-type tierCache struct {
-	mu     sync.Mutex
-	models map[string]*static.Model
-	used   map[string]bool
-	// budget, when set, replaces the rules' tier2.budget in every set
-	// compiled through this cache: rules.Offline for offline commands,
+// Models owns the classifier tiers across reloads while their heads and
+// model files are unchanged: a tier-1 table takes ~20 ms to map and 4.7 MiB
+// of heap (its rows are the file's pages, resident as lookups touch them),
+// a tier-2 session ~70-200 MiB and up to seconds, and tier 2's result cache
+// is worth keeping warm. It holds the models of the last load (the rules'
+// heads and, with a shadow or a split, theirs), dropping the rest. The zero
+// Models is the gateway's; the exported fields set what an offline command
+// changes. Safe for concurrent use.
+type Models struct {
+	// Budget, when set, replaces the rules' tier2.budget in every set
+	// compiled through these models: rules.Offline for offline commands,
 	// whose results must not depend on how busy the machine is.
-	budget *time.Duration
-	// place, when set, replaces the config's models directory (a
+	Budget *time.Duration
+	// Place, when set, replaces the config's models directory (a
 	// command's --models).
-	place *modelsPlace
-	// noTier2 compiles rules with tier 2 left out, as a build without the
+	Place *Place
+	// NoTier2 compiles rules with tier 2 left out, as a build without the
 	// runtime has it: escalations end on tier 1's verdict
 	// (tier2_unavailable). triage ab's rules-tier1.
-	noTier2 bool
-	// heads, when set, replaces the heads directory the rules name: tier 1
+	NoTier2 bool
+	// Heads, when set, replaces the heads directory the rules name: tier 1
 	// of other heads judged through the same rules (triage ab).
-	heads string
+	Heads string
+	// Encoder, when set, replaces the rules' tier2.encoder (a command's
+	// --encoder-url): tier 2's vectors come from that engine.
+	Encoder *rules.RemoteEncoder
+
+	mu     sync.Mutex
+	models map[string]*static.Model // tier-1 models by heads and models directory
+	used   map[string]bool          // what the load under way used: sweep keeps these
 	// encoders are the tier-2 sessions by encoder (model directory, its
 	// sha256, tokenizer, token cap), each loaded once on first need: a
 	// reload that changes floors, rules or even the tier-2 head keeps it.
 	encoders map[string]*classifier.Lazy
-	// encoder, when set, replaces the rules' tier2.encoder (a command's
-	// --encoder-url): tier 2's vectors come from that engine.
-	encoder *rules.RemoteEncoder
 	// tiers are the tier-2 tiers handed to compiled Sets, by encoder, head
 	// and result-cache size: the same one across reloads, loaded and with
 	// its cache, while those are unchanged.
 	tiers map[string]*classifier.Lazy
 }
 
-// releasePages drops the tier-1 table pages lookups made resident (they
+// ReleasePages drops the tier-1 table pages lookups made resident (they
 // come back from the page cache, or the file, at the next lookups): for a
 // gateway whose traffic stopped.
-func (c *tierCache) releasePages() {
+func (c *Models) ReleasePages() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, m := range c.models {
@@ -80,17 +83,17 @@ func (c *tierCache) releasePages() {
 // With remote set (the rules' tier2.encoder), the encoder is that engine's:
 // the heads' model directory gives its manifest only, and the loader
 // refuses an engine serving another model.
-func (c *tierCache) tier2For(h *classifier.Heads, place modelsPlace, opts onnx.Options, remote *rules.RemoteEncoder, rulesPath string) (func() (classifier.Classifier, error), bool, string, error) {
+func (c *Models) tier2For(h *classifier.Heads, place Place, opts onnx.Options, remote *rules.RemoteEncoder, rulesPath string) (func() (classifier.Classifier, error), bool, string, error) {
 	t := h.Tier2
 	if t == nil {
 		return nil, false, "", nil
 	}
-	if c.noTier2 {
+	if c.NoTier2 {
 		return func() (classifier.Classifier, error) {
 			return nil, fmt.Errorf("tier 2 left out: %w", classifier.ErrUnavailable)
 		}, false, "", nil
 	}
-	modelsDir := place.dir
+	modelsDir := place.Dir
 	dir, err := h.Resolve(t.Encoder.Model, modelsDir)
 	if err != nil {
 		dir = t.Encoder.Model // Load says what is missing, when it is needed
@@ -118,7 +121,7 @@ func (c *tierCache) tier2For(h *classifier.Heads, place modelsPlace, opts onnx.O
 	}
 	if enc == nil {
 		enc = classifier.NewLazy(func() (classifier.Classifier, error) {
-			if err := needFiles(h, 2, place); err != nil {
+			if err := NeedFiles(h, 2, place); err != nil {
 				return nil, err
 			}
 			m, err := onnx.Load(h, modelsDir, opts)
@@ -137,7 +140,7 @@ func (c *tierCache) tier2For(h *classifier.Heads, place modelsPlace, opts onnx.O
 // last load handed its Sets, when the encoder (key), the head and the
 // result cache's size are the same, so that a reload keeps tier 2 loaded
 // and its cache warm; else a new one, which load makes on first need.
-func (c *tierCache) tier2Tier(key string, head *classifier.Linear, cacheSize *int, load func() (classifier.Classifier, error)) (*classifier.Lazy, error) {
+func (c *Models) tier2Tier(key string, head *classifier.Linear, cacheSize *int, load func() (classifier.Classifier, error)) (*classifier.Lazy, error) {
 	size := classifier.DefaultCacheSize
 	if cacheSize != nil {
 		size = *cacheSize
@@ -169,15 +172,15 @@ func (c *tierCache) tier2Tier(key string, head *classifier.Linear, cacheSize *in
 // loadRemote loads a remote encoder at once (its manifest; no call is
 // made): rules whose heads were trained on another encoder, or whose
 // engine's key or CA is missing, are refused when they load.
-func loadRemote(h *classifier.Heads, place modelsPlace, opts onnx.Options, remote *rules.RemoteEncoder, rulesPath string) (*classifier.Lazy, error) {
-	if err := needFiles(h, 2, place); err != nil {
+func loadRemote(h *classifier.Heads, place Place, opts onnx.Options, remote *rules.RemoteEncoder, rulesPath string) (*classifier.Lazy, error) {
+	if err := NeedFiles(h, 2, place); err != nil {
 		return nil, err
 	}
-	rc, err := remoteConfig(remote, rulesPath)
+	rc, err := RemoteConfig(remote, rulesPath)
 	if err != nil {
 		return nil, err
 	}
-	m, err := onnx.LoadRemote(h, place.dir, rc, opts)
+	m, err := onnx.LoadRemote(h, place.Dir, rc, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -213,7 +216,7 @@ func withHead(enc *classifier.Lazy, head classifier.Linear, heads string) func()
 // remoteConfig is the remote encoder's client configuration: its API key
 // read from the environment variable the rules name, and its CA bundle
 // (relative to the rules file) as the only trust.
-func remoteConfig(e *rules.RemoteEncoder, rulesPath string) (onnx.RemoteConfig, error) {
+func RemoteConfig(e *rules.RemoteEncoder, rulesPath string) (onnx.RemoteConfig, error) {
 	rc := onnx.RemoteConfig{URL: e.URL, Model: e.Model, Pooling: e.Pooling, Dims: e.Dims,
 		Timeout: e.Timeout, Failures: e.Failures, Cooldown: e.Cooldown}
 	if e.APIKeyEnv != "" {
@@ -239,8 +242,8 @@ func remoteConfig(e *rules.RemoteEncoder, rulesPath string) (onnx.RemoteConfig, 
 // (admission, batching, a bounded share of the machine) for the gateway,
 // plain for offline commands, whose classifications have no deadline and
 // run one Run a text, as they come.
-func (c *tierCache) tier2Options(f *rules.File) onnx.Options {
-	if c.budget != nil {
+func (c *Models) tier2Options(f *rules.File) onnx.Options {
+	if c.Budget != nil {
 		return onnx.Options{}
 	}
 	t := f.Tier2
@@ -288,7 +291,7 @@ func headsKey(h *classifier.Heads, modelsDir string) (string, error) {
 	return h.Dir + "\x00" + hex.EncodeToString(sum[:]) + "\x00" + modelsDir, nil
 }
 
-func (c *tierCache) tier1(h *classifier.Heads, modelsDir string) (*static.Model, error) {
+func (c *Models) tier1(h *classifier.Heads, modelsDir string) (*static.Model, error) {
 	key, err := headsKey(h, modelsDir)
 	if err != nil {
 		return nil, err
@@ -313,7 +316,7 @@ func (c *tierCache) tier1(h *classifier.Heads, modelsDir string) (*static.Model,
 // sweep drops the models the last load did not use. A dropped tier-2
 // session is not closed: requests in flight on the previous rules may
 // still run it; the runtime's memory goes when the process does.
-func (c *tierCache) sweep() {
+func (c *Models) sweep() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for k := range c.models {
@@ -334,21 +337,23 @@ func (c *tierCache) sweep() {
 	clear(c.used)
 }
 
-// routing is a config's rules, compiled, and the files they were read from.
-type routing struct {
-	set   *rules.Set
-	files []string // the rules files and heads manifests: watched for changes
+// Routing is a config's rules, compiled, and the files they were read from.
+type Routing struct {
+	Set   *rules.Set
+	Files []string // the rules files and heads manifests: watched for changes
 }
 
-// loadRouting parses and compiles the rules cfg names (nil without one),
-// loading the heads and tier 1 they need, and the shadow rules they name.
-func loadRouting(cfg *config.Config, cache *tierCache) (*routing, error) {
+// Load parses and compiles the rules cfg names (a Routing without a Set
+// when it names none), loading what they need and reusing what the last
+// load had; the models the last load had and this one does not are
+// dropped.
+func (c *Models) Load(cfg *config.Config) (*Routing, error) {
 	path := cfg.RulesPath()
 	if path == "" {
-		return &routing{}, nil
+		return &Routing{}, nil
 	}
-	defer cache.sweep()
-	rt := &routing{}
+	defer c.sweep()
+	rt := &Routing{}
 	f, err := rules.ParseFile(path)
 	if err != nil {
 		return nil, err
@@ -369,7 +374,7 @@ func loadRouting(cfg *config.Config, cache *tierCache) (*routing, error) {
 		if sf.Split.Rules != "" {
 			return nil, fmt.Errorf("%s: shadow.rules: %s has a split; a shadow cannot have one", path, sp)
 		}
-		if shadow, err = compileRules(sf, cfg, cache, rt); err != nil {
+		if shadow, err = c.compile(sf, cfg, rt); err != nil {
 			return nil, fmt.Errorf("%s: shadow.rules: %w", path, err)
 		}
 	}
@@ -386,56 +391,56 @@ func loadRouting(cfg *config.Config, cache *tierCache) (*routing, error) {
 		if sf.Split.Rules != "" || sf.Shadow.Rules != "" {
 			return nil, fmt.Errorf("%s: split.rules: %s has a split or shadow of its own; an arm has neither", path, sp)
 		}
-		if split, err = compileRules(sf, cfg, cache, rt); err != nil {
+		if split, err = c.compile(sf, cfg, rt); err != nil {
 			return nil, fmt.Errorf("%s: split.rules: %w", path, err)
 		}
 	}
-	set, err := compileRules(f, cfg, cache, rt, shadow, split)
+	set, err := c.compile(f, cfg, rt, shadow, split)
 	if err != nil {
 		return nil, err
 	}
-	rt.set = set
+	rt.Set = set
 	return rt, nil
 }
 
-// compileRules loads what f needs and compiles it, adding the files read
-// to rt's watch list; sets are its shadow and split rule sets, compiled
-// (nil: none).
-func compileRules(f *rules.File, cfg *config.Config, cache *tierCache, rt *routing, sets ...*rules.Set) (*rules.Set, error) {
+// compile loads what f needs and compiles it, adding the files read to
+// rt's watch list; sets are its shadow and split rule sets, compiled (nil:
+// none).
+func (c *Models) compile(f *rules.File, cfg *config.Config, rt *Routing, sets ...*rules.Set) (*rules.Set, error) {
 	if f.Heads == "" {
 		return nil, fmt.Errorf("%s: heads: required (the heads artifact directory the rules classify with)", f.Path)
 	}
-	headsDir := rulesHeads(f)
-	if cache.heads != "" {
-		headsDir = cache.heads
+	headsDir := RulesHeads(f)
+	if c.Heads != "" {
+		headsDir = c.Heads
 	}
 	h, err := classifier.LoadHeads(headsDir)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
 	}
-	place := configModels(cfg)
-	if cache.place != nil {
-		place = *cache.place
+	place := ConfigPlace(cfg)
+	if c.Place != nil {
+		place = *c.Place
 	}
-	if err := needFiles(h, 1, place); err != nil {
+	if err := NeedFiles(h, 1, place); err != nil {
 		return nil, fmt.Errorf("%s: %w", f.Path, err)
 	}
-	m, err := cache.tier1(h, place.dir)
+	m, err := c.tier1(h, place.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("%s: tier 1: %w", f.Path, err)
 	}
-	env := rules.Env{Pools: cfg.PoolNames(), Heads: h, Tier1: m, Tier2Budget: cache.budget}
+	env := rules.Env{Pools: cfg.PoolNames(), Heads: h, Tier1: m, Tier2Budget: c.Budget}
 	var tier2Loaded bool
 	var key string
 	remote, remotePath := f.Tier2.Encoder, f.Path
-	if cache.encoder != nil {
-		remote, remotePath = cache.encoder, ""
+	if c.Encoder != nil {
+		remote, remotePath = c.Encoder, ""
 	}
-	if env.Tier2, tier2Loaded, key, err = cache.tier2For(h, place, cache.tier2Options(f), remote, remotePath); err != nil {
+	if env.Tier2, tier2Loaded, key, err = c.tier2For(h, place, c.tier2Options(f), remote, remotePath); err != nil {
 		return nil, fmt.Errorf("%s: tier 2: %w", f.Path, err)
 	}
 	if key != "" {
-		if env.Tier2Lazy, err = cache.tier2Tier(key, &h.Tier2.Head, f.Tier2.Cache, env.Tier2); err != nil {
+		if env.Tier2Lazy, err = c.tier2Tier(key, &h.Tier2.Head, f.Tier2.Cache, env.Tier2); err != nil {
 			return nil, fmt.Errorf("%s: tier 2: %w", f.Path, err)
 		}
 	}
@@ -455,6 +460,6 @@ func compileRules(f *rules.File, cfg *config.Config, cache *tierCache, rt *routi
 	if tier2Loaded {
 		_ = set.LoadTier2() // the session is there already: no wait, and /readyz says so
 	}
-	rt.files = append(rt.files, f.Path, filepath.Join(headsDir, classifier.HeadsFile))
+	rt.Files = append(rt.Files, f.Path, filepath.Join(headsDir, classifier.HeadsFile))
 	return set, nil
 }
