@@ -79,6 +79,10 @@ type Options struct {
 
 // Gateway is the running gateway: handlers over the current snapshot.
 type Gateway struct {
+	// metricsApart: /metrics is served on server.metrics_listen (by
+	// MetricsHandler's caller), not on the gateway's own listener.
+	metricsApart bool
+
 	log       *slog.Logger
 	access    io.Writer
 	reg       *prometheus.Registry
@@ -170,19 +174,20 @@ func New(cfg *config.Config, routing *rules.Set, o Options) (*Gateway, error) {
 		o.Transport = &proxy.Transport{}
 	}
 	g := &Gateway{
-		log:       o.Logger,
-		access:    o.AccessLog,
-		reg:       o.Registry,
-		metrics:   metrics.New(o.Registry),
-		tr:        o.Transport,
-		poolOpts:  o.PoolOptions,
-		changed:   make(chan struct{}, 1),
-		shadowLog: o.ShadowLog,
-		usageLog:  o.UsageLog,
-		sampleLog: o.SampleLog,
-		sampler:   sample.New(o.SampleQueue),
-		limiter:   access.NewLimiter(),
-		responses: newResponseIndex(responseIndexSize),
+		log:          o.Logger,
+		access:       o.AccessLog,
+		reg:          o.Registry,
+		metrics:      metrics.New(o.Registry),
+		tr:           o.Transport,
+		poolOpts:     o.PoolOptions,
+		changed:      make(chan struct{}, 1),
+		shadowLog:    o.ShadowLog,
+		usageLog:     o.UsageLog,
+		sampleLog:    o.SampleLog,
+		sampler:      sample.New(o.SampleQueue),
+		limiter:      access.NewLimiter(),
+		responses:    newResponseIndex(responseIndexSize),
+		metricsApart: cfg.Server.MetricsListen != "",
 	}
 	if rc := cfg.Access.Redis; rc.Enabled() {
 		store, err := access.NewRedisStore(rc, g.log)

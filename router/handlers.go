@@ -29,6 +29,11 @@ import (
 	"github.com/triagegw/triage/rules"
 )
 
+// MetricsHandler serves the gateway's metrics, as /metrics does.
+func (g *Gateway) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{EnableOpenMetrics: true})
+}
+
 func (g *Gateway) newEngine() *gin.Engine {
 	e := gin.New()
 	e.HandleMethodNotAllowed = true
@@ -52,7 +57,9 @@ func (g *Gateway) newEngine() *gin.Engine {
 	get("/v1/models/*model", g.model)
 	get("/healthz", func(c *gin.Context) { c.Data(http.StatusOK, "application/json", []byte(`{"status":"ok"}`)) })
 	get("/readyz", g.readyz)
-	get("/metrics", gin.WrapH(promhttp.HandlerFor(g.reg, promhttp.HandlerOpts{EnableOpenMetrics: true})))
+	if !g.metricsApart {
+		get("/metrics", gin.WrapH(g.MetricsHandler()))
+	}
 	e.NoRoute(func(c *gin.Context) {
 		openai.WriteError(c.Writer, openai.NotFound(c.Request.Method, c.Request.URL.Path))
 	})

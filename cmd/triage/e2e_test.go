@@ -1108,3 +1108,31 @@ func TestHeavyTestsRunWithoutRace(t *testing.T) {
 		t.Fatal("no test calls skipHeavyUnderRace: is this test still needed?")
 	}
 }
+
+// With server.metrics_listen, /metrics is served there and not on listen,
+// where clients reach the gateway (its series name principals and their
+// budgets); a metrics address equal to listen is refused at load.
+func TestMetricsApart(t *testing.T) {
+	dir := t.TempDir()
+	sim := startSim(t, "m", "r1")
+	metricsAddr := freeAddr(t)
+	cfg := filepath.Join(dir, "triage.yaml")
+	writeFile(t, cfg, "server: {metrics_listen: \""+metricsAddr+"\"}\n"+gatewayConfig("", poolSpec{name: "p", model: "m", replicas: []*proc{sim}}))
+	gw := startGateway(t, cfg)
+	c := &http.Client{Timeout: 10 * time.Second}
+	if r := get(t, c, gw.url("/metrics")); r.status != http.StatusNotFound {
+		t.Fatalf("GET /metrics on listen: %d, want 404", r.status)
+	}
+	r := get(t, c, "http://"+metricsAddr+"/metrics")
+	if r.status != http.StatusOK || !strings.Contains(string(r.body), "triage_") {
+		t.Fatalf("GET /metrics on metrics_listen: %d %.200s", r.status, r.body)
+	}
+
+	same := filepath.Join(dir, "same.yaml")
+	addr := freeAddr(t)
+	writeFile(t, same, "listen: \""+addr+"\"\nserver: {metrics_listen: \""+addr+"\"}\n"+gatewayConfig("", poolSpec{name: "p", model: "m", replicas: []*proc{sim}}))
+	code, _, stderr := runIn(t, "", nil, "serve", "--config", same, "--check")
+	if code == 0 || !strings.Contains(stderr, "server.metrics_listen") {
+		t.Fatalf("metrics_listen equal to listen: exit %d, %s", code, stderr)
+	}
+}

@@ -175,6 +175,11 @@ func serve(ctx context.Context, o serveOptions, l *gatewayLoader, first router.L
 		return err
 	}
 	defer stopDebug()
+	stopMetrics, err := serveMetrics(cfg, gw, log)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	srv := gw.HTTPServer(slog.NewLogLogger(log.Handler(), slog.LevelWarn))
 
 	runCtx, stopRun := context.WithCancel(context.Background())
@@ -210,7 +215,7 @@ func serve(ctx context.Context, o serveOptions, l *gatewayLoader, first router.L
 // (health checks, scrapes, shared state), the release of idle model pages,
 // and the reloader, which watches the config's files and SIGHUP.
 func runBackground(ctx context.Context, bg *sync.WaitGroup, gw *router.Gateway, l *gatewayLoader, first router.Loaded, lg *logging, hup <-chan os.Signal) {
-	log, tls := lg.log, first.Config.Server.TLS
+	log, tls, metricsAt := lg.log, first.Config.Server.TLS, first.Config.Server.MetricsListen
 	bg.Go(func() { gw.Run(ctx) })
 	bg.Go(func() { releaseWhenIdle(ctx, gw.Served, 500*time.Millisecond, l.cache.ReleasePages) })
 	rl := &router.Reloader{Gateway: gw, Load: l.load, Log: log, Before: l.reloadTLS(log),
@@ -219,6 +224,9 @@ func runBackground(ctx context.Context, bg *sync.WaitGroup, gw *router.Gateway, 
 			warnRules(log, ld)
 			if ld.Config.Server.TLS != tls {
 				log.Warn("server.tls changed; it takes effect at restart")
+			}
+			if ld.Config.Server.MetricsListen != metricsAt {
+				log.Warn("server.metrics_listen changed; it takes effect at restart")
 			}
 		}}
 	files := first.Files
@@ -333,6 +341,29 @@ func (l *gatewayLoader) reloadTLS(log *slog.Logger) func(trigger string) {
 
 // serveDebug serves profiles on addr (loopback, which config validation
 // holds); off when addr is empty.
+// serveMetrics serves /metrics on server.metrics_listen, when set. With
+// access control on and /metrics on the clients' address, it warns: the
+// series name principals and their budgets.
+func serveMetrics(cfg *config.Config, gw *router.Gateway, log *slog.Logger) (stop func(), err error) {
+	addr := cfg.Server.MetricsListen
+	if addr == "" {
+		if cfg.Access.Enabled() {
+			log.Warn("/metrics is served on listen, where clients reach it, and its series name principals and their budgets: set server.metrics_listen to serve it apart")
+		}
+		return func() {}, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("server.metrics_listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", gw.MetricsHandler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	log.Info("metrics listening", "addr", ln.Addr().String())
+	return func() { _ = srv.Close() }, nil
+}
+
 func serveDebug(addr string, log *slog.Logger) (stop func(), err error) {
 	if addr == "" {
 		// Heap profiles are served only on debug_listen; without it their

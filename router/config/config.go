@@ -107,6 +107,11 @@ type Server struct {
 	// DebugAllowRemote lets DebugListen be a non-loopback address. Default
 	// false.
 	DebugAllowRemote bool `koanf:"debug_allow_remote"`
+	// MetricsListen, when set, serves /metrics on this address instead of
+	// on listen: its series name principals and their budgets, which the
+	// clients who reach listen must not read. Takes effect at restart.
+	// Default off (/metrics on listen).
+	MetricsListen string `koanf:"metrics_listen"`
 	// TLS, when set, serves HTTPS (TLS 1.2 or later, HTTP/1.1) instead of
 	// plain HTTP.
 	TLS ServerTLS `koanf:"tls"`
@@ -317,6 +322,13 @@ func (c *Config) Validate() error {
 	}
 	if err := checkAddr(c.Listen); err != nil {
 		bad("listen", "%v", err)
+	}
+	if a := c.Server.MetricsListen; a != "" {
+		if err := checkAddr(a); err != nil {
+			bad("server.metrics_listen", "%v", err)
+		} else if a == c.Listen {
+			bad("server.metrics_listen", "%s is listen's address: metrics apart must be on another", a)
+		}
 	}
 	if a := c.Server.DebugListen; a != "" {
 		if err := checkAddr(a); err != nil {
