@@ -274,8 +274,8 @@ func TestDefaultRenderDecodes(t *testing.T) {
 	if !labelsMatch(svc.Spec.Selector, pod) || !labelsMatch(d.Spec.Selector.MatchLabels, pod) {
 		t.Errorf("the Service's selector %v or the Deployment's %v does not select the pods' labels %v", svc.Spec.Selector, d.Spec.Selector.MatchLabels, pod)
 	}
-	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].TargetPort.StrVal != "http" {
-		t.Errorf("Service ports %+v, want one targeting the container port named http", svc.Spec.Ports)
+	if len(svc.Spec.Ports) != 2 || svc.Spec.Ports[0].TargetPort.StrVal != "http" || svc.Spec.Ports[1].TargetPort.StrVal != "metrics" || svc.Spec.Ports[1].Port != 9090 {
+		t.Errorf("Service ports %+v, want one targeting the container port named http, one metrics on 9090", svc.Spec.Ports)
 	}
 }
 
@@ -284,8 +284,18 @@ func TestDeploymentProbesSecurityAndShutdown(t *testing.T) {
 	d, c := o.gateway(t)
 	pod := d.Spec.Template.Spec
 
-	if len(c.Ports) != 1 || c.Ports[0].Name != "http" || c.Ports[0].ContainerPort != 8080 {
-		t.Errorf("container ports %+v, want http on 8080", c.Ports)
+	if len(c.Ports) != 2 || c.Ports[0].Name != "http" || c.Ports[0].ContainerPort != 8080 || c.Ports[1].Name != "metrics" || c.Ports[1].ContainerPort != 9090 {
+		t.Errorf("container ports %+v, want http on 8080, metrics on 9090", c.Ports)
+	}
+	// /metrics apart: the gateway is told to serve it there.
+	var metricsAt string
+	for _, e := range c.Env {
+		if e.Name == "TRIAGE_SERVER__METRICS_LISTEN" {
+			metricsAt = e.Value
+		}
+	}
+	if metricsAt != "0.0.0.0:9090" {
+		t.Errorf("TRIAGE_SERVER__METRICS_LISTEN = %q, want 0.0.0.0:9090", metricsAt)
 	}
 	probe := func(what string, p *corev1.Probe, path string) {
 		if p == nil || p.HTTPGet == nil {
@@ -864,8 +874,8 @@ func TestFullValues(t *testing.T) {
 		labelsMatch(sm.Spec.Selector.MatchLabels, es.Labels) {
 		t.Errorf("ServiceMonitor selector %v: want the gateway's Service only", sm.Spec.Selector.MatchLabels)
 	}
-	if len(sm.Spec.Endpoints) != 1 || sm.Spec.Endpoints[0].Port != "http" || sm.Spec.Endpoints[0].Path != "/metrics" {
-		t.Errorf("ServiceMonitor endpoints %+v, want /metrics on port http", sm.Spec.Endpoints)
+	if len(sm.Spec.Endpoints) != 1 || sm.Spec.Endpoints[0].Port != "metrics" || sm.Spec.Endpoints[0].Path != "/metrics" || sm.Spec.Endpoints[0].Scheme != "http" {
+		t.Errorf("ServiceMonitor endpoints %+v, want /metrics on port metrics, plain http", sm.Spec.Endpoints)
 	}
 	if sm.Labels["release"] != "prometheus" {
 		t.Errorf("ServiceMonitor labels %v: serviceMonitor.labels not applied", sm.Labels)

@@ -158,7 +158,8 @@ func TestRedisExistingSecret(t *testing.T) {
 // pod IPs Prometheus scrapes are not in the certificate) or an explicit
 // insecureSkipVerify.
 func TestServiceMonitorTLS(t *testing.T) {
-	tlsOn := "serviceMonitor.enabled=true,config.triage.server.tls.cert_file=/etc/triage/tls/tls.crt,config.triage.server.tls.key_file=/etc/triage/tls/tls.key"
+	// /metrics on the gateway's own port (metricsPort 0): scraped over its TLS.
+	tlsOn := "metricsPort=0,serviceMonitor.enabled=true,config.triage.server.tls.cert_file=/etc/triage/tls/tls.crt,config.triage.server.tls.key_file=/etc/triage/tls/tls.key"
 	if out, err := render(t, "--set", tlsOn); err == nil || !strings.Contains(err.Error(), "serviceMonitor.tlsConfig: the gateway serves TLS") {
 		t.Fatalf("https without tlsConfig: %v\n%s", err, out)
 	}
@@ -176,8 +177,13 @@ func TestServiceMonitorTLS(t *testing.T) {
 		t.Fatalf("endpoint %+v: want https with the tlsConfig given", ep)
 	}
 	// Plain http: no tlsConfig needed, none written.
-	if ep := mustRender(t, "--set", "serviceMonitor.enabled=true").ServiceMonitors[release].Spec.Endpoints[0]; ep.Scheme != "http" || ep.TLSConfig != nil {
+	if ep := mustRender(t, "--set", "metricsPort=0,serviceMonitor.enabled=true").ServiceMonitors[release].Spec.Endpoints[0]; ep.Scheme != "http" || ep.TLSConfig != nil || ep.Port != "http" {
 		t.Fatalf("plain endpoint %+v", ep)
+	}
+	// /metrics apart (the default): plain http on its own port, whatever
+	// the gateway's port serves, so no tlsConfig is asked for.
+	if ep := mustRender(t, "--set", strings.TrimPrefix(tlsOn, "metricsPort=0,")).ServiceMonitors[release].Spec.Endpoints[0]; ep.Scheme != "http" || ep.Port != "metrics" || ep.TLSConfig != nil {
+		t.Fatalf("metrics apart, gateway on TLS: endpoint %+v", ep)
 	}
 }
 
