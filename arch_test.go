@@ -1,12 +1,14 @@
 package triage_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"io"
 	"io/fs"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -393,4 +395,32 @@ func orOfEquals(e ast.Expr, set map[string]bool) bool {
 		}
 	}
 	return false
+}
+
+// TestNoHugeFiles keeps every hand-written Go file (tests and generated
+// templ code aside) under 1,000 lines: past that a file holds more than
+// one concern, and a reader cannot find the one they came for.
+func TestNoHugeFiles(t *testing.T) {
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "var" || d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && path != "." {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") || strings.HasSuffix(path, "_templ.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if n := bytes.Count(b, []byte("\n")); n > 1000 {
+			t.Errorf("%s is %d lines: split it by concern into files under 1,000", path, n)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
