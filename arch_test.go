@@ -55,7 +55,7 @@ func listPackages(t *testing.T, tags ...string) []pkg {
 func TestImportDirections(t *testing.T) {
 	pkgs := listPackages(t)
 	leaf := []string{"rules", "classifier", "models", "datasets", "evaluation", "training", "sim", "internal", "openai", "anthropic", "shadow", "sample", "label",
-		"router/pool", "router/access", "router/metrics", "router/proxy", "router/config", "router/h1", "router/tlsconf", "router/tracing"}
+		"router/pool", "tenancy", "router/metrics", "router/proxy", "router/config", "router/h1", "router/tlsconf", "router/tracing"}
 	// Wire formats: the API shapes clients speak. Routing decides on
 	// rules.Signals, which each wire format extracts; nothing below the
 	// edge reads a wire format.
@@ -122,6 +122,15 @@ func TestImportDirections(t *testing.T) {
 				}
 			}
 		}
+		// tenancy is below the edge: the edge asks it who is calling and
+		// what they may do, never the other way.
+		if rel == "tenancy" || strings.HasPrefix(rel, "tenancy/") {
+			for _, d := range p.Deps {
+				if d == mod+"/router" || (strings.HasPrefix(d, mod+"/router/") && d != mod+"/router/tlsconf") {
+					t.Errorf("%s depends on %s: tenancy imports no router package (but tlsconf's TLS material)", rel, strings.TrimPrefix(d, mod+"/"))
+				}
+			}
+		}
 		// evaluation must not reach the gateway's edge or its forwarding.
 		if rel == "evaluation" || strings.HasPrefix(rel, "evaluation/") {
 			for _, edge := range []string{"/router", "/router/proxy", "/router/pool", "/router/config", "/router/metrics"} {
@@ -148,8 +157,8 @@ var toolchain = []string{
 // without tier 2's build tag; nor does any package cmd/triage's serve path
 // imports.
 func TestGatewayWithoutToolchain(t *testing.T) {
-	servesWith := []string{"router", "rules", "classifier", "openai", "shadow", "sample", "lifecycle"} // with their subpackages
-	servePath := []string{"main.go", "serve.go", "debug.go"}                                           // cmd/triage files
+	servesWith := []string{"router", "rules", "classifier", "openai", "shadow", "sample", "lifecycle", "tenancy"} // with their subpackages
+	servePath := []string{"main.go", "serve.go", "debug.go"}                                                      // cmd/triage files
 	isToolchain := func(path string) bool {
 		rel, ok := strings.CutPrefix(path, mod+"/")
 		return ok && slices.Contains(toolchain, rel)

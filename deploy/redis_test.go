@@ -18,8 +18,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/triagegw/triage/internal/testenv"
-	"github.com/triagegw/triage/router/access"
 	"github.com/triagegw/triage/router/config"
+	"github.com/triagegw/triage/tenancy"
 )
 
 // secretRef is where an env variable of c comes from, nil if not a Secret.
@@ -283,10 +283,10 @@ func TestRedisTLSEndToEnd(t *testing.T) {
 	}
 	// The Service's name verified, at the local server's address.
 	rcfg.TLS.ServerName, rcfg.Addr, rcfg.Timeout = service, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), time.Second
-	var store *access.RedisStore
+	var store *tenancy.RedisStore
 	// The server's listen is not an event this process can wait on.
 	testenv.WaitWithin(t, 10*time.Second, "the gateway's store to reach redis-server over TLS", func() (bool, string) {
-		if store, err = access.NewRedisStore(rcfg, nil); err != nil {
+		if store, err = tenancy.NewRedisStore(rcfg, nil); err != nil {
 			t.Fatal(err)
 		}
 		if store.Healthy() {
@@ -301,8 +301,8 @@ func TestRedisTLSEndToEnd(t *testing.T) {
 	}
 	// In the clear, the port answers nothing a client can use.
 	plain := rcfg
-	plain.TLS = access.RedisTLS{}
-	if s, err := access.NewRedisStore(plain, nil); err != nil || s.Healthy() {
+	plain.TLS = tenancy.RedisTLS{}
+	if s, err := tenancy.NewRedisStore(plain, nil); err != nil || s.Healthy() {
 		t.Fatalf("a plain client reached the TLS-only Redis (err %v)", err)
 	} else {
 		s.Close()

@@ -23,8 +23,8 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/triagegw/triage/internal/testenv"
-	"github.com/triagegw/triage/router/access"
 	"github.com/triagegw/triage/router/config"
+	"github.com/triagegw/triage/tenancy"
 )
 
 // writeKeys writes a keys file with a key per principal and returns the
@@ -38,11 +38,11 @@ func writeKeys(t *testing.T, path string, principals ...string) map[string]strin
 		if groups != "" {
 			gs = strings.Split(groups, ",")
 		}
-		secret, k, err := access.NewKey(name, gs, time.Time{}, time.Now())
+		secret, k, err := tenancy.NewKey(name, gs, time.Time{}, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := access.AppendKey(path, k); err != nil {
+		if err := tenancy.AppendKey(path, k); err != nil {
 			t.Fatal(err)
 		}
 		secrets[name] = secret
@@ -50,12 +50,12 @@ func writeKeys(t *testing.T, path string, principals ...string) map[string]strin
 	return secrets
 }
 
-func accessConfig(t *testing.T, keys string, policies ...access.Policy) *config.Config {
+func accessConfig(t *testing.T, keys string, policies ...tenancy.Policy) *config.Config {
 	t.Helper()
 	gen := newReplica(t, "llama", "gen-0")
 	code := newReplica(t, "coder", "code-0")
 	cfg := newConfig("general", poolCfg("general", "llama", gen.URL), poolCfg("code", "coder", code.URL))
-	cfg.Access = access.Config{KeysFile: keys, Policies: policies}
+	cfg.Access = tenancy.Config{KeysFile: keys, Policies: policies}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -70,8 +70,8 @@ func TestAccessKeysPoliciesAndLimits(t *testing.T) {
 	keys := filepath.Join(t.TempDir(), "keys.jsonl")
 	secrets := writeKeys(t, keys, "alice:eng", "bob")
 	cfg := accessConfig(t, keys,
-		access.Policy{Group: "eng", Pools: []string{"code"}, Limits: access.Limits{RequestsPerMinute: 3}},
-		access.Policy{Group: "*", Models: []string{"llama"}},
+		tenancy.Policy{Group: "eng", Pools: []string{"code"}, Limits: tenancy.Limits{RequestsPerMinute: 3}},
+		tenancy.Policy{Group: "*", Models: []string{"llama"}},
 	)
 	h := newHarness(t, cfg)
 	auth := func(who string) []string { return []string{"Authorization", "Bearer " + secrets[who]} }
@@ -135,7 +135,7 @@ func TestAccessKeysPoliciesAndLimits(t *testing.T) {
 func TestAccessWithOpenAISDK(t *testing.T) {
 	keys := filepath.Join(t.TempDir(), "keys.jsonl")
 	secrets := writeKeys(t, keys, "alice")
-	h := newHarness(t, accessConfig(t, keys, access.Policy{Principal: "alice", Limits: access.Limits{RequestsPerMinute: 1}}))
+	h := newHarness(t, accessConfig(t, keys, tenancy.Policy{Principal: "alice", Limits: tenancy.Limits{RequestsPerMinute: 1}}))
 	ctx := context.Background()
 	params := openai.ChatCompletionNewParams{Model: "llama", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hi")}}
 	bad := openai.NewClient(option.WithBaseURL(h.URL+"/v1/"), option.WithAPIKey("sk-wrong"), option.WithMaxRetries(0))
@@ -158,7 +158,7 @@ func TestAccessReload(t *testing.T) {
 	dir := t.TempDir()
 	keys := filepath.Join(dir, "keys.jsonl")
 	secrets := writeKeys(t, keys, "alice")
-	cfg := accessConfig(t, keys, access.Policy{Principal: "alice", Limits: access.Limits{RequestsPerMinute: 2}})
+	cfg := accessConfig(t, keys, tenancy.Policy{Principal: "alice", Limits: tenancy.Limits{RequestsPerMinute: 2}})
 	h := newHarness(t, cfg)
 	auth := func(who string) []string { return []string{"Authorization", "Bearer " + secrets[who]} }
 	if r := h.do(t, "POST", "/v1/chat/completions", chatFor("llama"), auth("alice")...); r.status != 200 {
@@ -191,13 +191,13 @@ func TestAccessReload(t *testing.T) {
 	// Revoked: 401 once applied.
 	_ = os.WriteFile(keys, good, 0o600)
 	var carol string
-	ks, _ := access.LoadKeys(keys)
+	ks, _ := tenancy.LoadKeys(keys)
 	for _, k := range ks {
 		if k.Principal == "carol" {
 			carol = k.ID
 		}
 	}
-	if _, err := access.RevokeKey(keys, carol, time.Now()); err != nil {
+	if _, err := tenancy.RevokeKey(keys, carol, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.gw.Apply(cfg, nil); err != nil {
@@ -215,7 +215,7 @@ func TestAccessReload(t *testing.T) {
 func TestAccessKeysFileTruncated(t *testing.T) {
 	keys := filepath.Join(t.TempDir(), "keys.jsonl")
 	secrets := writeKeys(t, keys, "alice")
-	cfg := accessConfig(t, keys, access.Policy{Principal: "alice"})
+	cfg := accessConfig(t, keys, tenancy.Policy{Principal: "alice"})
 	h := newHarness(t, cfg)
 	post := func(who string) int {
 		return h.do(t, "POST", "/v1/chat/completions", chatFor("llama"), "Authorization", "Bearer "+secrets[who]).status
@@ -250,7 +250,7 @@ func TestAccessKeysFileTruncated(t *testing.T) {
 		t.Fatalf("after the rewrite: alice %d, bob %d", a, b)
 	}
 	// Emptied on purpose.
-	if err := os.WriteFile(keys, []byte("# every key withdrawn\n"+access.KeysEmptyMarker+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(keys, []byte("# every key withdrawn\n"+tenancy.KeysEmptyMarker+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.gw.Apply(cfg, nil); err != nil {
@@ -266,7 +266,7 @@ func TestAccessKeysFileTruncated(t *testing.T) {
 func TestAccessPolicyNamesChecked(t *testing.T) {
 	keys := filepath.Join(t.TempDir(), "keys.jsonl")
 	writeKeys(t, keys, "alice")
-	cfg := accessConfig(t, keys, access.Policy{Principal: "alice", Pools: []string{"gpu"}, Models: []string{"gpt-5"}})
+	cfg := accessConfig(t, keys, tenancy.Policy{Principal: "alice", Pools: []string{"gpu"}, Models: []string{"gpt-5"}})
 	_, err := New(cfg, nil, Options{})
 	if err == nil || !strings.Contains(err.Error(), `access.policies[0].pools[0]: no pool named "gpu"; the pools are "general", "code"`) ||
 		!strings.Contains(err.Error(), `access.policies[0].models[0]: no model named "gpt-5"`) {
@@ -348,8 +348,8 @@ func TestAccessTokenLimitsAndBudgets(t *testing.T) {
 	dir := t.TempDir()
 	keys := filepath.Join(dir, "keys.jsonl")
 	secrets := writeKeys(t, keys, "alice")
-	cfg := accessConfig(t, keys, access.Policy{Principal: "alice",
-		Limits: access.Limits{TokensPerMinute: 100}, Budget: access.Budget{TokensPerDay: 40}})
+	cfg := accessConfig(t, keys, tenancy.Policy{Principal: "alice",
+		Limits: tenancy.Limits{TokensPerMinute: 100}, Budget: tenancy.Budget{TokensPerDay: 40}})
 	cfg.Access.StateFile = filepath.Join(dir, "state.json")
 	cfg.Access.ReserveTokens = 4 // what the sim answers with: a request without max_tokens is counted as 4 more
 	h := newHarness(t, cfg)
@@ -426,7 +426,7 @@ func TestAccessUsageLog(t *testing.T) {
 		t.Fatalf("usage log:\n%s", out.String())
 	}
 	if rec["principal"] != "alice" || rec["pool"] != "code" || rec["model"] != "coder" || rec["status"] != 200.0 ||
-		rec["reported"] != true || rec["completion_tokens"] != 4.0 || rec["key"] != access.KeyID(secrets["alice"]) {
+		rec["reported"] != true || rec["completion_tokens"] != 4.0 || rec["key"] != tenancy.KeyID(secrets["alice"]) {
 		t.Fatalf("record %v", rec)
 	}
 	if strings.Contains(out.String(), secrets["alice"][20:]) {
@@ -439,8 +439,8 @@ func TestAccessUsageLog(t *testing.T) {
 func TestAccessRefusedAfterAdmissionRefundsTokens(t *testing.T) {
 	keys := filepath.Join(t.TempDir(), "keys.jsonl")
 	secrets := writeKeys(t, keys, "alice")
-	cfg := accessConfig(t, keys, access.Policy{Principal: "alice", Pools: []string{"code"},
-		Limits: access.Limits{TokensPerMinute: 100}})
+	cfg := accessConfig(t, keys, tenancy.Policy{Principal: "alice", Pools: []string{"code"},
+		Limits: tenancy.Limits{TokensPerMinute: 100}})
 	cfg.Access.ReserveTokens = 4
 	h := newHarness(t, cfg)
 	auth := []string{"Authorization", "Bearer " + secrets["alice"]}
@@ -465,8 +465,8 @@ func TestAccessSharedThroughRedis(t *testing.T) {
 	keys := filepath.Join(t.TempDir(), "keys.jsonl")
 	secrets := writeKeys(t, keys, "alice")
 	newGW := func() *harness {
-		cfg := accessConfig(t, keys, access.Policy{Principal: "alice", Limits: access.Limits{RequestsPerMinute: 10}})
-		cfg.Access.Redis = access.RedisConfig{Addr: addr}
+		cfg := accessConfig(t, keys, tenancy.Policy{Principal: "alice", Limits: tenancy.Limits{RequestsPerMinute: 10}})
+		cfg.Access.Redis = tenancy.RedisConfig{Addr: addr}
 		if err := cfg.Validate(); err != nil {
 			t.Fatal(err)
 		}
@@ -585,8 +585,8 @@ func TestAccessRequestPathDoesNotWaitOnRedis(t *testing.T) {
 	hole := newBlackhole(t, addr)
 	keys := filepath.Join(t.TempDir(), "keys.jsonl")
 	secrets := writeKeys(t, keys, "alice")
-	cfg := accessConfig(t, keys, access.Policy{Principal: "alice", Limits: access.Limits{RequestsPerMinute: 600000}, Budget: access.Budget{TokensPerDay: 1 << 40}})
-	cfg.Access.Redis = access.RedisConfig{Addr: hole.ln.Addr().String(), Timeout: 200 * time.Millisecond}
+	cfg := accessConfig(t, keys, tenancy.Policy{Principal: "alice", Limits: tenancy.Limits{RequestsPerMinute: 600000}, Budget: tenancy.Budget{TokensPerDay: 1 << 40}})
+	cfg.Access.Redis = tenancy.RedisConfig{Addr: hole.ln.Addr().String(), Timeout: 200 * time.Millisecond}
 	h := newHarness(t, cfg)
 	auth := []string{"Authorization", "Bearer " + secrets["alice"]}
 	// 80 requests 5 ms apart: over the Redis timeout, so the loop's calls

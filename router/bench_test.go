@@ -18,7 +18,7 @@ import (
 	"github.com/triagegw/triage/classifier/classifiertest"
 	"github.com/triagegw/triage/internal/logsink"
 	"github.com/triagegw/triage/internal/testenv"
-	"github.com/triagegw/triage/router/access"
+	"github.com/triagegw/triage/tenancy"
 )
 
 // instantUpstream answers every request at once with a fixed reply, like
@@ -72,11 +72,11 @@ func BenchmarkRequestPath(b *testing.B) {
 	// With access control: an API key, a policy, requests, concurrency
 	// and token limits and a daily budget (all far above the load).
 	keys := filepath.Join(b.TempDir(), "keys.jsonl")
-	secret, k, err := access.NewKey("bench", []string{"load"}, time.Time{}, time.Now())
+	secret, k, err := tenancy.NewKey("bench", []string{"load"}, time.Time{}, time.Now())
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := access.AppendKey(keys, k); err != nil {
+	if err := tenancy.AppendKey(keys, k); err != nil {
 		b.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -92,8 +92,8 @@ func BenchmarkRequestPath(b *testing.B) {
 			pc := poolCfg("p", "gpt-4o-mini", up)
 			cfg := newConfig("", pc)
 			if tc.access {
-				cfg.Access = access.Config{KeysFile: keys, Policies: []access.Policy{{Group: "load", Models: []string{"gpt-4o-mini"},
-					Limits: access.Limits{RequestsPerMinute: 1 << 30, Concurrent: 4096, TokensPerMinute: 1 << 30}, Budget: access.Budget{TokensPerDay: 1 << 50}}}}
+				cfg.Access = tenancy.Config{KeysFile: keys, Policies: []tenancy.Policy{{Group: "load", Models: []string{"gpt-4o-mini"},
+					Limits: tenancy.Limits{RequestsPerMinute: 1 << 30, Concurrent: 4096, TokensPerMinute: 1 << 30}, Budget: tenancy.Budget{TokensPerDay: 1 << 50}}}}
 			}
 			gw, err := New(cfg, nil, Options{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), AccessLog: io.Discard})
 			if err != nil {

@@ -20,7 +20,6 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/triagegw/triage/openai"
-	"github.com/triagegw/triage/router/access"
 	"github.com/triagegw/triage/router/config"
 	"github.com/triagegw/triage/router/h1"
 	"github.com/triagegw/triage/router/metrics"
@@ -30,6 +29,7 @@ import (
 	"github.com/triagegw/triage/rules"
 	"github.com/triagegw/triage/sample"
 	"github.com/triagegw/triage/shadow"
+	"github.com/triagegw/triage/tenancy"
 )
 
 // gin is this package's business, and its debug mode prints to stdout.
@@ -99,10 +99,10 @@ type Gateway struct {
 	// tracer is nil with tracing off; tracing.* changes take a restart.
 	tracer *tracing.Tracer
 
-	limiter  *access.Limiter    // limit counts, kept across snapshots
-	stopJWT  func()             // stops the JWKS refresh of the snapshot in effect (under applyMu)
-	redis    *access.RedisStore // the limits' shared counts; nil: this replica's alone
-	share    *sessionShare      // sessions shared through redis; nil without it
+	limiter  *tenancy.Limiter    // limit counts, kept across snapshots
+	stopJWT  func()              // stops the JWKS refresh of the snapshot in effect (under applyMu)
+	redis    *tenancy.RedisStore // the limits' shared counts; nil: this replica's alone
+	share    *sessionShare       // sessions shared through redis; nil without it
 	snap     atomic.Pointer[snapshot]
 	applyMu  sync.Mutex
 	changed  chan struct{} // kicks Run to start or stop health checks
@@ -135,7 +135,7 @@ type snapshot struct {
 	// split is the rules' live split; nil: none.
 	split *splitState
 	// access is who may call and how much; nil: everyone, without limit.
-	access *access.Snapshot
+	access *tenancy.Snapshot
 	// usageOut is the usage log (access.usage_log); nil: none.
 	usageOut io.Writer
 	// sampleOut is the prompt sample (sample.path); nil: sampling off.
@@ -185,12 +185,12 @@ func New(cfg *config.Config, routing *rules.Set, o Options) (*Gateway, error) {
 		usageLog:     o.UsageLog,
 		sampleLog:    o.SampleLog,
 		sampler:      sample.New(o.SampleQueue),
-		limiter:      access.NewLimiter(),
+		limiter:      tenancy.NewLimiter(),
 		responses:    newResponseIndex(responseIndexSize),
 		metricsApart: cfg.Server.MetricsListen != "",
 	}
 	if rc := cfg.Access.Redis; rc.Enabled() {
-		store, err := access.NewRedisStore(rc, g.log)
+		store, err := tenancy.NewRedisStore(rc, g.log)
 		if err != nil {
 			return nil, fmt.Errorf("access.redis: %w", err)
 		}
@@ -369,7 +369,7 @@ func (g *Gateway) Apply(cfg *config.Config, routing *rules.Set) error {
 			s.sampleOpts = sample.Options{Rate: sc.Rate, PerHour: int64(sc.MaxPerHour), Principal: sc.Principal}
 		}
 	}
-	var jwt *access.JWT
+	var jwt *tenancy.JWT
 	if cfg.Access.Enabled() {
 		as, j, err := g.compileAccess(cfg, s)
 		if err != nil {
@@ -377,7 +377,7 @@ func (g *Gateway) Apply(cfg *config.Config, routing *rules.Set) error {
 		}
 		s.access, jwt = as, j
 		if p := cfg.Access.UsageLog; p != "" && g.usageLog != nil {
-			w, err := g.usageLog(p, cfg.Access.UsageLogSize(), access.UsageLogKeep)
+			w, err := g.usageLog(p, cfg.Access.UsageLogSize(), tenancy.UsageLogKeep)
 			if err != nil {
 				return fmt.Errorf("access.usage_log: %w", err)
 			}
@@ -415,8 +415,8 @@ func (g *Gateway) Apply(cfg *config.Config, routing *rules.Set) error {
 
 // compileAccess reads the keys file and compiles the access policies
 // against the snapshot's pools, model names and rules.
-func (g *Gateway) compileAccess(cfg *config.Config, s *snapshot) (*access.Snapshot, *access.JWT, error) {
-	known := access.Known{Pools: []string{}, Models: []string{}}
+func (g *Gateway) compileAccess(cfg *config.Config, s *snapshot) (*tenancy.Snapshot, *tenancy.JWT, error) {
+	known := tenancy.Known{Pools: []string{}, Models: []string{}}
 	for _, e := range s.pools {
 		known.Pools = append(known.Pools, e.pool.Name())
 	}
@@ -434,36 +434,36 @@ func (g *Gateway) compileAccess(cfg *config.Config, s *snapshot) (*access.Snapsh
 	if errs := cfg.Access.Validate(known); len(errs) > 0 {
 		return nil, nil, &config.Error{Path: cfg.Path, Problems: errs}
 	}
-	var keys []access.Key
+	var keys []tenancy.Key
 	if cfg.Access.KeysFile != "" {
-		var prev []access.Key
+		var prev []tenancy.Key
 		if old := g.snap.Load(); old != nil && old.access != nil {
 			prev = old.access.KeySet()
 		}
 		var kept bool
 		var err error
-		if keys, kept, err = access.ReloadKeys(cfg.Access.KeysFile, prev); err != nil {
+		if keys, kept, err = tenancy.ReloadKeys(cfg.Access.KeysFile, prev); err != nil {
 			return nil, nil, fmt.Errorf("access.keys_file: %w", err)
 		}
 		if kept {
-			g.log.Warn("access.keys_file holds no key where it held some: taken for a file being rewritten, the keys before stay in effect (a line \""+access.KeysEmptyMarker+"\" withdraws them all)",
+			g.log.Warn("access.keys_file holds no key where it held some: taken for a file being rewritten, the keys before stay in effect (a line \""+tenancy.KeysEmptyMarker+"\" withdraws them all)",
 				"file", cfg.Access.KeysFile, "keys", len(keys))
 		}
 	}
-	var jwt *access.JWT
+	var jwt *tenancy.JWT
 	if cfg.Access.JWT.Enabled() {
 		var err error
-		if jwt, err = access.NewJWT(cfg.Access.JWT, g.log); err != nil {
+		if jwt, err = tenancy.NewJWT(cfg.Access.JWT, g.log); err != nil {
 			return nil, nil, fmt.Errorf("access.jwt: %w", err)
 		}
 	}
-	as, err := access.Compile(&cfg.Access, keys, jwt, g.limiter)
+	as, err := tenancy.Compile(&cfg.Access, keys, jwt, g.limiter)
 	return as, jwt, err
 }
 
 // runJWT keeps jwt's key set fresh (a JWKS URL) until the next snapshot
 // replaces it or the gateway stops.
-func (g *Gateway) runJWT(jwt *access.JWT) {
+func (g *Gateway) runJWT(jwt *tenancy.JWT) {
 	if g.stopJWT != nil {
 		g.stopJWT()
 		g.stopJWT = nil
@@ -538,7 +538,7 @@ func listModels(s *snapshot) []listedModel {
 // mayName reports whether the caller may send m's name: what the request
 // path checks of a model name, and for a pool's model the pool too (as a
 // request naming it would be routed, to the default route).
-func mayName(c access.Caller, m *listedModel) bool {
+func mayName(c tenancy.Caller, m *listedModel) bool {
 	if m.pool == "" {
 		return c.AllowModel(m.ID, true) == nil
 	}

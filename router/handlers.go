@@ -21,12 +21,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/triagegw/triage/openai"
-	"github.com/triagegw/triage/router/access"
 	"github.com/triagegw/triage/router/config"
 	"github.com/triagegw/triage/router/h1"
 	"github.com/triagegw/triage/router/metrics"
 	"github.com/triagegw/triage/router/proxy"
 	"github.com/triagegw/triage/rules"
+	"github.com/triagegw/triage/tenancy"
 )
 
 // MetricsHandler serves the gateway's metrics, as /metrics does.
@@ -118,7 +118,7 @@ func (g *Gateway) models(c *gin.Context) {
 func (g *Gateway) model(c *gin.Context) {
 	s := g.snap.Load()
 	name := c.Param("model")[1:] // "/name" → "name"; names may hold slashes
-	var caller access.Caller
+	var caller tenancy.Caller
 	if s.access != nil {
 		var ok bool
 		if caller, ok = g.authenticate(c, s); !ok {
@@ -137,7 +137,7 @@ func (g *Gateway) model(c *gin.Context) {
 // authenticate checks the credential of a request that reads the gateway's
 // own state (no body, no limits): on a refusal it writes the answer, in
 // OpenAI's shape, and logs the request.
-func (g *Gateway) authenticate(c *gin.Context, s *snapshot) (access.Caller, bool) {
+func (g *Gateway) authenticate(c *gin.Context, s *snapshot) (tenancy.Caller, bool) {
 	start := time.Now()
 	caller, d := s.access.Authenticate(c.Request.Header, start)
 	if d == nil {
@@ -186,7 +186,7 @@ func (g *Gateway) createResponse(c *gin.Context) { g.serve(c, shapeResponses) }
 
 // deny answers a request access control refused, in OpenAI's shape:
 // 401, 403, or 429 with Retry-After.
-func (g *Gateway) deny(w http.ResponseWriter, sh shape, al *accessLine, d *access.Denial) {
+func (g *Gateway) deny(w http.ResponseWriter, sh shape, al *accessLine, d *tenancy.Denial) {
 	typ := openai.TypePermission
 	switch d.Status {
 	case http.StatusBadRequest:
@@ -210,7 +210,7 @@ func (g *Gateway) deny(w http.ResponseWriter, sh shape, al *accessLine, d *acces
 // from the tightest requests- and tokens-per-minute limits that apply:
 // the values are cut from one string and the headers' slices from one
 // array (two allocations, not twelve).
-func rateHeaders(h http.Header, a *access.Admission) {
+func rateHeaders(h http.Header, a *tenancy.Admission) {
 	if a.Limit == 0 && a.TokLimit == 0 {
 		return
 	}

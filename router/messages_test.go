@@ -16,7 +16,7 @@ import (
 
 	"github.com/triagegw/triage/classifier"
 	"github.com/triagegw/triage/classifier/classifiertest"
-	"github.com/triagegw/triage/router/access"
+	"github.com/triagegw/triage/tenancy"
 )
 
 // TestAnthropicSDK drives /v1/messages with the official Anthropic Go SDK,
@@ -241,7 +241,7 @@ func TestMessagesRouteBySubject(t *testing.T) {
 func TestMessagesAccess(t *testing.T) {
 	keys := filepath.Join(t.TempDir(), "keys.jsonl")
 	secrets := writeKeys(t, keys, "agent")
-	cfg := accessConfig(t, keys, access.Policy{Group: "*", Models: []string{"llama"}})
+	cfg := accessConfig(t, keys, tenancy.Policy{Group: "*", Models: []string{"llama"}})
 	h := newHarness(t, cfg)
 	body := `{"model":"llama","max_tokens":16,"messages":[{"role":"user","content":"hi"}]}`
 	if r := h.do(t, "POST", "/v1/messages", body, "x-api-key", secrets["agent"], "anthropic-version", "2023-06-01"); r.status != 200 || !strings.Contains(r.body, `"type":"message"`) {

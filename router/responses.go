@@ -13,8 +13,8 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/triagegw/triage/openai"
-	"github.com/triagegw/triage/router/access"
 	"github.com/triagegw/triage/router/proxy"
+	"github.com/triagegw/triage/tenancy"
 )
 
 // responseIndex remembers where each Responses answer was made: the pool
@@ -319,10 +319,10 @@ func (g *Gateway) storedResponse(c *gin.Context) {
 		al.status, al.err = oe.Status, oe
 		openai.WriteError(w, oe)
 	}
-	var caller access.Caller
+	var caller tenancy.Caller
 	owner := ""
 	if s.access != nil {
-		var d *access.Denial
+		var d *tenancy.Denial
 		if caller, d = s.access.Authenticate(r.Header, start); d != nil {
 			g.deny(w, shapeOpenAI, &al, d)
 			return

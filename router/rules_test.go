@@ -10,10 +10,10 @@ import (
 	"github.com/triagegw/triage/classifier"
 	"github.com/triagegw/triage/classifier/classifiertest"
 	"github.com/triagegw/triage/internal/testenv"
-	"github.com/triagegw/triage/router/access"
 	"github.com/triagegw/triage/router/config"
 	"github.com/triagegw/triage/router/pool"
 	"github.com/triagegw/triage/rules"
+	"github.com/triagegw/triage/tenancy"
 )
 
 func compileRules(t testing.TB, cfg *config.Config, tier1 classifier.Classifier, body string) *rules.Set {
@@ -273,7 +273,7 @@ func TestAccessPinsAClassToATenantPool(t *testing.T) {
 		poolCfg("legal", "saul", legal.URL), poolCfg("acme-legal", "acme-law", acme.URL))
 	keys := filepath.Join(t.TempDir(), "keys.jsonl")
 	secrets := writeKeys(t, keys, "ann:acme", "bob")
-	cfg.Access = access.Config{KeysFile: keys, Policies: []access.Policy{{Group: "acme", Pins: map[string]string{"law": "acme-legal"}}}}
+	cfg.Access = tenancy.Config{KeysFile: keys, Policies: []tenancy.Policy{{Group: "acme", Pins: map[string]string{"law": "acme-legal"}}}}
 	tier1 := &classifiertest.Fixed{Rules: []classifiertest.Rule{{Contains: "deposit", Class: "law", Score: 0.9}},
 		Default: classifier.Scored{Class: "other", Score: 0.8}}
 	set := compileRules(t, cfg, tier1, gatewayRules)

@@ -10,10 +10,10 @@ import (
 
 	"github.com/triagegw/triage/anthropic"
 	"github.com/triagegw/triage/openai"
-	"github.com/triagegw/triage/router/access"
 	"github.com/triagegw/triage/router/pool"
 	"github.com/triagegw/triage/router/proxy"
 	"github.com/triagegw/triage/rules"
+	"github.com/triagegw/triage/tenancy"
 )
 
 // A request to a model endpoint (chat completions, completions,
@@ -49,8 +49,8 @@ type exchange struct {
 	bp  *[]byte             // the body's pooled buffer
 
 	path, query string // where the pools are sent it
-	caller      access.Caller
-	adm         access.Admission
+	caller      tenancy.Caller
+	adm         tenancy.Admission
 	admitted    bool // adm holds limits to give back
 
 	body, orig []byte         // the body in the pools' terms, and as the client sent it
@@ -70,7 +70,7 @@ type exchange struct {
 // failure is a stage's refusal when what the client is told is not all
 // the log should say, or the connection must not be reused.
 type failure struct {
-	answer error // *openai.Error, *anthropic.Error or *access.Denial
+	answer error // *openai.Error, *anthropic.Error or *tenancy.Denial
 	cause  error // for the log; nil: the answer
 	close  bool  // close the connection after the answer
 }
@@ -141,7 +141,7 @@ func (x *exchange) fail(err error) {
 	}
 	x.al.err = cause
 	switch e := err.(type) {
-	case *access.Denial:
+	case *tenancy.Denial:
 		x.g.deny(x.w, x.sh, &x.al, e)
 	case *anthropic.Error:
 		x.al.status = e.Status

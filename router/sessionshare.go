@@ -9,8 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/triagegw/triage/router/access"
 	"github.com/triagegw/triage/rules"
+	"github.com/triagegw/triage/tenancy"
 )
 
 // sessionTopic is the Redis stream the replicas share sessions and
@@ -50,7 +50,7 @@ const (
 // unknown is refused with access control, as not found, or while Redis
 // does not answer with 503 and Retry-After (indexUnavailable).
 type sessionShare struct {
-	store    *access.RedisStore
+	store    *tenancy.RedisStore
 	self     string // this replica's id, to skip its own messages
 	out      chan sessionMsg
 	dropped  atomic.Uint64
@@ -79,7 +79,7 @@ type sharedResponse struct {
 	Owner   string `json:"owner,omitempty"`
 }
 
-func newSessionShare(store *access.RedisStore) *sessionShare {
+func newSessionShare(store *tenancy.RedisStore) *sessionShare {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return &sessionShare{store: store, self: hex.EncodeToString(b[:]), out: make(chan sessionMsg, 1024),

@@ -9,7 +9,7 @@ import (
 	"github.com/triagegw/triage/classifier"
 	"github.com/triagegw/triage/classifier/classifiertest"
 	"github.com/triagegw/triage/internal/testenv"
-	"github.com/triagegw/triage/router/access"
+	"github.com/triagegw/triage/tenancy"
 )
 
 // TestSessionsSharedAcrossReplicas: three gateway replicas share a real
@@ -25,7 +25,7 @@ func TestSessionsSharedAcrossReplicas(t *testing.T) {
 	var gws []*harness
 	for range 3 {
 		cfg := newConfig("general", poolCfg("general", "llama", gen.URL), poolCfg("code", "coder", code.URL))
-		cfg.Access.Redis = access.RedisConfig{Addr: addr, Timeout: 200 * time.Millisecond}
+		cfg.Access.Redis = tenancy.RedisConfig{Addr: addr, Timeout: 200 * time.Millisecond}
 		set := compileRules(t, cfg, tier1, "window: {user_turns: 1}\nroutes: [{name: coding, when: {class: code}, pool: code}]\ndefault: general\nsession: {turns: 5}\n")
 		h := newHarness(t, cfg)
 		if err := h.gw.Apply(cfg, set); err != nil {
@@ -81,7 +81,7 @@ func TestResponsesSharedAcrossReplicas(t *testing.T) {
 	var gws []*harness
 	for range 2 {
 		cfg := newConfig("general", poolCfg("general", "llama", gen0.URL, gen1.URL))
-		cfg.Access.Redis = access.RedisConfig{Addr: addr, Timeout: 200 * time.Millisecond}
+		cfg.Access.Redis = tenancy.RedisConfig{Addr: addr, Timeout: 200 * time.Millisecond}
 		gws = append(gws, newHarness(t, cfg))
 	}
 	waitCaughtUp(t, gws)
@@ -119,7 +119,7 @@ func TestShareReachesReplicaStartedLater(t *testing.T) {
 		Default: classifier.Scored{Class: "other", Score: 0.5}}
 	start := func() *harness {
 		cfg := newConfig("general", poolCfg("general", "llama", gen.URL), poolCfg("code", "coder", code.URL))
-		cfg.Access.Redis = access.RedisConfig{Addr: addr, Timeout: 200 * time.Millisecond}
+		cfg.Access.Redis = tenancy.RedisConfig{Addr: addr, Timeout: 200 * time.Millisecond}
 		set := compileRules(t, cfg, tier1, "window: {user_turns: 1}\nroutes: [{name: coding, when: {class: code}, pool: code}]\ndefault: general\nsession: {header: x-session-id, turns: 5}\n")
 		h := newHarness(t, cfg)
 		if err := h.gw.Apply(cfg, set); err != nil {
@@ -159,7 +159,7 @@ func TestShareOutlastsRedisOutage(t *testing.T) {
 	var gws []*harness
 	for range 2 {
 		cfg := newConfig("general", poolCfg("general", "llama", gen0.URL))
-		cfg.Access.Redis = access.RedisConfig{Addr: addr, Timeout: 50 * time.Millisecond}
+		cfg.Access.Redis = tenancy.RedisConfig{Addr: addr, Timeout: 50 * time.Millisecond}
 		gws = append(gws, newHarness(t, cfg))
 	}
 	waitCaughtUp(t, gws)
@@ -202,7 +202,7 @@ func TestChainWaitsForItsShare(t *testing.T) {
 	var gws []*harness
 	for range 2 {
 		cfg := newConfig("general", poolCfg("general", "llama", gen0.URL, gen1.URL))
-		cfg.Access = access.Config{KeysFile: keys, Redis: access.RedisConfig{Addr: addr, Timeout: 50 * time.Millisecond}}
+		cfg.Access = tenancy.Config{KeysFile: keys, Redis: tenancy.RedisConfig{Addr: addr, Timeout: 50 * time.Millisecond}}
 		if err := cfg.Validate(); err != nil {
 			t.Fatal(err)
 		}

@@ -13,11 +13,11 @@ import (
 
 	"github.com/triagegw/triage/classifier"
 	"github.com/triagegw/triage/classifier/classifiertest"
-	"github.com/triagegw/triage/router/access"
 	"github.com/triagegw/triage/router/config"
 	"github.com/triagegw/triage/rules"
 	"github.com/triagegw/triage/shadow"
 	"github.com/triagegw/triage/split"
+	"github.com/triagegw/triage/tenancy"
 
 	"github.com/triagegw/triage/internal/testenv"
 )
@@ -41,7 +41,7 @@ func TestSplitRoutesEachArm(t *testing.T) {
 	}
 	keys := filepath.Join(dir, "keys.jsonl")
 	secrets := writeKeys(t, keys, names...)
-	cfg.Access = access.Config{KeysFile: keys, Policies: []access.Policy{{Group: "*"}}}
+	cfg.Access = tenancy.Config{KeysFile: keys, Policies: []tenancy.Policy{{Group: "*"}}}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +180,7 @@ func TestSplitShadowNamesServingArm(t *testing.T) {
 	}
 	keys := filepath.Join(dir, "keys.jsonl")
 	secrets := writeKeys(t, keys, names...)
-	cfg.Access = access.Config{KeysFile: keys, Policies: []access.Policy{{Group: "*"}}}
+	cfg.Access = tenancy.Config{KeysFile: keys, Policies: []tenancy.Policy{{Group: "*"}}}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}

@@ -18,9 +18,9 @@ import (
 	"github.com/triagegw/triage/classifier"
 	"github.com/triagegw/triage/classifier/classifiertest"
 	"github.com/triagegw/triage/internal/testenv"
-	"github.com/triagegw/triage/router/access"
 	"github.com/triagegw/triage/router/config"
 	"github.com/triagegw/triage/router/pool"
+	"github.com/triagegw/triage/tenancy"
 )
 
 // Tenant isolation, tried with two tenants as a new user would: every id,
@@ -40,7 +40,7 @@ func TestResponsesChainOwnedByItsPrincipal(t *testing.T) {
 	secrets := writeKeys(t, keys, "alice", "bob")
 	gen := newReplica(t, "llama", "gen-0")
 	cfg := newConfig("general", poolCfg("general", "llama", gen.URL))
-	cfg.Access = access.Config{KeysFile: keys}
+	cfg.Access = tenancy.Config{KeysFile: keys}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestResponsesPathIsOneCleanSegment(t *testing.T) {
 	secrets := writeKeys(t, keys, "alice", "bob")
 	gen := newReplica(t, "llama", "gen-0")
 	cfg := newConfig("general", poolCfg("general", "llama", gen.URL))
-	cfg.Access = access.Config{KeysFile: keys}
+	cfg.Access = tenancy.Config{KeysFile: keys}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +212,7 @@ func TestSessionsScopedByPrincipal(t *testing.T) {
 	code := newReplica(t, "coder", "code")
 	own := newReplica(t, "coder", "acme-code")
 	cfg := newConfig("general", poolCfg("general", "llama", gen.URL), poolCfg("code", "coder", code.URL), poolCfg("acme-code", "acme-coder", own.URL))
-	cfg.Access = access.Config{KeysFile: keys, Policies: []access.Policy{{Principal: "acme", Pins: map[string]string{"code": "acme-code"}}}}
+	cfg.Access = tenancy.Config{KeysFile: keys, Policies: []tenancy.Policy{{Principal: "acme", Pins: map[string]string{"code": "acme-code"}}}}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +270,7 @@ func TestModelsListedPerCaller(t *testing.T) {
 	gen := newReplica(t, "llama", "gen")
 	priv := newReplica(t, "alice-7b", "priv")
 	cfg := newConfig("general", poolCfg("general", "llama", gen.URL), poolCfg("private", "alice-7b", priv.URL))
-	cfg.Access = access.Config{KeysFile: keys, Policies: []access.Policy{
+	cfg.Access = tenancy.Config{KeysFile: keys, Policies: []tenancy.Policy{
 		{Principal: "alice", Pools: []string{"general", "private"}},
 		{Group: "*", Pools: []string{"general"}},
 	}}
@@ -368,7 +368,7 @@ func TestReplicaChoiceNotExplainedToTenants(t *testing.T) {
 			cfg := newConfig("code", pc)
 			var hdr []string
 			if tc.access {
-				cfg.Access = access.Config{KeysFile: keys}
+				cfg.Access = tenancy.Config{KeysFile: keys}
 				hdr = []string{"Authorization", "Bearer " + secrets["alice"]}
 			}
 			if err := cfg.Validate(); err != nil {

@@ -10,10 +10,10 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/triagegw/triage/router/access"
 	"github.com/triagegw/triage/router/pool"
 	"github.com/triagegw/triage/router/tracing"
 	"github.com/triagegw/triage/rules"
+	"github.com/triagegw/triage/tenancy"
 )
 
 // A traced request is one server span with children:
@@ -117,7 +117,7 @@ func (rt *reqTrace) child(name string, opts ...trace.SpanStartOption) trace.Span
 }
 
 // admitted records the limits' check, which began at start.
-func (rt *reqTrace) admitted(start time.Time, a *access.Admission, d *access.Denial) {
+func (rt *reqTrace) admitted(start time.Time, a *tenancy.Admission, d *tenancy.Denial) {
 	if !rt.span.IsRecording() {
 		return
 	}
@@ -132,7 +132,7 @@ func (rt *reqTrace) admitted(start time.Time, a *access.Admission, d *access.Den
 }
 
 // denied marks the request refused by access control.
-func (rt *reqTrace) denied(d *access.Denial) {
+func (rt *reqTrace) denied(d *tenancy.Denial) {
 	if rt.span.IsRecording() {
 		rt.span.SetAttributes(attrDenied.String(d.Code))
 	}

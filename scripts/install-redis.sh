@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # install-redis.sh installs redis-server from Debian's packages, for the
-# tests of the shared limit counters (router/access/redis_test.go), which
+# tests of the shared limit counters (tenancy/redis_test.go), which
 # start their own redis-server on a free port. Idempotent: it does nothing
 # when redis-server is already on PATH. It leaves no Redis running: if the
 # package's install started the system service, it is stopped again.

@@ -9,8 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/triagegw/triage/router/access"
 	"github.com/triagegw/triage/router/config"
+	"github.com/triagegw/triage/tenancy"
 )
 
 const keysUsage = `usage:
@@ -109,12 +109,12 @@ func runKeysCreate(args []string, stdout, stderr io.Writer) error {
 			gs = append(gs, g)
 		}
 	}
-	secret, k, err := access.NewKey(*principal, gs, exp, now)
+	secret, k, err := tenancy.NewKey(*principal, gs, exp, now)
 	if err != nil {
 		return usageError("%v", err)
 	}
 	k.Note = *note
-	if err := access.AppendKey(path, k); err != nil {
+	if err := tenancy.AppendKey(path, k); err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, secret)
@@ -152,7 +152,7 @@ func runKeysList(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	keys, err := access.LoadKeys(path)
+	keys, err := tenancy.LoadKeys(path)
 	if err != nil {
 		return err
 	}
@@ -194,7 +194,7 @@ func runKeysRevoke(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	k, err := access.RevokeKey(path, pos[0], time.Now())
+	k, err := tenancy.RevokeKey(path, pos[0], time.Now())
 	if err != nil {
 		return err
 	}

@@ -25,11 +25,11 @@ import (
 	"github.com/triagegw/triage/internal/logsink"
 	"github.com/triagegw/triage/lifecycle"
 	"github.com/triagegw/triage/router"
-	"github.com/triagegw/triage/router/access"
 	"github.com/triagegw/triage/router/config"
 	"github.com/triagegw/triage/router/h1"
 	"github.com/triagegw/triage/router/tlsconf"
 	"github.com/triagegw/triage/router/tracing"
+	"github.com/triagegw/triage/tenancy"
 )
 
 // serveOptions are the flags of triage serve.
@@ -53,7 +53,7 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	access.LogRedisTo(slog.Default()) // go-redis's dial errors at debug level, not on stderr (the store reports Redis's state)
+	tenancy.LogRedisTo(slog.Default()) // go-redis's dial errors at debug level, not on stderr (the store reports Redis's state)
 	l := &gatewayLoader{path: o.config, listen: o.listen, cache: &lifecycle.Models{}}
 	first, err := l.load()
 	if err != nil {
@@ -415,7 +415,7 @@ func newLogging(stderr io.Writer, level string) *logging {
 	_ = lg.level.UnmarshalText([]byte(level))
 	lg.log = slog.New(slog.NewJSONHandler(lg.sink, &slog.HandlerOptions{Level: lg.level}))
 	slog.SetDefault(lg.log)
-	access.LogRedisTo(lg.log)
+	tenancy.LogRedisTo(lg.log)
 	tracing.LogErrorsTo(lg.log) // a failed export: a warning in the log, not a line on stderr
 	lg.files = logsink.NewFiles(ctx)
 	lg.files.Opened = func(path string) { lg.log.Info("logging to a file", "file", path) }

@@ -19,12 +19,12 @@ import (
 	"github.com/triagegw/triage/classifier"
 	"github.com/triagegw/triage/classifier/classifiertest"
 	"github.com/triagegw/triage/router"
-	"github.com/triagegw/triage/router/access"
 	"github.com/triagegw/triage/router/config"
 	"github.com/triagegw/triage/router/metrics"
 	"github.com/triagegw/triage/router/pool"
 	"github.com/triagegw/triage/rules"
 	"github.com/triagegw/triage/sim"
+	"github.com/triagegw/triage/tenancy"
 
 	"github.com/triagegw/triage/internal/testenv"
 	"github.com/triagegw/triage/router/routertest"
@@ -139,11 +139,11 @@ func scrapeBusyGateway(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	keys := filepath.Join(dir, "keys.jsonl")
-	secret, key, err := access.NewKey("alice", nil, time.Time{}, time.Now())
+	secret, key, err := tenancy.NewKey("alice", nil, time.Time{}, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := access.AppendKey(keys, key); err != nil {
+	if err := tenancy.AppendKey(keys, key); err != nil {
 		t.Fatal(err)
 	}
 	off := false
@@ -168,7 +168,7 @@ func scrapeBusyGateway(t *testing.T) string {
 		}
 		cfg.Pools = append(cfg.Pools, pc)
 	}
-	cfg.Access = access.Config{KeysFile: keys, Policies: []access.Policy{{Principal: "alice", Budget: access.Budget{TokensPerDay: 1_000_000}}}}
+	cfg.Access = tenancy.Config{KeysFile: keys, Policies: []tenancy.Policy{{Principal: "alice", Budget: tenancy.Budget{TokensPerDay: 1_000_000}}}}
 	cfg.SetDefaults()
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)

@@ -22,10 +22,10 @@ import (
 	"github.com/knadh/koanf/v2"
 
 	"github.com/triagegw/triage/internal/suggest"
-	"github.com/triagegw/triage/router/access"
 	"github.com/triagegw/triage/router/pool"
 	"github.com/triagegw/triage/router/tlsconf"
 	"github.com/triagegw/triage/router/tracing"
+	"github.com/triagegw/triage/tenancy"
 )
 
 // Config is the gateway's whole configuration.
@@ -52,7 +52,7 @@ type Config struct {
 	Log       Log    `koanf:"log"`
 	// Access is who may call and how much (API keys, policies, limits);
 	// off without a keys file.
-	Access access.Config `koanf:"access"`
+	Access tenancy.Config `koanf:"access"`
 	// Tracing exports OpenTelemetry spans over OTLP/HTTP; off without an
 	// endpoint. Changing it takes a restart.
 	Tracing tracing.Config `koanf:"tracing"`
@@ -353,7 +353,7 @@ func (c *Config) Validate() error {
 	// Names the policies use, and the keys file, are checked where the
 	// rules are known and the keys are read (the gateway's Apply, which
 	// serve --check runs); here, their shape.
-	errs = append(errs, c.Access.Validate(access.Known{})...)
+	errs = append(errs, c.Access.Validate(tenancy.Known{})...)
 	errs = append(errs, c.Tracing.Validate("tracing")...)
 	if r := c.Sample.Rate; !(r > 0 && r <= 1) {
 		bad("sample.rate", "must be above 0 and at most 1, got %v (to turn sampling off, remove sample.path)", r)

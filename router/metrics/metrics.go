@@ -345,7 +345,7 @@ func (c *backendCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// BudgetState is one shared token budget's state (see access.BudgetState).
+// BudgetState is one shared token budget's state (see tenancy.BudgetState).
 type BudgetState struct {
 	Policy, Period string
 	Remaining      int64

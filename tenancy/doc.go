@@ -1,4 +1,4 @@
-// Package access decides who is calling and what they may do: API keys
+// Package tenancy decides who is calling and what they may do: API keys
 // (sha256 hashes in a keys file, compared in constant time) and JWTs name
 // a Principal; the policy (by principal and group) says which models,
 // pools, routes and classes it may use and whether it may name a model
@@ -34,4 +34,4 @@
 // Limiter are safe for concurrent use. Limiter.Run returns when its
 // context ends, after a last round of each loop bounded by the store's
 // Timeout; JWT.Run returns when its context ends.
-package access
+package tenancy

@@ -1,4 +1,4 @@
-package access
+package tenancy
 
 import (
 	"bytes"
