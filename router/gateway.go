@@ -99,10 +99,10 @@ type Gateway struct {
 	// tracer is nil with tracing off; tracing.* changes take a restart.
 	tracer *tracing.Tracer
 
-	limiter  *tenancy.Limiter    // limit counts, kept across snapshots
-	stopJWT  func()              // stops the JWKS refresh of the snapshot in effect (under applyMu)
-	redis    *tenancy.RedisStore // the limits' shared counts; nil: this replica's alone
-	share    *sessionShare       // sessions shared through redis; nil without it
+	limiter  *tenancy.Limiter // limit counts, kept across snapshots
+	stopJWT  func()           // stops the JWKS refresh of the snapshot in effect (under applyMu)
+	redis    tenancy.Store    // the state replicas share (limits, budgets, sessions, Responses index); nil: this replica's alone
+	share    *sessionShare    // sessions shared through redis; nil without it
 	snap     atomic.Pointer[snapshot]
 	applyMu  sync.Mutex
 	changed  chan struct{} // kicks Run to start or stop health checks

@@ -50,7 +50,7 @@ const (
 // unknown is refused with access control, as not found, or while Redis
 // does not answer with 503 and Retry-After (indexUnavailable).
 type sessionShare struct {
-	store    *tenancy.RedisStore
+	store    tenancy.Store
 	self     string // this replica's id, to skip its own messages
 	out      chan sessionMsg
 	dropped  atomic.Uint64
@@ -79,7 +79,7 @@ type sharedResponse struct {
 	Owner   string `json:"owner,omitempty"`
 }
 
-func newSessionShare(store *tenancy.RedisStore) *sessionShare {
+func newSessionShare(store tenancy.Store) *sessionShare {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return &sessionShare{store: store, self: hex.EncodeToString(b[:]), out: make(chan sessionMsg, 1024),

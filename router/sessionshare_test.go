@@ -164,13 +164,13 @@ func TestShareOutlastsRedisOutage(t *testing.T) {
 	}
 	waitCaughtUp(t, gws)
 	stop()
-	errs := gws[0].gw.redis.Stats().Errors
+	errs := gws[0].gw.redis.(*tenancy.RedisStore).Stats().Errors
 	r := gws[0].do(t, "POST", "/v1/responses", `{"model":"llama","input":"hi"}`)
 	id := responseID([]byte(r.body))
 	if r.status != 200 || id == "" {
 		t.Fatalf("create: %d %s", r.status, r.body)
 	}
-	testenv.Wait(t, func() bool { return gws[0].gw.redis.Stats().Errors > errs && len(gws[0].gw.share.out) == 0 }, "the share's write to the stopped Redis failing")
+	testenv.Wait(t, func() bool { return gws[0].gw.redis.(*tenancy.RedisStore).Stats().Errors > errs && len(gws[0].gw.share.out) == 0 }, "the share's write to the stopped Redis failing")
 	start()
 	testenv.Wait(t, func() bool { _, ok := gws[1].gw.responses.get(id); return ok }, "the other replica learning the response made while Redis was down")
 }

@@ -77,7 +77,7 @@ func leaseSize(perMinute int) int64 { return max(2, int64(perMinute)/600) }
 
 // shared is a Limiter's link to Redis.
 type shared struct {
-	store      *RedisStore
+	store      Store
 	failClosed bool
 	wait       time.Duration // the longest a request waits for the lease loop: the store's Timeout
 	replica    string        // this replica's id in Redis's records: random, one per Limiter
@@ -152,10 +152,10 @@ func (r *sharedRate) idle(now int64) bool {
 // Share makes l's requests- and tokens-per-minute limits and budgets count
 // across the replicas that share store (see above); Run keeps them in
 // step. Call it before the first Compile.
-func (l *Limiter) Share(store *RedisStore, failClosed bool) {
+func (l *Limiter) Share(store Store, failClosed bool) {
 	var id [8]byte
 	_, _ = rand.Read(id[:]) // crypto/rand.Read does not fail
-	sh := &shared{store: store, failClosed: failClosed, wait: store.timeout, replica: hex.EncodeToString(id[:]), kick: make(chan struct{}, 1)}
+	sh := &shared{store: store, failClosed: failClosed, wait: store.Timeout(), replica: hex.EncodeToString(id[:]), kick: make(chan struct{}, 1)}
 	next := make(chan struct{})
 	sh.next.Store(&next)
 	sh.syncDown.Store(!store.Healthy())
@@ -270,7 +270,7 @@ func (l *Limiter) loop(ctx context.Context, kick <-chan struct{}, round func(con
 		round(ctx, n)
 		select {
 		case <-ctx.Done():
-			last, cancel := context.WithTimeout(context.Background(), l.sh.store.timeout)
+			last, cancel := context.WithTimeout(context.Background(), l.sh.store.Timeout())
 			round(last, n+1)
 			cancel()
 			return

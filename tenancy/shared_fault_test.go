@@ -45,10 +45,10 @@ func (r *replica) served(t *testing.T) {
 // errorsAfter waits until r's store has failed n more calls than it had
 // at the start: calls made while Redis is stalled, each one sent.
 func (r *replica) errorsAfter(t *testing.T, n uint64) func() {
-	base := r.l.sh.store.Stats().Errors
+	base := r.l.sh.store.(*RedisStore).Stats().Errors
 	return func() {
 		t.Helper()
-		testenv.Wait(t, func() bool { return r.l.sh.store.Stats().Errors >= base+n }, "failed calls to a stalled Redis")
+		testenv.Wait(t, func() bool { return r.l.sh.store.(*RedisStore).Stats().Errors >= base+n }, "failed calls to a stalled Redis")
 	}
 }
 
@@ -81,8 +81,8 @@ func TestSharedBudgetStallCountsOnce(t *testing.T) {
 	waitShared(t, a, false)
 	testenv.Wait(t, func() bool { return b.used() == 150 }, "150 tokens counted on the other replica")
 	// Some rounds on: the reports Redis ran late changed nothing.
-	calls := a.l.sh.store.Stats().Calls
-	testenv.Wait(t, func() bool { return a.l.sh.store.Stats().Calls > calls+10 }, "ten more calls")
+	calls := a.l.sh.store.(*RedisStore).Stats().Calls
+	testenv.Wait(t, func() bool { return a.l.sh.store.(*RedisStore).Stats().Calls > calls+10 }, "ten more calls")
 	if a.used() != 150 || b.used() != 150 {
 		t.Fatalf("after the stall: %d and %d tokens counted, want 150 on both", a.used(), b.used())
 	}
@@ -125,8 +125,8 @@ func TestSharedLeaseStallCountsOnce(t *testing.T) {
 	testenv.Wait(t, func() bool { return left() <= limit-taken+back() }, "the calls answered and charged")
 	// Two more calls answered (a lease needing nothing is read once a
 	// second): copies Redis ran late would have run by then.
-	calls := a.l.sh.store.Stats().Calls
-	testenv.Wait(t, func() bool { return a.l.sh.store.Stats().Calls > calls+2 }, "two more calls")
+	calls := a.l.sh.store.(*RedisStore).Stats().Calls
+	testenv.Wait(t, func() bool { return a.l.sh.store.(*RedisStore).Stats().Calls > calls+2 }, "two more calls")
 	if n := left(); n < limit-taken {
 		t.Fatalf("%d of %d left in Redis after the stall, want %d (and what came back since)", n, limit, limit-taken)
 	}
@@ -427,8 +427,8 @@ func TestSharedSpendingForgottenIsNotRefunded(t *testing.T) {
 			waitShared(t, b, true)
 			start()
 			waitShared(t, b, false)
-			reports := b.l.sh.store.Stats().Calls
-			testenv.Wait(t, func() bool { return b.l.sh.store.Stats().Calls >= reports+10 }, "b's rounds with the empty Redis")
+			reports := b.l.sh.store.(*RedisStore).Stats().Calls
+			testenv.Wait(t, func() bool { return b.l.sh.store.(*RedisStore).Stats().Calls >= reports+10 }, "b's rounds with the empty Redis")
 			if adm, d := b.c.Admit(time.Now(), 400); d == nil {
 				adm.Settle(0, 0, "")
 				t.Fatalf("b admitted 400 tokens after the restart: a's 700 were taken for a refund")
