@@ -170,7 +170,9 @@ func TestShareOutlastsRedisOutage(t *testing.T) {
 	if r.status != 200 || id == "" {
 		t.Fatalf("create: %d %s", r.status, r.body)
 	}
-	testenv.Wait(t, func() bool { return gws[0].gw.redis.(*tenancy.RedisStore).Stats().Errors > errs && len(gws[0].gw.share.out) == 0 }, "the share's write to the stopped Redis failing")
+	testenv.Wait(t, func() bool {
+		return gws[0].gw.redis.(*tenancy.RedisStore).Stats().Errors > errs && len(gws[0].gw.share.out) == 0
+	}, "the share's write to the stopped Redis failing")
 	start()
 	testenv.Wait(t, func() bool { _, ok := gws[1].gw.responses.get(id); return ok }, "the other replica learning the response made while Redis was down")
 }
