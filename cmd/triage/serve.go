@@ -368,15 +368,21 @@ func serveMetrics(cfg *config.Config, gw *router.Gateway, log *slog.Logger) (sto
 		}
 		return func() {}, nil
 	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("server.metrics_listen: %w", err)
-	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", gw.MetricsHandler())
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	return serveAside(addr, "server.metrics_listen", "metrics listening", mux, log)
+}
+
+// serveAside serves h on addr (the config key key names it), apart from
+// the gateway's listener, until stop.
+func serveAside(addr, key, msg string, h http.Handler, log *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", key, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	log.Info("metrics listening", "addr", ln.Addr().String())
+	log.Info(msg, "addr", ln.Addr().String())
 	return func() { _ = srv.Close() }, nil
 }
 
@@ -387,14 +393,7 @@ func serveDebug(addr string, log *slog.Logger) (stop func(), err error) {
 		runtime.MemProfileRate = 0
 		return func() {}, nil
 	}
-	dln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("server.debug_listen: %w", err)
-	}
-	dsrv := &http.Server{Handler: debugHandler(), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = dsrv.Serve(dln) }()
-	log.Info("pprof listening", "addr", dln.Addr().String())
-	return func() { _ = dsrv.Close() }, nil
+	return serveAside(addr, "server.debug_listen", "pprof listening", debugHandler(), log)
 }
 
 // logging is the process's logs: JSON lines through a buffer flushed in
