@@ -31,7 +31,7 @@ var errGate = errors.New("evaluation below the required figures")
 type evalFlags struct {
 	place                                                           placeFlags // --config, --heads, --models
 	rules, data, tier, labelMap, textCol, labelCol, by, train, html string
-	agreement                                                       string
+	agreement, misses                                               string
 	asJSON                                                          bool
 	minAcc, minMacroP, minCov, maxEsc, defFloor                     float64
 	robust                                                          robustFlags
@@ -59,6 +59,7 @@ func parseEvalFlags(args []string, stderr io.Writer) (*evalFlags, error) {
 	fs.BoolVar(&f.asJSON, "json", false, "print the report as JSON")
 	fs.StringVar(&f.agreement, "agreement", "", agreementFlagHelp)
 	fs.StringVar(&f.html, "html", "", "also write a self-contained HTML report to this file")
+	fs.StringVar(&f.misses, "misses", "", missesFlagHelp)
 	fs.Float64Var(&f.minAcc, "min-accuracy", -1, "fail (exit 1) below this accuracy")
 	fs.Float64Var(&f.minMacroP, "min-macro-precision", -1, "fail below this macro precision")
 	fs.Float64Var(&f.minCov, "min-coverage", -1, "fail below this coverage")
@@ -253,6 +254,9 @@ func evalHeads(ctx context.Context, f *evalFlags, items []evaluation.Item, stder
 	if err != nil {
 		return nil, err
 	}
+	if err := f.missesOf(items, out, stderr); err != nil {
+		return nil, err
+	}
 	spec := "tier " + f.tier + " of " + f.place.heads
 	if f.tier == headsCascade {
 		spec = "heads-only cascade of " + f.place.heads + " (tier 1, then tier 2 below the heads' tier-1 floors; an estimate without the rules: eval --rules gives the gateway's decision)"
@@ -291,6 +295,9 @@ func evalRules(ctx context.Context, f *evalFlags, items []evaluation.Item, stder
 	}
 	out, err := decide(ctx, items)
 	if err != nil {
+		return nil, err
+	}
+	if err := f.missesOf(items, out, stderr); err != nil {
 		return nil, err
 	}
 	r := evaluation.Summarize("rules", rt.Set.RoutedClasses(), items, out, f.by)
