@@ -25,6 +25,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
@@ -105,6 +106,7 @@ type objects struct {
 	HPAs            map[string]*autoscalingv2.HorizontalPodAutoscaler
 	ServiceMonitors map[string]*serviceMonitor
 	Secrets         map[string]*corev1.Secret
+	NetworkPolicies map[string]*networkingv1.NetworkPolicy
 	kinds           []string // "Kind/name", in rendering order
 }
 
@@ -146,7 +148,7 @@ func decode(t *testing.T, out string) *objects {
 		Deployments: map[string]*appsv1.Deployment{}, Services: map[string]*corev1.Service{},
 		ConfigMaps: map[string]*corev1.ConfigMap{}, PDBs: map[string]*policyv1.PodDisruptionBudget{},
 		HPAs: map[string]*autoscalingv2.HorizontalPodAutoscaler{}, ServiceMonitors: map[string]*serviceMonitor{},
-		Secrets: map[string]*corev1.Secret{},
+		Secrets: map[string]*corev1.Secret{}, NetworkPolicies: map[string]*networkingv1.NetworkPolicy{},
 	}
 	for i, doc := range docSep.Split(out, -1) {
 		js, err := yaml.YAMLToJSON([]byte(doc))
@@ -181,6 +183,9 @@ func decode(t *testing.T, out string) *objects {
 		case "v1 Secret":
 			v := &corev1.Secret{}
 			obj, name = v, func() string { o.Secrets[v.Name] = v; return v.Name }
+		case "networking.k8s.io/v1 NetworkPolicy":
+			v := &networkingv1.NetworkPolicy{}
+			obj, name = v, func() string { o.NetworkPolicies[v.Name] = v; return v.Name }
 		case "monitoring.coreos.com/v1 ServiceMonitor":
 			v := &serviceMonitor{}
 			obj, name = v, func() string { o.ServiceMonitors[v.Name] = v; return v.Name }

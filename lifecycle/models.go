@@ -101,8 +101,13 @@ func (c *Models) tier2For(h *classifier.Heads, place Place, opts onnx.Options, r
 	key := strings.Join([]string{dir, t.Encoder.ModelSHA256, t.Encoder.Tokenizer, t.Encoder.TokenizerSHA256, strconv.Itoa(t.Encoder.MaxTokens), modelsDir,
 		fmt.Sprintf("%+v", opts)}, "\x00")
 	if remote != nil {
+		// The TLS files' content too: a CA bundle or client certificate
+		// rotated in place makes a new client at the reload it triggers
+		// (they are watched), as a pool's replicas get a new transport.
+		// (An unreadable file keys as "": the load says what is wrong.)
+		sum, _ := tlsconf.Digest(remoteTLSFiles(remote, rulesPath))
 		key = strings.Join([]string{"remote", dir, strconv.Itoa(t.Encoder.MaxTokens), modelsDir, fmt.Sprintf("%+v", opts), fmt.Sprintf("%+v", *remote),
-			filepath.Dir(rulesPath)}, "\x00")
+			filepath.Dir(rulesPath), sum}, "\x00")
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -213,9 +218,11 @@ func withHead(enc *classifier.Lazy, head classifier.Linear, heads string) func()
 	}
 }
 
-// remoteConfig is the remote encoder's client configuration: its API key
-// read from the environment variable the rules name, and its CA bundle
-// (relative to the rules file) as the only trust.
+// RemoteConfig is the remote encoder's client configuration: its API key
+// read from the environment variable the rules name, its CA bundle as the
+// only trust and its client certificate (files relative to the rules
+// file; rulesPath "" for a command's flags, relative to the working
+// directory).
 func RemoteConfig(e *rules.RemoteEncoder, rulesPath string) (onnx.RemoteConfig, error) {
 	rc := onnx.RemoteConfig{URL: e.URL, Model: e.Model, Pooling: e.Pooling, Dims: e.Dims,
 		Timeout: e.Timeout, Failures: e.Failures, Cooldown: e.Cooldown}
@@ -224,18 +231,27 @@ func RemoteConfig(e *rules.RemoteEncoder, rulesPath string) (onnx.RemoteConfig, 
 			return rc, fmt.Errorf("tier2.encoder.api_key_env: $%s is empty or unset", e.APIKeyEnv)
 		}
 	}
-	if e.CAFile != "" || strings.HasPrefix(e.URL, "https://") {
-		ca := e.CAFile
-		if ca != "" && !filepath.IsAbs(ca) {
-			ca = filepath.Join(filepath.Dir(rulesPath), ca)
-		}
-		tc, err := tlsconf.NewClient(ca, "", "", "", false)
+	if e.CAFile != "" || e.CertFile != "" || e.KeyFile != "" || strings.HasPrefix(e.URL, "https://") {
+		ca, cert, key := remoteTLSFiles(e, rulesPath)
+		tc, err := tlsconf.NewClient(ca, cert, key, "", false)
 		if err != nil {
 			return rc, fmt.Errorf("tier2.encoder: %w", err)
 		}
 		rc.TLS = tc
 	}
 	return rc, nil
+}
+
+// remoteTLSFiles are the remote encoder's CA bundle, client certificate
+// and key, relative to the rules file ("" when unset).
+func remoteTLSFiles(e *rules.RemoteEncoder, rulesPath string) (ca, cert, key string) {
+	abs := func(f string) string {
+		if f != "" && !filepath.IsAbs(f) && rulesPath != "" {
+			return filepath.Join(filepath.Dir(rulesPath), f)
+		}
+		return f
+	}
+	return abs(e.CAFile), abs(e.CertFile), abs(e.KeyFile)
 }
 
 // tier2Options are the runtime options of the rules' tier 2: scheduled
@@ -340,7 +356,7 @@ func (c *Models) sweep() {
 // Routing is a config's rules, compiled, and the files they were read from.
 type Routing struct {
 	Set   *rules.Set
-	Files []string // the rules files and heads manifests: watched for changes
+	Files []string // the rules files, heads manifests and remote encoder TLS files: watched for changes
 }
 
 // Load parses and compiles the rules cfg names (a Routing without a Set
@@ -461,5 +477,13 @@ func (c *Models) compile(f *rules.File, cfg *config.Config, rt *Routing, sets ..
 		_ = set.LoadTier2() // the session is there already: no wait, and /readyz says so
 	}
 	rt.Files = append(rt.Files, f.Path, filepath.Join(headsDir, classifier.HeadsFile))
+	if remote != nil {
+		ca, cert, key := remoteTLSFiles(remote, remotePath)
+		for _, file := range []string{ca, cert, key} {
+			if file != "" {
+				rt.Files = append(rt.Files, file)
+			}
+		}
+	}
 	return set, nil
 }

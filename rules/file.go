@@ -192,6 +192,11 @@ type RemoteEncoder struct {
 	// CAFile is a PEM bundle, the only trust for an https URL. Unset: the
 	// system roots.
 	CAFile string
+	// CertFile and KeyFile are a PEM client certificate and its key,
+	// presented to an engine that asks for one (mTLS; both or neither).
+	// Like CAFile, relative to the rules file, watched, and re-read when
+	// they change.
+	CertFile, KeyFile string
 	// Timeout bounds a call without a budget (offline commands). Unset: 30s.
 	Timeout time.Duration
 	// Failures is how many calls in a row must fail before the encoder is
@@ -447,6 +452,8 @@ func Parse(path string, src []byte) (*File, error) {
 						"dims":        func(n *yaml.Node) { e.Dims = p.count(n, 1, 1<<16) },
 						"api_key_env": func(n *yaml.Node) { e.APIKeyEnv = p.str(n) },
 						"ca_file":     func(n *yaml.Node) { e.CAFile = p.str(n) },
+						"cert_file":   func(n *yaml.Node) { e.CertFile = p.str(n) },
+						"key_file":    func(n *yaml.Node) { e.KeyFile = p.str(n) },
 						"timeout":     func(n *yaml.Node) { e.Timeout = p.duration(n) },
 						"failures":    func(n *yaml.Node) { e.Failures = p.count(n, 1, 1000) },
 						"cooldown":    func(n *yaml.Node) { e.Cooldown = p.duration(n) },
@@ -459,6 +466,9 @@ func Parse(path string, src []byte) (*File, error) {
 					}
 					if e.Model == "" {
 						p.bad(n, "tier2.encoder: a remote encoder needs a model: the name in the heads' encoder manifest")
+					}
+					if (e.CertFile == "") != (e.KeyFile == "") {
+						p.bad(n, "tier2.encoder: cert_file and key_file go together (the client certificate and its key)")
 					}
 					f.Tier2.Encoder = e
 				},

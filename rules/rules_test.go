@@ -119,22 +119,23 @@ func TestParseRemoteEncoder(t *testing.T) {
 	f, err := Parse("r.yaml", []byte(`heads: h
 default: general
 tier2:
-  encoder: {url: "https://tei:8080", model: use-lite-int8, pooling: none, dims: 512, api_key_env: TEI_KEY, ca_file: ca.pem, timeout: 2s, failures: 3, cooldown: 10s}
+  encoder: {url: "https://tei:8080", model: use-lite-int8, pooling: none, dims: 512, api_key_env: TEI_KEY, ca_file: ca.pem, cert_file: gw.pem, key_file: gw-key.pem, timeout: 2s, failures: 3, cooldown: 10s}
 `))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := RemoteEncoder{URL: "https://tei:8080", Model: "use-lite-int8", Pooling: "none", Dims: 512, APIKeyEnv: "TEI_KEY", CAFile: "ca.pem",
-		Timeout: 2 * time.Second, Failures: 3, Cooldown: 10 * time.Second}
+		CertFile: "gw.pem", KeyFile: "gw-key.pem", Timeout: 2 * time.Second, Failures: 3, Cooldown: 10 * time.Second}
 	if f.Tier2.Encoder == nil || *f.Tier2.Encoder != want {
 		t.Fatalf("tier2.encoder = %+v, want %+v", f.Tier2.Encoder, want)
 	}
 	_, err = Parse("r.yaml", []byte(`heads: h
 default: general
 tier2:
-  encoder: {url: "tei:8080", key: x}
+  encoder: {url: "tei:8080", key: x, cert_file: gw.pem}
 `))
 	for _, w := range []string{
+		`r.yaml:4:12: tier2.encoder: cert_file and key_file go together`,
 		`r.yaml:4:30: tier2.encoder.key: unknown field`,
 		`r.yaml:4:12: tier2.encoder.url: want http:// or https://, got "tei:8080"`,
 		`r.yaml:4:12: tier2.encoder: a remote encoder needs a model`,

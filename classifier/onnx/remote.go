@@ -224,6 +224,25 @@ func NewRemote(man Manifest, rc RemoteConfig, opts Options) (*Model, error) {
 	return md, nil
 }
 
+// tlsHint says which setting a failed handshake points at: the CA trusted
+// (the engine's certificate does not chain to it, or does not name the
+// URL's host), or the client certificate an engine requiring one was not
+// given ("" for other errors).
+func tlsHint(err error) string {
+	var verify *tls.CertificateVerificationError
+	// The engine's alerts come back as remote errors, a type crypto/tls
+	// does not export: their text is all there is.
+	switch {
+	case errors.As(err, &verify):
+		return " (the engine's certificate does not verify against the CA bundle trusted: tier2.encoder.ca_file, --encoder-ca; the system roots without one)"
+	case strings.Contains(err.Error(), "tls: certificate required"):
+		return " (the engine requires a client certificate: tier2.encoder.cert_file and key_file, --encoder-cert and --encoder-key)"
+	case strings.Contains(err.Error(), "tls: unknown certificate authority"), strings.Contains(err.Error(), "tls: bad certificate"):
+		return " (the engine refused the client certificate: it is not signed by a CA the engine trusts)"
+	}
+	return ""
+}
+
 // noRedirects keeps texts and the API key with the configured URL: a
 // redirect is answered as a failure (its status), never followed.
 func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
@@ -401,7 +420,7 @@ func (r *remote) call(ctx context.Context, texts []string, dst [][]float32, usag
 			// budget is spent.
 			return fmt.Errorf("onnx: remote encoder %s: no answer in time: %w", r.shown, ctx.Err())
 		}
-		return fmt.Errorf("onnx: remote encoder %s: %w", r.shown, errors.Unwrap(err))
+		return fmt.Errorf("onnx: remote encoder %s: %w%s", r.shown, errors.Unwrap(err), tlsHint(err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusTooManyRequests {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/triagegw/triage/classifier"
+	"github.com/triagegw/triage/classifier/onnx"
 	"github.com/triagegw/triage/datasets"
 	"github.com/triagegw/triage/evaluation"
 	"github.com/triagegw/triage/internal/atomicfile"
@@ -121,11 +122,12 @@ type abSide struct {
 }
 
 // abEnv is what specs resolve against: the config (nil when there is
-// none) and the models directory.
+// none), the models directory and where tier 2's vectors come from.
 type abEnv struct {
 	cfgPath string
 	cfg     *config.Config
 	place   modelsPlace
+	enc     encoderFlags // --encoder-url and its kin: the engine of every side that runs tier 2
 }
 
 // resolve loads what s runs.
@@ -142,7 +144,7 @@ func (e *abEnv) resolve(s abSpec) (*abSide, error) {
 			}
 			dir = d
 		}
-		return e.headsSide(s, dir)
+		return e.headsSide(s, dir, s.dir == "")
 	}
 	if e.cfg == nil {
 		return nil, badInput(fmt.Errorf("spec %q: a rule set needs the gateway config's pools, and there is no %s: give --config FILE", s.text, e.cfgPath))
@@ -151,7 +153,7 @@ func (e *abEnv) resolve(s abSpec) (*abSide, error) {
 	if s.file != "" {
 		cfg.UseRules(s.file)
 	}
-	cache := &lifecycle.Models{Budget: rules.Offline, Place: &e.place, NoTier2: s.tier1, Heads: s.dir}
+	cache := &lifecycle.Models{Budget: rules.Offline, Place: &e.place, NoTier2: s.tier1, Heads: s.dir, Encoder: e.enc.override()}
 	rt, err := cache.Load(&cfg)
 	if err != nil {
 		return nil, err
@@ -176,14 +178,23 @@ func (e *abEnv) resolve(s abSpec) (*abSide, error) {
 }
 
 // headsSide runs tier 1, tier 2 or the heads-only cascade of the heads in
-// dir.
-func (e *abEnv) headsSide(s abSpec, dir string) (*abSide, error) {
+// dir; fromRules says they are the heads the config's rules name, whose
+// tier2.encoder then serves tier 2 unless --encoder-url names another
+// engine (as classify and calibrate take it).
+func (e *abEnv) headsSide(s abSpec, dir string, fromRules bool) (*abSide, error) {
 	h, err := classifier.LoadHeads(dir)
 	if err != nil {
 		return nil, err
 	}
 	load := func(tier int) (classifier.Classifier, error) {
-		m, _, err := loadTier(h, e.place, tier, nil) // kept for the process's life
+		var rc *onnx.RemoteConfig
+		if tier == 2 {
+			var err error
+			if rc, err = e.enc.remote(e.cfg, fromRules); err != nil {
+				return nil, err
+			}
+		}
+		m, _, err := loadTier(h, e.place, tier, rc) // kept for the process's life
 		return m, err
 	}
 	side := &abSide{spec: fmt.Sprintf("tier %s of %s", s.tier, dir), mode: "tier", classes: h.Classes}
@@ -224,6 +235,7 @@ func (e *abEnv) headsSide(s abSpec, dir string) (*abSide, error) {
 
 // abFlags are the flags of "triage ab".
 type abFlags struct {
+	enc                                             encoderFlags
 	a, b, data, config, labelMap, html, models, log string
 	agreement                                       string
 	boot                                            int
@@ -250,7 +262,11 @@ func parseABFlags(args []string, stderr io.Writer) (*abFlags, error) {
 	fs.StringVar(&f.agreement, "agreement", "", agreementFlagHelp)
 	fs.StringVar(&f.models, "models", "", modelsFlagHelp)
 	fs.StringVar(&f.log, "log", "", "a shadow decision log (the rules' shadow.log) to compare its live and shadow decisions, instead of --a/--b/--data")
+	f.enc.register(fs)
 	if err := parseFlags(fs, args, stderr); err != nil {
+		return nil, err
+	}
+	if err := f.enc.check(); err != nil {
 		return nil, err
 	}
 	fs.Visit(func(fl *flag.Flag) { f.configSet = f.configSet || fl.Name == "config" })
@@ -330,7 +346,7 @@ func compareSpecs(ctx context.Context, f *abFlags, stderr io.Writer) (*evaluatio
 	}
 	items := itemsOf(set)
 	pf := placeFlags{config: f.config, models: f.models, configSet: f.configSet}
-	env := &abEnv{cfgPath: f.config}
+	env := &abEnv{cfgPath: f.config, enc: f.enc}
 	if a.kind == "rules" || a.dir == "" || b.dir == "" || f.models == "" {
 		if env.cfg, err = pf.loadConfig(); err != nil {
 			return nil, err

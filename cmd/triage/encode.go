@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,8 +11,12 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"runtime"
+	"strings"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,6 +26,8 @@ import (
 	"github.com/triagegw/triage/classifier/onnx"
 	"github.com/triagegw/triage/embedserver"
 	"github.com/triagegw/triage/lifecycle"
+	"github.com/triagegw/triage/router/config"
+	"github.com/triagegw/triage/router/tlsconf"
 )
 
 const encodeUsage = `usage: triage encode serve [--config FILE | --heads DIR | --model DIR] [--listen ADDR] [flags]
@@ -37,12 +44,21 @@ tier 2 does, so remote and local give the same vectors.
 It answers GET /health (the process serves), /ready (the encoder is loaded;
 503 while loading and draining) and /metrics (Prometheus: the queue,
 triage_encoder_queue_texts, for an autoscaler; texts by outcome).
+
+With --tls-cert and --tls-key it serves https (re-reading the files when
+they change, and on SIGHUP), and with --client-ca it requires client
+certificates signed by that CA. An API key (--api-key-env) is refused on a
+plain-HTTP listener other than loopback, where it and the texts would cross
+the network in clear, unless --insecure-plain-http says the network is
+protected otherwise.
 `
 
 // encodeFlags are the flags of "triage encode serve".
 type encodeFlags struct {
 	place                          placeFlags
 	model, listen, name, apiKeyEnv string
+	tlsCert, tlsKey, clientCA      string
+	insecurePlainHTTP              bool
 	runs, batch, batchTokens       int
 	queue, threads                 int
 	maxInputs, maxTextBytes        int
@@ -67,6 +83,61 @@ func (f *encodeFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.maxBody, "max-body-bytes", 16<<20, "largest request body (413 past it)")
 	fs.StringVar(&f.apiKeyEnv, "api-key-env", "", "environment variable holding the API key requests must send as a bearer token (default: none needed)")
 	fs.DurationVar(&f.drain, "drain", 10*time.Second, "on SIGTERM: /ready answers 503 and requests in flight get this long to finish")
+	fs.StringVar(&f.tlsCert, "tls-cert", "", "serve https with this PEM certificate chain (with --tls-key; re-read when it changes and on SIGHUP)")
+	fs.StringVar(&f.tlsKey, "tls-key", "", "the PEM private key of --tls-cert")
+	fs.StringVar(&f.clientCA, "client-ca", "", "with --tls-cert: require client certificates signed by a CA of this PEM bundle (mTLS)")
+	fs.BoolVar(&f.insecurePlainHTTP, "insecure-plain-http", false, "allow --api-key-env on a plain-HTTP listener that is not loopback (the key and the texts cross the network in clear: only where the network is protected otherwise, a NetworkPolicy or a mesh with mTLS)")
+}
+
+// tls loads the listener's certificate (nil without --tls-cert and
+// --tls-key), with errors naming the flags.
+func (f *encodeFlags) tls() (*tlsconf.Server, error) {
+	if f.tlsCert == "" && f.tlsKey == "" {
+		if f.clientCA != "" {
+			return nil, badInput(errors.New("--client-ca needs --tls-cert and --tls-key: client certificates are asked for in the TLS handshake"))
+		}
+		return nil, nil
+	}
+	var opts []tlsconf.ServerOption
+	if f.clientCA != "" {
+		opts = append(opts, tlsconf.ClientCA(f.clientCA, tlsconf.RequireClientCert))
+	}
+	s, err := tlsconf.NewServer(f.tlsCert, f.tlsKey, opts...)
+	if err != nil {
+		return nil, badInput(encodeTLSError(err))
+	}
+	return s, nil
+}
+
+// encodeTLSError is a tlsconf error with the flags for its config keys.
+func encodeTLSError(err error) error {
+	flags := map[string]string{"cert_file": "--tls-cert", "key_file": "--tls-key", "client_ca_file": "--client-ca"}
+	var msgs []string
+	for _, p := range tlsconf.Problems("", err) {
+		msg := strings.TrimPrefix(p.Error(), ".")
+		field, rest, _ := strings.Cut(msg, ": ")
+		if fl, ok := flags[field]; ok {
+			for k, f := range flags { // "required with cert_file"
+				rest = strings.ReplaceAll(rest, k, f)
+			}
+			msg = fl + " " + rest
+		}
+		msgs = append(msgs, msg)
+	}
+	return errors.New(strings.Join(msgs, "; "))
+}
+
+// plainKeyRefused refuses an API key on a plain-HTTP listener that is
+// not loopback: the key, and the texts, would cross the network in clear.
+func (f *encodeFlags) plainKeyRefused(addr net.Addr) error {
+	if f.apiKeyEnv == "" || f.insecurePlainHTTP {
+		return nil
+	}
+	if ta, ok := addr.(*net.TCPAddr); ok && ta.IP.IsLoopback() {
+		return nil
+	}
+	return badInput(fmt.Errorf("--api-key-env on plain HTTP at %s, which is not loopback: the key and the texts would cross the network in clear. "+
+		"Serve https (--tls-cert and --tls-key), listen on loopback, or, where the network is protected otherwise (a NetworkPolicy, a mesh with mTLS), say so with --insecure-plain-http", addr))
 }
 
 // apiKey is the key requests must send, from the environment variable
@@ -126,14 +197,12 @@ func runEncode(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", f.listen)
+	ln, stopTLS, err := f.open(ctx, log)
 	if err != nil {
 		return err
 	}
-	// ReadTimeout bounds a body sent slowly (a request holds a connection
-	// and, once read, its texts' goroutines): a minute for the largest
-	// body at a slow 300 KB/s.
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
+	defer stopTLS()
+	hs := encodeHTTPServer(srv, log)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	start := time.Now()
@@ -145,7 +214,7 @@ func runEncode(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer model.Close()
 	enc.m.Store(model)
 	srv.SetReady(true)
-	log.Info("encoder ready", "addr", ln.Addr().String(), "model", name, "dims", man.Dims, "max_tokens", man.MaxTokens,
+	log.Info("encoder ready", "addr", ln.Addr().String(), "tls", f.tlsCert != "", "model", name, "dims", man.Dims, "max_tokens", man.MaxTokens,
 		"runs", opts.MaxConcurrent, "batch", f.batch, "queue", f.queue, "load_ms", time.Since(start).Milliseconds())
 	select {
 	case err := <-errc:
@@ -160,6 +229,80 @@ func runEncode(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	log.Info("encoder stopped")
 	return nil
+}
+
+// encodeHTTPServer serves h. ReadTimeout bounds a body sent slowly (a
+// request holds a connection and, once read, its texts' goroutines): a
+// minute for the largest body at a slow 300 KB/s. The server's own errors
+// (a refused TLS handshake, say) are log lines like the others.
+func encodeHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+}
+
+// open opens the listener: https when --tls-cert is given, with its
+// files re-read until stop is called (which waits for that to end);
+// plain HTTP otherwise, refused with an API key off loopback.
+func (f *encodeFlags) open(ctx context.Context, log *slog.Logger) (ln net.Listener, stop func(), err error) {
+	edge, err := f.tls()
+	if err != nil {
+		return nil, nil, err
+	}
+	if ln, err = net.Listen("tcp", f.listen); err != nil {
+		return nil, nil, err
+	}
+	if edge == nil {
+		if err := f.plainKeyRefused(ln.Addr()); err != nil {
+			_ = ln.Close()
+			return nil, nil, err
+		}
+		return ln, func() {}, nil
+	}
+	logCertificate(log, "TLS certificate loaded", edge)
+	var wg sync.WaitGroup
+	wctx, cancel := context.WithCancel(ctx)
+	wg.Go(func() { reloadEncodeTLS(wctx, edge, log) })
+	return tls.NewListener(ln, edge.Config()), func() { cancel(); wg.Wait() }, nil
+}
+
+// reloadEncodeTLS re-reads the listener's certificate (and client CA)
+// when its files change and on SIGHUP; a bad pair is logged and the
+// certificate in effect stays. It returns when ctx ends.
+func reloadEncodeTLS(ctx context.Context, edge *tlsconf.Server, log *slog.Logger) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	changes := make(chan string, 1)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
+		// A Secret's files change by a swap of its ..data symlink, which
+		// Watch sees.
+		err := config.Watch(ctx, log, edge.Files(), 250*time.Millisecond, func() {
+			select {
+			case changes <- "file":
+			default: // a reload is due already
+			}
+		})
+		if err != nil {
+			log.Error("TLS files not watched; SIGHUP reloads them", "error", err.Error())
+		}
+	})
+	for {
+		var trigger string
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			trigger = "SIGHUP"
+		case trigger = <-changes:
+		}
+		if changed, err := edge.Reload(); err != nil {
+			log.Error("TLS certificate reload failed; the previous certificate stays in effect", "trigger", trigger, "error", encodeTLSError(err).Error())
+		} else if changed {
+			logCertificate(log, "TLS certificate reloaded", edge)
+		}
+	}
 }
 
 // loader returns what loads the encoder to serve, and its manifest (with

@@ -17,11 +17,17 @@ import (
 // encoder and waits for /ready.
 func startEncoder(t *testing.T, heads, models string, extra ...string) *proc {
 	t.Helper()
+	startEncoderSkip(t)
+	return startReady(t, "encoder", "/ready", append([]string{"encode", "serve", "--heads", heads, "--models", models}, extra...)...)
+}
+
+// startEncoderSkip skips t where encode serve cannot run its encoder.
+func startEncoderSkip(t *testing.T) {
+	t.Helper()
 	if !onnx.Available() {
 		t.Skip("a build without the ONNX runtime (the ort tag): encode serve has no encoder to run")
 	}
 	testenv.Models(t, "use-int8/encoder.json", "ort/libonnxruntime.so.1")
-	return startReady(t, "encoder", "/ready", append([]string{"encode", "serve", "--heads", heads, "--models", models}, extra...)...)
 }
 
 // TestEncodeServeSameDecisionsCLI: the rules decide the same on every text

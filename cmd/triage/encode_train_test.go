@@ -5,9 +5,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -159,4 +161,78 @@ func stripLatency(t *testing.T, b []byte) string {
 	delete(m, "latency")
 	out, _ := json.Marshal(m)
 	return string(out)
+}
+
+// TestEncodeServeABCLI: ab takes --encoder-url for every side that runs
+// tier 2 (heads judged on classes, the rules' decision judged on routes)
+// and gives, against a real "triage encode serve" process, the figures it
+// gives with tier 2 in process.
+func TestEncodeServeABCLI(t *testing.T) {
+	skipHeavyUnderRace(t)
+	heads, models := defaultHeadsOrSkip(t)
+	enc := startEncoder(t, heads, models, "--batch", "1") // one text a Run, as in process
+	dev := sampleLines(t, devSet(t), t.TempDir(), "dev.jsonl", 40, 1000)
+	cfg := filepath.Join(repoRoot(), "triage.yaml")
+	for k, sides := range [][2]string{{"tier2:" + heads, headsCascade + ":" + heads}, {"rules", "rules-tier1"}} {
+		var outs [2]string
+		for i, extra := range [][]string{nil, {"--encoder-url", "http://" + enc.addr}} {
+			args := append([]string{"--a", sides[0], "--b", sides[1], "--config", cfg, "--models", models, "--data", dev, "--bootstrap", "100", "--json"}, extra...)
+			var stdout, stderr bytes.Buffer
+			if err := runAB(context.Background(), args, &stdout, &stderr); err != nil {
+				t.Fatalf("ab %v: %v\n%s", args, err, stderr.String())
+			}
+			var m map[string]any
+			if err := json.Unmarshal(stdout.Bytes(), &m); err != nil {
+				t.Fatalf("ab --json: %v\n%s", err, stdout.Bytes())
+			}
+			delete(m, "latency_a") // where the encoder runs shows only here
+			delete(m, "latency_b")
+			if a, _ := m["a"].(map[string]any); a != nil {
+				delete(a, "latency")
+			}
+			if b, _ := m["b"].(map[string]any); b != nil {
+				delete(b, "latency")
+			}
+			out, _ := json.Marshal(m)
+			outs[i] = string(out)
+		}
+		if outs[0] != outs[1] {
+			t.Errorf("ab --a %s --b %s differs with --encoder-url from in process:\nlocal:  %.800s\nremote: %.800s", sides[0], sides[1], outs[0], outs[1])
+		}
+		if !strings.Contains(outs[0], `"n":112`) {
+			t.Errorf("ab --a %s --b %s: want 112 items judged: %.300s", sides[0], sides[1], outs[0])
+		}
+		// The engine encoded them: tier 2 and the cascade's tier 2 every
+		// text (224), the rules those they escalate.
+		encoded := encodedTexts(t, enc)
+		if k == 0 && encoded != 224 || k == 1 && encoded <= 224 {
+			t.Errorf("after ab --a %s --b %s the engine has encoded %d texts, want tier 2's", sides[0], sides[1], encoded)
+		}
+	}
+	// The engine's settings without the engine are a usage error.
+	if err := runAB(context.Background(), []string{"--a", "tier2", "--b", "tier1", "--data", dev, "--encoder-ca", "ca.pem"}, &bytes.Buffer{}, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "need --encoder-url") {
+		t.Errorf("ab --encoder-ca without --encoder-url: %v, want a refusal", err)
+	}
+}
+
+// encodedTexts is how many texts the encode serve process p has encoded,
+// from its /metrics.
+func encodedTexts(t *testing.T, p *proc) int {
+	t.Helper()
+	resp, err := http.Get(p.url("/metrics"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), `triage_encoder_texts_total{outcome="ok"} `); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				t.Fatalf("/metrics: %q", sc.Text())
+			}
+			return n
+		}
+	}
+	return 0
 }

@@ -18,6 +18,7 @@ import (
 // heads a gateway pointed at that engine runs.
 type encoderFlags struct {
 	url, model, apiKeyEnv, caFile string
+	certFile, keyFile             string
 	timeout                       time.Duration
 }
 
@@ -26,6 +27,8 @@ func (e *encoderFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&e.model, "encoder-model", "", "with --encoder-url: the model name the engine serves (default: the name in the encoder manifest)")
 	fs.StringVar(&e.apiKeyEnv, "encoder-api-key-env", "", "with --encoder-url: environment variable holding the engine's API key")
 	fs.StringVar(&e.caFile, "encoder-ca", "", "with --encoder-url: PEM bundle, the only trust for an https engine")
+	fs.StringVar(&e.certFile, "encoder-cert", "", "with --encoder-url: PEM client certificate for an engine that requires one (mTLS; with --encoder-key)")
+	fs.StringVar(&e.keyFile, "encoder-key", "", "with --encoder-url: the PEM private key of --encoder-cert")
 	fs.DurationVar(&e.timeout, "encoder-timeout", 30*time.Second, "with --encoder-url: how long one text may take")
 }
 
@@ -35,7 +38,20 @@ func (e *encoderFlags) override() *rules.RemoteEncoder {
 	if e.url == "" {
 		return nil
 	}
-	return &rules.RemoteEncoder{URL: e.url, Model: e.model, APIKeyEnv: e.apiKeyEnv, CAFile: e.caFile, Timeout: e.timeout}
+	return &rules.RemoteEncoder{URL: e.url, Model: e.model, APIKeyEnv: e.apiKeyEnv, CAFile: e.caFile,
+		CertFile: e.certFile, KeyFile: e.keyFile, Timeout: e.timeout}
+}
+
+// check refuses the engine's settings without --encoder-url, which they
+// qualify.
+func (e *encoderFlags) check() error {
+	if e.url == "" && (e.model != "" || e.apiKeyEnv != "" || e.caFile != "" || e.certFile != "" || e.keyFile != "") {
+		return badInput(fmt.Errorf("--encoder-model, --encoder-api-key-env, --encoder-ca, --encoder-cert and --encoder-key need --encoder-url"))
+	}
+	if (e.certFile == "") != (e.keyFile == "") {
+		return badInput(fmt.Errorf("--encoder-cert and --encoder-key go together (the client certificate and its key)"))
+	}
+	return nil
 }
 
 // remote is the remote encoder's client configuration, or nil for tier 2
@@ -47,8 +63,8 @@ func (e *encoderFlags) remote(cfg *config.Config, useRules bool) (*onnx.RemoteCo
 	switch {
 	case e.url != "":
 		re = e.override()
-	case e.model != "" || e.apiKeyEnv != "" || e.caFile != "":
-		return nil, badInput(fmt.Errorf("--encoder-model, --encoder-api-key-env and --encoder-ca need --encoder-url"))
+	case e.check() != nil:
+		return nil, e.check()
 	case useRules && cfg != nil && cfg.RulesPath() != "":
 		f, err := rules.ParseFile(cfg.RulesPath())
 		if err != nil {

@@ -189,6 +189,10 @@ app.kubernetes.io/component: encoder
 {{ include "triage.encoderSelectorLabels" . }}
 {{- end -}}
 
+{{/* The encoder's TLS Secret, mounted in its pods (tls.crt, tls.key) and,
+the CA alone, in the gateway's (ca.crt). */}}
+{{- define "triage.encoderTLSDir" -}}/etc/triage/encoder-tls{{- end -}}
+
 {{/* The heads whose tier-2 encoder the encoder service serves. */}}
 {{- define "triage.encoderHeads" -}}
 {{- if .Values.encoder.heads -}}
@@ -211,7 +215,11 @@ tier2.encoder pointed at the chart's encoder Service when encoder.enabled.
 {{- if hasKey $t2 "encoder" -}}
 {{- fail "config.rules.tier2.encoder: the chart points it at its encoder Service when encoder.enabled; leave it out (or set encoder.enabled: false to name another engine)" -}}
 {{- end -}}
-{{- $e := dict "url" (printf "http://%s:%d" (include "triage.encoderName" .) (int .Values.encoder.port)) "model" .Values.encoder.model -}}
+{{- $scheme := ternary "https" "http" (not (empty .Values.encoder.tls.secretName)) -}}
+{{- $e := dict "url" (printf "%s://%s:%d" $scheme (include "triage.encoderName" .) (int .Values.encoder.port)) "model" .Values.encoder.model -}}
+{{- if .Values.encoder.tls.secretName -}}
+{{- $_ := set $e "ca_file" (printf "%s/ca.crt" (include "triage.encoderTLSDir" .)) -}}
+{{- end -}}
 {{- if .Values.encoder.apiKeySecret.name -}}
 {{- $_ := set $e "api_key_env" "ENCODER_API_KEY" -}}
 {{- end -}}
