@@ -86,18 +86,20 @@ type Config struct {
 	// CacheSalt keeps tenants apart in the replicas' prefix caches when
 	// access control is on (without it there are no tenants, and the
 	// body goes as sent):
-	//   - "tenant" (the default for kind vllm): each request carries its
+	//   - "tenant": each request carries its
 	//     principal's cache_salt (access.cache_salt_secret), so a replica
 	//     reuses cached prompt blocks only between requests of one
 	//     principal, and balance: prefix keys its affinity by principal
 	//     too. A cache_salt the client sent is combined with the
 	//     principal's, never forwarded as sent: it can narrow what the
 	//     client's requests share, never join another principal's;
-	//   - "off" (the default, and the only value, for kinds openai and
-	//     anthropic, which do not take the field): the body's cache_salt
-	//     is left as the client sent it and tenants share the cache, so
-	//     one can tell by timing whether another sent a prompt. For a
-	//     server that refuses the field (vLLM's V0 engine).
+	//   - "off": the body's cache_salt is left as the client sent it and
+	//     tenants share the cache, so one can tell by timing whether
+	//     another sent a prompt. For a server that refuses the field
+	//     (vLLM's V0 engine); the only value for kinds openai and
+	//     anthropic, whose APIs do not take it.
+	//
+	// Default: tenant for kind vllm, off for the others.
 	CacheSalt string `koanf:"cache_salt"`
 }
 
