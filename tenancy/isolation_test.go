@@ -2,6 +2,9 @@ package tenancy
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"regexp"
 	"strings"
 	"testing"
@@ -110,5 +113,48 @@ func TestCacheSaltAllocs(t *testing.T) {
 	var sink uint64
 	if n := testing.AllocsPerRun(100, func() { sink += uint64(len(c.CacheSalt())) + c.Partition() }); n != 0 {
 		t.Fatalf("CacheSalt and Partition: %v allocations, want 0", n)
+	}
+	client := []byte(`"end-user-1234"`)
+	if n := testing.AllocsPerRun(100, func() { sink += uint64(len(c.CacheSaltWith(client))) }); n > 1 {
+		t.Fatalf("CacheSaltWith: %v allocations, want 1 (its result)", n)
+	}
+}
+
+// TestCacheSaltWithIsHMAC: CacheSaltWith's HMAC, written out to save
+// allocations, is crypto/hmac's.
+func TestCacheSaltWithIsHMAC(t *testing.T) {
+	secret, k := mustKey(t, "acme")
+	s := compile(t, Config{KeysFile: "keys.jsonl"}, k)
+	c, d := s.Authenticate(bearer(secret), time.Now())
+	if d != nil {
+		t.Fatal(d)
+	}
+	for _, client := range []string{`"x"`, `"end-user-1234"`, `"` + strings.Repeat("long ", 100) + `"`} {
+		m := hmac.New(sha256.New, c.e.iso.key[:])
+		m.Write([]byte("cache_salt\x00"))
+		m.Write([]byte(client))
+		if got, want := string(c.CacheSaltWith([]byte(client))), hex.EncodeToString(m.Sum(nil)[:SaltLen/2]); got != want {
+			t.Fatalf("CacheSaltWith(%.20s…) = %s, crypto/hmac says %s", client, got, want)
+		}
+	}
+}
+
+// BenchmarkCacheSaltWith is the cost of a request that sends its own
+// cache_salt: an HMAC-SHA256 under the principal's salt key.
+// `go test ./tenancy -run '^$' -bench CacheSaltWith -benchmem`.
+func BenchmarkCacheSaltWith(b *testing.B) {
+	secret, k := mustKey(b, "acme")
+	s, err := Compile(&Config{KeysFile: "keys.jsonl"}, []Key{k}, nil, NewLimiter())
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, d := s.Authenticate(bearer(secret), time.Now())
+	if d != nil {
+		b.Fatal(d)
+	}
+	client := []byte(`"end-user-1234"`)
+	b.ReportAllocs()
+	for b.Loop() {
+		c.CacheSaltWith(client)
 	}
 }
