@@ -2,6 +2,7 @@ package classifier
 
 import (
 	"container/list"
+	"encoding/binary"
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
@@ -14,7 +15,7 @@ import (
 const DefaultCacheSize = 4096
 
 // resultCache keeps the results of recent classifications by a hash of
-// their text, least recently used out first. A tier's answer depends on
+// their text (and tenant: ClassifyFor), least recently used out first. A tier's answer depends on
 // its text alone, so a text seen again (a retry, a regenerated answer, the
 // same question from many clients) costs a lookup, not a model run. The
 // hash is 64 bits with a seed chosen at start: colliding texts cannot be
@@ -38,7 +39,23 @@ func newResultCache(size int) *resultCache {
 	return &resultCache{seed: maphash.MakeSeed(), size: size, ll: list.New(), m: make(map[uint64]*list.Element)}
 }
 
-func (c *resultCache) key(text string) uint64 { return maphash.String(c.seed, text) }
+// key is the cache's key for text classified for tenant: the text's hash
+// alone without one, else the hash of the tenant's name, its length
+// first so that no two (tenant, text) pairs write the same bytes, and the
+// text. It does not allocate.
+func (c *resultCache) key(tenant, text string) uint64 {
+	if tenant == "" {
+		return maphash.String(c.seed, text)
+	}
+	var h maphash.Hash
+	h.SetSeed(c.seed)
+	var n [8]byte
+	binary.LittleEndian.PutUint64(n[:], uint64(len(tenant)))
+	h.Write(n[:])
+	h.WriteString(tenant)
+	h.WriteString(text)
+	return h.Sum64()
+}
 
 // get fills r with the result kept for key, reusing r's slices.
 func (c *resultCache) get(key uint64, r *Result) bool {

@@ -31,6 +31,10 @@ type Request struct {
 	// system prompt and the response it continues (a JSON string token,
 	// quotes included, when it is a string).
 	Instructions, PreviousResponseID Span
+	// CacheSalt is the "cache_salt" value (the last, when given more
+	// than once: saltGiven counts them), for SaltEdits.
+	CacheSalt Span
+	saltGiven int
 	// MaxTokens is the largest of max_tokens, max_completion_tokens and
 	// max_output_tokens given as whole numbers (0: none), for admitting a
 	// request against token limits before it runs.
@@ -118,6 +122,9 @@ func Extract(body []byte) (Request, error) {
 			r.Instructions = span
 		case fieldPreviousResponseID:
 			r.PreviousResponseID = span
+		case fieldCacheSalt:
+			r.CacheSalt = span
+			r.saltGiven++
 		case fieldMaxTokens:
 			// Not a whole number: the upstream judges it.
 			r.MaxTokens = max(r.MaxTokens, wholeNumber(body[vstart:s.Pos()]))
@@ -148,6 +155,7 @@ const (
 	fieldInstructions
 	fieldPreviousResponseID
 	fieldMaxTokens
+	fieldCacheSalt
 )
 
 func topField(key []byte) int {
@@ -170,6 +178,8 @@ func topField(key []byte) int {
 		return fieldPreviousResponseID
 	case "max_tokens", "max_completion_tokens", "max_output_tokens":
 		return fieldMaxTokens
+	case "cache_salt":
+		return fieldCacheSalt
 	}
 	return fieldOther
 }

@@ -16,9 +16,10 @@ var keys = sync.Pool{New: func() any { return new(pool.Key) }}
 // asks for X-Triage-Replica-Choice when explain is set. The key covers
 // what vLLM will find in its prefix cache: a chat request's messages in
 // order (a conversation's next turn extends them), a completion's prompt,
-// a Responses request's input. Give the key it returns (nil: none) to
-// unkey once the request has been forwarded.
-func affinity(fr *proxy.Request, e *poolEntry, body []byte, req *openai.Request, explain bool) *pool.Key {
+// a Responses request's input, and, when part is not 0, the tenant the
+// replica keeps them for (a salted request's; exchange.isolate). Give the
+// key it returns (nil: none) to unkey once the request has been forwarded.
+func affinity(fr *proxy.Request, e *poolEntry, body []byte, req *openai.Request, explain bool, part uint64) *pool.Key {
 	fr.ExplainChoice = explain
 	if e.pool.Config().Balance != pool.BalancePrefix {
 		return nil
@@ -40,6 +41,7 @@ func affinity(fr *proxy.Request, e *poolEntry, body []byte, req *openai.Request,
 	}
 	k := keys.Get().(*pool.Key)
 	e.pool.Key(k, body[prompt.Start:prompt.End], conv)
+	k.Partition(part)
 	fr.Key = k
 	return k
 }

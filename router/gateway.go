@@ -155,6 +155,7 @@ type poolEntry struct {
 	kind      string // pool.Config.Kind
 	maxTokens int64  // pool.Config.DefaultMaxTokens
 	drop      bool   // pool.Config.DropUnsupported
+	salts     bool   // pool.Config.Salts: with access control, requests carry their tenant's cache_salt
 	m         *metrics.Pool
 }
 
@@ -318,7 +319,7 @@ func (g *Gateway) Apply(cfg *config.Config, routing *rules.Set) error {
 			if err != nil {
 				return fmt.Errorf("pools[%d]: %w", i, err)
 			}
-			e = &poolEntry{pool: p, policy: proxy.PolicyOf(&pc), model: pc.Model, tok: openai.Quote(pc.Model), askUsage: pc.AsksStreamUsage(), kind: pc.Kind, maxTokens: pc.DefaultMaxTokens, drop: pc.DropUnsupported, m: g.metrics.Pool(pc.Name)}
+			e = &poolEntry{pool: p, policy: proxy.PolicyOf(&pc), model: pc.Model, tok: openai.Quote(pc.Model), askUsage: pc.AsksStreamUsage(), kind: pc.Kind, maxTokens: pc.DefaultMaxTokens, drop: pc.DropUnsupported, salts: pc.Salts(), m: g.metrics.Pool(pc.Name)}
 		}
 		s.pools = append(s.pools, e)
 		s.byName[pc.Name] = e
@@ -376,6 +377,7 @@ func (g *Gateway) Apply(cfg *config.Config, routing *rules.Set) error {
 			return err
 		}
 		s.access, jwt = as, j
+		g.checkSalts(cfg, as)
 		if p := cfg.Access.UsageLog; p != "" && g.usageLog != nil {
 			w, err := g.usageLog(p, cfg.Access.UsageLogSize(), tenancy.UsageLogKeep)
 			if err != nil {

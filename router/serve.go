@@ -65,6 +65,7 @@ type exchange struct {
 	dec      rules.Decision
 	e        *poolEntry
 	prefer   string // the replica a chain continues on
+	part     uint64 // the tenant a salted request's prefix is the cache of (isolate)
 }
 
 // failure is a stage's refusal when what the client is told is not all
@@ -431,7 +432,7 @@ func (x *exchange) forward() {
 	// X-Triage-Replica-Choice says whether some replica was sent this
 	// prefix before: across tenants that tells one about another's
 	// prompts, so it is never sent with access control on.
-	key := affinity(&fr, e, x.body, req, x.semantic && x.s.rules.Explain() && x.s.access == nil)
+	key := affinity(&fr, e, x.body, req, x.semantic && x.s.rules.Explain() && x.s.access == nil, x.part)
 	res := x.g.tr.Forward(r.Context(), x.w, e.pool, &e.policy, &fr)
 	unkey(key)
 	switch {
@@ -470,7 +471,7 @@ func (x *exchange) dialect(fr *proxy.Request) error {
 			fr.Edit, fr.StripUsage = ed, true
 		}
 	}
-	return nil
+	return x.isolate(fr)
 }
 
 // settle ends the request: limits it held are given back (a request

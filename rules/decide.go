@@ -395,7 +395,7 @@ func (s *Set) askTier2(ctx context.Context, sig *Signals, w *work, tr *Trace, bu
 		t0 := time.Now()
 		defer func() { w.tm.Tier2Start, w.tm.Tier2 = t0, time.Since(t0) }()
 	}
-	err := s.tier2.ClassifyWithin(ctx, budget, sig.Text, &w.r2)
+	err := s.tier2.ClassifyFor(ctx, budget, sig.Principal, sig.Text, &w.r2)
 	if err != nil {
 		ev.tier2 = 2
 		if tr != nil {

@@ -204,7 +204,8 @@
 //
 // With [Options.Perf] enabled (`triage sim -perf`), chat and completion
 // requests are paced by a model of a vLLM replica instead of Latency and
-// ChunkDelay: a KV cache of fixed capacity in blocks with prefix reuse and
+// ChunkDelay: a KV cache of fixed capacity in blocks with prefix reuse
+// (between requests with the same cache_salt, as vLLM) and
 // least-recently-used eviction, prefill time proportional to the prompt
 // tokens not found in the cache, a decode step per token, and a running
 // batch of bounded size behind a waiting queue. GET /metrics then answers
@@ -214,7 +215,9 @@
 // prompt_tokens_details.cached_tokens. [Perf] documents each parameter and
 // where its default comes from (Llama-3.1-8B-Instruct in BF16 on one H100
 // SXM 80 GB). A prompt whose blocks could not fit in an empty cache is a
-// 400, as vLLM refuses a prompt beyond its context length. With the model
+// 400, as vLLM refuses a prompt beyond its context length. A cache_salt is
+// validated as vLLM does, model or not: a non-empty string of at most 128
+// characters without '@', '/', '\' or NUL, else a 400. With the model
 // off (the default) the Server behaves as it always has, and /metrics is a
 // 404.
 //

@@ -396,6 +396,7 @@ type generation struct {
 	prompt []byte
 	perf   bool
 	cached int
+	salt   string // cache_salt: prompts share cached blocks only under the same one
 }
 
 func parseGeneration(ep endpoint, body []byte) (generation, string, error) {

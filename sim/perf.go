@@ -27,8 +27,8 @@ import (
 // block of BlockTokens for each prompt block not in the cache and for its
 // output; a prompt's blocks are kept after it ends, for reuse by any
 // later prompt that starts with the same text (vLLM's automatic prefix
-// caching), and the least recently used unused blocks are evicted when
-// space is needed. A prompt is the request's messages rendered in order
+// caching) under the same cache_salt, and the least recently used unused
+// blocks are evicted when space is needed. A prompt is the request's messages rendered in order
 // (role and text of each) or its prompt, BytesPerToken bytes to a token.
 // When a chat sequence ends, the blocks of its answer are kept too, as
 // the next turn will render it ("assistant: " and the text), so that a
@@ -198,8 +198,10 @@ var errTooLong = errors.New("the prompt and its output exceed the KV cache")
 
 // submit queues a sequence for prompt (rendered text) generating out
 // tokens, unless it could never fit in the cache; answer, when not empty,
-// is the answer as the next turn's prompt will render it.
-func (e *engine) submit(prompt, answer []byte, out int) (*seqState, error) {
+// is the answer as the next turn's prompt will render it. The block
+// hashes chain from the request's cache_salt, as vLLM's first block's
+// hash includes it: only prompts under the same salt share blocks.
+func (e *engine) submit(prompt, answer []byte, salt string, out int) (*seqState, error) {
 	bt := e.p.BlockTokens * e.p.BytesPerToken // bytes per block
 	q := &seqState{prompt: max(1, (len(prompt)+e.p.BytesPerToken-1)/e.p.BytesPerToken), out: max(out, 1),
 		tok: make(chan struct{}, max(out, 1)+1), admit: make(chan struct{}), finish: make(chan struct{})}
@@ -208,6 +210,9 @@ func (e *engine) submit(prompt, answer []byte, out int) (*seqState, error) {
 		full = append(prompt[:len(prompt):len(prompt)], answer...)
 	}
 	var crc uint32
+	if salt != "" {
+		crc = crc32.Update(crc, castagnoli, []byte(salt))
+	}
 	for at := 0; at+bt <= len(full); at += bt {
 		crc = crc32.Update(crc, castagnoli, full[at:at+bt])
 		h := uint64(crc)<<32 | uint64(len(q.blocks)+len(q.answer)+1)

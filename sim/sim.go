@@ -542,6 +542,9 @@ func (s *Server) parseJob(ep endpoint, body []byte) (p job, model string, err er
 	case endpointMessages:
 		p.msg, model, err = parseMessages(body)
 	}
+	if err == nil && ep != endpointMessages {
+		p.gen.salt, err = cacheSalt(body)
+	}
 	return p, model, err
 }
 
@@ -654,7 +657,7 @@ func (s *Server) handlePost(w http.ResponseWriter, r *http.Request, ep endpoint)
 		if p.gen.chat && p.gen.call == nil {
 			answer = append(append([]byte("assistant: "), s.content(ov.chunks)...), '\n')
 		}
-		q, err := s.engine.submit(p.gen.prompt, answer, ov.chunks)
+		q, err := s.engine.submit(p.gen.prompt, answer, p.gen.salt, ov.chunks)
 		if err != nil { // vLLM's answer to a prompt beyond max_model_len
 			s.fail(w, http.StatusBadRequest, err.Error())
 			return

@@ -19,6 +19,16 @@ type Config struct {
 	// principal and groups come from their claims. Prefer setting the
 	// HS256 secret through TRIAGE_ACCESS__JWT__SECRET to writing it here.
 	JWT JWTConfig `koanf:"jwt"`
+	// CacheSaltSecret is the secret each principal's cache salt is
+	// derived from (pools[].cache_salt): an HMAC-SHA256 of the principal's
+	// name under it, which neither shows the name to a replica nor can be
+	// computed by a tenant. At least 32 bytes; give every gateway replica
+	// the same one, or a tenant's requests through two replicas do not
+	// share the prefix cache. Prefer setting it through
+	// TRIAGE_ACCESS__CACHE_SALT_SECRET to writing it here. Default:
+	// derived from jwt.secret when there is one, else random at start
+	// (this replica's alone, and new on each restart).
+	CacheSaltSecret string `koanf:"cache_salt_secret"`
 	// Policies say what principals and groups may do and how much. A
 	// request is judged by its principal's policy, else its first group's
 	// (in the key's order) that has one, else the policy for "*", else it
@@ -173,6 +183,9 @@ func (c *Config) Validate(known Known) []error {
 	}
 	if !c.Enabled() && len(c.Policies) > 0 {
 		bad("keys_file", "policies need credentials to apply to: name a keys file (triage keys create --file FILE makes one) or configure jwt")
+	}
+	if n := len(c.CacheSaltSecret); n > 0 && n < minSaltSecret {
+		bad("cache_salt_secret", "is %d bytes; at least %d are needed", n, minSaltSecret)
 	}
 	errs = append(errs, c.Redis.Validate()...)
 	for _, pool := range slices.Sorted(maps.Keys(c.Prices)) {

@@ -31,7 +31,9 @@ type counter struct {
 }
 
 // Limiter owns the limit counters. They outlive configuration snapshots: a
-// reload that keeps a tenant keeps its counts.
+// reload that keeps a tenant keeps its counts. It also holds the secret
+// cache salts are derived from when the config names none, for the same
+// reason: a reload keeps each tenant's salt.
 type Limiter struct {
 	epoch   time.Time
 	mu      sync.Mutex
@@ -40,11 +42,13 @@ type Limiter struct {
 	sh      *shared                   // nil: counts are this replica's alone
 	rates   map[string]*sharedRate    // the requests-per-minute limits counted in Redis, by scope
 	tokens  map[string]*sharedRate    // the tokens-per-minute limits counted in Redis, by scope
+
+	saltFallback []byte // random, made with the Limiter
 }
 
 // NewLimiter returns an empty Limiter.
 func NewLimiter() *Limiter {
-	return &Limiter{epoch: time.Now(), byKey: map[string]*counter{}, budgets: map[string]*budgetCounter{}}
+	return &Limiter{epoch: time.Now(), saltFallback: randomSecret(), byKey: map[string]*counter{}, budgets: map[string]*budgetCounter{}}
 }
 
 // counter returns the counter for scope (made on first use). Snapshots

@@ -52,6 +52,8 @@ type Snapshot struct {
 	// keyPrincipals are the principals the API keys name: a token may not
 	// name one (JWTConfig.PrincipalPrefix).
 	keyPrincipals map[string]bool
+	// saltSecret keys the principals' cache salts (isolation.go).
+	saltSecret []byte
 }
 
 // maxTokenPrincipals bounds the token principals whose entries are kept;
@@ -72,6 +74,7 @@ type keyEntry struct {
 	prices    map[string]Price
 	maxPrice  int64 // microdollars a token costs on the dearest pool: what an estimate is priced at
 	reserve   int64 // the completion a request without max_tokens is counted as
+	iso       isolation
 }
 
 // policy is a Policy with its lists as sets (nil: any).
@@ -99,6 +102,7 @@ func Compile(cfg *Config, keys []Key, jwt *JWT, limiter *Limiter) (*Snapshot, er
 	s := &Snapshot{keys: make(map[string]*keyEntry, len(keys)), jwt: jwt, limiter: limiter, scopes: map[string]bool{},
 		byWho: map[string]*Policy{}, compiled: map[string]*policy{}, shared: map[string]sharedBudget{}}
 	s.prices, s.perMember, s.reserve = cfg.Prices, cfg.BudgetMetricsPerMember, cfg.Reserve()
+	s.saltSecret = saltSecret(cfg, limiter.saltFallback)
 	for _, pr := range cfg.Prices {
 		s.maxPrice = max(s.maxPrice, int64(math.Ceil(max(pr.PromptPerMillion, pr.CompletionPerMillion))))
 	}
@@ -126,7 +130,8 @@ func Compile(cfg *Config, keys []Key, jwt *JWT, limiter *Limiter) (*Snapshot, er
 // permissions and every applicable policy's limit counters (recording
 // their scopes in scopes when not nil).
 func (s *Snapshot) entry(p Principal, k Key, scopes map[string]bool) *keyEntry {
-	e := &keyEntry{epoch: s.limiter.epoch, key: k, principal: p, sh: s.limiter.sh, prices: s.prices, maxPrice: s.maxPrice, reserve: s.reserve}
+	e := &keyEntry{epoch: s.limiter.epoch, key: k, principal: p, sh: s.limiter.sh, prices: s.prices, maxPrice: s.maxPrice, reserve: s.reserve,
+		iso: newIsolation(s.saltSecret, p.Name)}
 	who := make([]string, 0, len(p.Groups)+2)
 	who = append(who, "p:"+p.Name)
 	for _, g := range p.Groups {

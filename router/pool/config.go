@@ -83,7 +83,35 @@ type Config struct {
 	// that usage chunk before the client sees it. Default true; turn it
 	// off for a server that refuses stream_options.
 	StreamUsage *bool `koanf:"stream_usage"`
+	// CacheSalt keeps tenants apart in the replicas' prefix caches when
+	// access control is on (without it there are no tenants, and the
+	// body goes as sent):
+	//   - "tenant": each request carries its
+	//     principal's cache_salt (access.cache_salt_secret), so a replica
+	//     reuses cached prompt blocks only between requests of one
+	//     principal, and balance: prefix keys its affinity by principal
+	//     too. A cache_salt the client sent is combined with the
+	//     principal's, never forwarded as sent: it can narrow what the
+	//     client's requests share, never join another principal's;
+	//   - "off": the body's cache_salt is left as the client sent it and
+	//     tenants share the cache, so one can tell by timing whether
+	//     another sent a prompt. For a server that refuses the field
+	//     (vLLM's V0 engine); the only value for kinds openai and
+	//     anthropic, whose APIs do not take it.
+	//
+	// Default: tenant for kind vllm, off for the others.
+	CacheSalt string `koanf:"cache_salt"`
 }
+
+// The values of Config.CacheSalt.
+const (
+	CacheSaltTenant = "tenant"
+	CacheSaltOff    = "off"
+)
+
+// Salts reports whether requests to the pool carry their principal's
+// cache_salt when access control is on.
+func (c *Config) Salts() bool { return c.Kind == KindVLLM && c.CacheSalt != CacheSaltOff }
 
 // The pool kinds (Config.Kind).
 const (
@@ -363,6 +391,12 @@ func (c *Config) SetDefaults() {
 	if c.DefaultMaxTokens == 0 {
 		c.DefaultMaxTokens = 4096
 	}
+	if c.CacheSalt == "" {
+		c.CacheSalt = CacheSaltOff
+		if c.Kind == KindVLLM {
+			c.CacheSalt = CacheSaltTenant
+		}
+	}
 }
 
 // Validate reports every problem in c, each prefixed with path (such as
@@ -387,6 +421,12 @@ func (c *Config) Validate(path string) []error {
 	case KindVLLM, KindOpenAI, KindAnthropic:
 	default:
 		bad("kind", "must be vllm, openai or anthropic, got %q", c.Kind)
+	}
+	switch {
+	case c.CacheSalt != CacheSaltTenant && c.CacheSalt != CacheSaltOff:
+		bad("cache_salt", "must be tenant or off, got %q", c.CacheSalt)
+	case c.CacheSalt == CacheSaltTenant && c.Kind != KindVLLM:
+		bad("cache_salt", "tenant is for kind vllm; a kind %s pool's API has no cache_salt", c.Kind)
 	}
 	if len(c.Replicas) == 0 {
 		bad("replicas", "at least one replica is required")

@@ -76,6 +76,21 @@ func (p *Pool) Key(k *Key, prompt []byte, conv int) {
 	}
 }
 
+// Partition keys k by t too (0: leaves k as it is): two requests with the
+// same prompt and different t have keys no more alike than two with
+// different prompts, so that neither finds the replica the other's
+// blocks went to, nor the same conversation home. Call it on a key Key
+// filled; it adds a mix per block.
+func (k *Key) Partition(t uint64) {
+	if t == 0 || k.N == 0 && k.Conv == 0 {
+		return
+	}
+	k.Conv = mix64(k.Conv ^ t)
+	for i := range k.Blocks[:k.N] {
+		k.Blocks[i] = mix64(k.Blocks[i] ^ t)
+	}
+}
+
 // mix64 is SplitMix64's finaliser: every input bit reaches every output
 // bit, so a bucket index can be taken from the low bits.
 func mix64(x uint64) uint64 {

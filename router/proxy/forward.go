@@ -33,6 +33,10 @@ type Request struct {
 	// stream_options that ask for usage, openai.UsageEdit); it never
 	// overlaps ModelSpan.
 	Edit openai.Edit
+	// Salt, when its edits' Tok are not nil, sets the body's cache_salt
+	// (openai.Salt); it never overlaps ModelSpan or Edit, and goes after
+	// Edit where both insert at the same place.
+	Salt openai.SaltEdits
 	// StripUsage drops a streamed 2xx response's usage chunk
 	// (openai.UsageEvent) before the client sees it, for a client that
 	// did not ask for one when Edit did on its behalf. The chunk's usage

@@ -100,11 +100,16 @@ func (e *lateHeadError) Error() string {
 func (e *lateHeadError) Timeout() bool   { return true }
 func (e *lateHeadError) Temporary() bool { return true }
 
+// maxPieces bounds the slices pieces returns: Body cut around the model,
+// the usage edit and the salt's three, and their tokens.
+const maxPieces = 2*(2+len(openai.SaltEdits{})) + 1
+
 // pieces returns the body as it goes upstream, with its edits applied: at
-// most five slices of Body and the edits' tokens, in order, never copied.
-func (req *Request) pieces(dst *[5][]byte) [][]byte {
+// most maxPieces slices of Body and the edits' tokens, in order, never
+// copied.
+func (req *Request) pieces(dst *[maxPieces][]byte) [][]byte {
 	out := dst[:0]
-	var es [2]openai.Edit
+	var es [2 + len(openai.SaltEdits{})]openai.Edit
 	n := 0
 	if req.ModelTok != nil {
 		es[n] = openai.Edit{Span: req.ModelSpan, Tok: req.ModelTok}
@@ -114,8 +119,18 @@ func (req *Request) pieces(dst *[5][]byte) [][]byte {
 		es[n] = req.Edit
 		n++
 	}
-	if n == 2 && es[1].Span.Start < es[0].Span.Start {
-		es[0], es[1] = es[1], es[0]
+	for _, e := range req.Salt {
+		if e.Tok != nil {
+			es[n] = e
+			n++
+		}
+	}
+	// By start, keeping the order above among edits at the same place
+	// (insertions after the object's '{').
+	for i := 1; i < n; i++ {
+		for j := i; j > 0 && es[j].Span.Start < es[j-1].Span.Start; j-- {
+			es[j], es[j-1] = es[j-1], es[j]
+		}
 	}
 	at := 0
 	for _, e := range es[:n] {
@@ -149,7 +164,7 @@ func (t *Transport) roundTrip(ctx context.Context, c *conn, b *pool.Backend, req
 
 	bp := bufPool.Get().(*[]byte)
 	head := appendRequestHead((*bp)[:0], b, req, tc)
-	var pieces [5][]byte
+	var pieces [maxPieces][]byte
 	body := req.pieces(&pieces)
 	bodyLen := 0
 	for _, p := range body {
