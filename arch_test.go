@@ -433,3 +433,128 @@ func TestNoHugeFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestOneDecision holds the rule that routing is decided in one place, the
+// policy of package rules, which live routing, calibration and evaluation
+// all run: a second implementation beside it drifts from it, and figures
+// measured with one are then of a decision the gateway does not make.
+// Outside rules, hand-written Go may not:
+//
+//   - make a decision reason that only comparing a tier's verdict with a
+//     floor can give (tier1_confident, below_floor, class_requires_tier2),
+//     by its constant or its string: comparing a decision's reason with one
+//     (==, !=, a case of a switch) reads it, anything else makes one;
+//   - read the heads' per-class floors (Heads.TierFloors) for anything but
+//     a tier's own coverage: the Floors of an evaluation.Options literal.
+//     The floors a decision uses are resolved by rules.Compile.
+func TestOneDecision(t *testing.T) {
+	reasons := map[string]string{"ReasonTier1Confident": "tier1_confident", "ReasonBelowFloor": "below_floor", "ReasonClassRequiresTier2": "class_requires_tier2"}
+	strs := map[string]bool{}
+	for _, s := range reasons {
+		strs[strconv.Quote(s)] = true
+	}
+	fset := token.NewFileSet()
+	files := 0
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != "." && (name == "var" || name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")) || path == "rules" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		files++
+		rulesName := ""
+		for _, imp := range f.Imports {
+			if imp.Path.Value == strconv.Quote(mod+"/rules") {
+				rulesName = "rules"
+				if imp.Name != nil {
+					rulesName = imp.Name.Name
+				}
+			}
+		}
+		var stack []ast.Node
+		up := func(k int) ast.Node { // the k-th enclosing node of the current one
+			if len(stack) > k {
+				return stack[len(stack)-1-k]
+			}
+			return nil
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if n == nil {
+				stack = stack[:len(stack)-1]
+				return true
+			}
+			stack = append(stack, n)
+			switch n := n.(type) {
+			case *ast.BasicLit:
+				if n.Kind == token.STRING && strs[n.Value] {
+					t.Errorf("%s: the reason %s written out: a decision's reason comes from rules", fset.Position(n.Pos()), n.Value)
+				}
+			case *ast.SelectorExpr:
+				if x, ok := n.X.(*ast.Ident); ok && rulesName != "" && x.Name == rulesName && reasons[n.Sel.Name] != "" && !readsReason(up(1), n) {
+					t.Errorf("%s: makes the decision reason %s.%s: only rules decides (compare a decision's reason with it instead)", fset.Position(n.Pos()), rulesName, n.Sel.Name)
+				}
+				if n.Sel.Name == "TierFloors" && !coverageFloors(up(1), up(2), up(3)) {
+					t.Errorf("%s: reads the heads' floors (TierFloors) to decide: only rules decides; a tier's coverage takes them as evaluation.Options{Floors: ...}", fset.Position(n.Pos()))
+				}
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 100 {
+		t.Errorf("looked at %d files: is the walk broken?", files)
+	}
+}
+
+// readsReason reports whether sel, a reason, is read where it stands
+// under parent: an operand of == or !=, or a case of a switch.
+func readsReason(parent ast.Node, sel ast.Expr) bool {
+	switch p := parent.(type) {
+	case *ast.BinaryExpr:
+		return p.Op == token.EQL || p.Op == token.NEQ
+	case *ast.CaseClause:
+		return slices.Contains(p.List, sel)
+	}
+	return false
+}
+
+// coverageFloors reports whether a TierFloors selector is called (call)
+// as the value of Floors in an Options literal (kv in lit).
+func coverageFloors(call, kv, lit ast.Node) bool {
+	c, ok := call.(*ast.CallExpr)
+	if !ok {
+		return false
+	}
+	e, ok := kv.(*ast.KeyValueExpr)
+	if !ok || e.Value != c {
+		return false
+	}
+	if k, ok := e.Key.(*ast.Ident); !ok || k.Name != "Floors" {
+		return false
+	}
+	cl, ok := lit.(*ast.CompositeLit)
+	if !ok {
+		return false
+	}
+	switch typ := cl.Type.(type) {
+	case *ast.SelectorExpr:
+		return typ.Sel.Name == "Options"
+	case *ast.Ident:
+		return typ.Name == "Options"
+	}
+	return false
+}

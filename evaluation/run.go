@@ -28,12 +28,13 @@ type Item struct {
 // Outcome is what happened to one item.
 type Outcome struct {
 	Label string
-	// Pred is the predicted class (tier mode: the top class; rules mode:
-	// the decided class when a class route took the item, else
-	// DefaultLabel). Score is the deciding tier's top score.
+	// Pred is the predicted class (tier mode: the top class, or the class
+	// the heads-only cascade decided; rules mode: the decided class when a
+	// class route took the item, else DefaultLabel). Score is the deciding
+	// tier's score of it.
 	Pred  string
 	Score float32
-	// Correct: the top class equals the label (tier mode); the route
+	// Correct: the predicted class equals the label (tier mode); the route
 	// covers the label, or the default pool took a label no route covers
 	// (rules mode).
 	Correct bool
@@ -99,13 +100,7 @@ func parallel(n int, o Options, f func(i int)) {
 
 // Tier runs one classifier over items: the top class against the label.
 func Tier(ctx context.Context, clf classifier.Classifier, tier int, items []Item, o Options) ([]Outcome, error) {
-	defaults := map[string]bool{"other": true}
-	if o.DefaultClasses != nil {
-		defaults = map[string]bool{}
-		for _, c := range o.DefaultClasses {
-			defaults[c] = true
-		}
-	}
+	defaults := defaultClasses(o)
 	out := make([]Outcome, len(items))
 	var firstErr error
 	var errOnce sync.Once
@@ -123,6 +118,18 @@ func Tier(ctx context.Context, clf classifier.Classifier, tier int, items []Item
 			Routed: !defaults[r.Class] && r.Score >= o.Floors[r.Class], Tier: tier, Latency: lat}
 	})
 	return out, firstErr
+}
+
+// defaultClasses are the classes that are not coverage (Options.DefaultClasses).
+func defaultClasses(o Options) map[string]bool {
+	if o.DefaultClasses == nil {
+		return map[string]bool{"other": true}
+	}
+	m := map[string]bool{}
+	for _, c := range o.DefaultClasses {
+		m[c] = true
+	}
+	return m
 }
 
 // Rules runs a rule set's whole decision (the compiled Set the gateway

@@ -430,28 +430,37 @@ func (s *Set) askTier2(ctx context.Context, sig *Signals, w *work, tr *Trace, bu
 // Evidence is one request's verdicts as the decision reads them, tier 2
 // included whatever tier 1 said: what calibration replays the decision on
 // under candidate parameters.
-type Evidence struct{ ev evidence }
+type Evidence struct {
+	ev evidence
+	tm Timing
+}
 
 // Gather asks both tiers about a request (tier 2 without a budget) and
-// keeps what the decision reads of their verdicts. A tier 2 that fails
-// leaves the evidence of a request whose tier 2 failed.
+// keeps what the decision reads of their verdicts, and how long each tier
+// took. A tier 2 that fails leaves the evidence of a request whose tier 2
+// failed.
 func (s *Set) Gather(ctx context.Context, sig Signals) *Evidence {
 	w := s.scratch.Get().(*work)
 	defer s.scratch.Put(w)
+	out := &Evidence{}
+	w.tm = &out.tm
+	defer func() { w.tm = nil }()
 	ev := &w.ev
 	ev.tier2, ev.tier2Reason, ev.tier2Available = 0, "", s.tier2On
 	ev.res1, ev.res2 = nil, nil
 	s.match(&sig, ev)
 	if ev.first < 0 {
+		t0 := time.Now()
 		_ = s.tier1.Classify(ctx, sig.Text, &w.r1)
 		s.measure(1, &w.r1, ev, w.taken, true)
+		out.tm.Tier1Start, out.tm.Tier1 = t0, time.Since(t0)
 		ev.res1 = nil // kept: the evidence outlives the verdicts
 		if s.tier2On {
 			s.askTier2(ctx, &sig, w, nil, 0)
 			ev.res2 = nil
 		}
 	}
-	out := &Evidence{ev: *ev}
+	out.ev = *ev
 	e := &out.ev
 	e.match = append([]bool(nil), ev.match...)
 	e.m1, e.m2 = append([]float32(nil), ev.m1...), append([]float32(nil), ev.m2...)
@@ -464,6 +473,34 @@ func (s *Set) Gather(ctx context.Context, sig Signals) *Evidence {
 func (s *Set) Replay(e *Evidence, p *Params) Decision {
 	return s.policy(p, &e.ev, nil)
 }
+
+// Top is a tier's top class and score in the evidence, whatever the
+// decision made of it; ok is false when that tier gave no verdict (a route
+// without class conditions settled the request, tier 2 is off, or it
+// failed: Tier2Failed says why).
+func (e *Evidence) Top(tier int) (top classifier.Scored, ok bool) {
+	if e.ev.first >= 0 {
+		return classifier.Scored{}, false
+	}
+	if tier == 2 {
+		return e.ev.top2, e.ev.tier2 == 1
+	}
+	return e.ev.top1, true
+}
+
+// Tier2Failed is why tier 2 gave no verdict when it was asked and failed
+// (ReasonTier2Error, ReasonTier2Unavailable, ...); empty otherwise.
+func (e *Evidence) Tier2Failed() string {
+	if e.ev.tier2 != 2 {
+		return ""
+	}
+	return e.ev.tier2Reason
+}
+
+// Timing is when each tier ran while the evidence was gathered: a
+// decision that stopped at tier 1 took Tier1 of it, one that asked tier 2
+// both.
+func (e *Evidence) Timing() Timing { return e.tm }
 
 // Mass1 and Mass2 are route i's mass at each tier in the evidence (0 when
 // its conditions do not hold, or the tier did not answer).

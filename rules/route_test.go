@@ -258,3 +258,31 @@ func TestReplayIsDecide(t *testing.T) {
 		t.Fatalf("a tier-1 floor of 0.99: %+v", d)
 	}
 }
+
+// Gathered evidence keeps each tier's own verdict, whatever the decision
+// made of it, how long each tier took, and why a tier 2 that failed gave
+// none.
+func TestEvidenceVerdicts(t *testing.T) {
+	t1 := dist(on("b", map[string]float32{"law": 0.4, "other": 0.6}))
+	t2 := dist(on("b", map[string]float32{"law": 0.8, "other": 0.2}))
+	ctx := context.Background()
+	s := compile(t, cascade, Env{Heads: testHeads(true, nil), Tier1: t1, Tier2: func() (classifier.Classifier, error) { return t2, nil }, Tier2Budget: Offline})
+	ev := s.Gather(ctx, input(t, "auto", "b"))
+	top1, ok1 := ev.Top(1)
+	top2, ok2 := ev.Top(2)
+	if !ok1 || !ok2 || top1.Class != "other" || !near(top1.Score, 0.6) || top2.Class != "law" || !near(top2.Score, 0.8) || ev.Tier2Failed() != "" {
+		t.Fatalf("Top(1) = %v %v, Top(2) = %v %v, Tier2Failed %q", top1, ok1, top2, ok2, ev.Tier2Failed())
+	}
+	if tm := ev.Timing(); tm.Tier1 <= 0 || tm.Tier2 <= 0 || tm.Tier2Start.Before(tm.Tier1Start) {
+		t.Fatalf("timing %+v", tm)
+	}
+	// A route without class conditions settles the request: no tier ran.
+	if ev := s.Gather(ctx, input(t, "auto", "b", "X-Tier", "gold")); func() bool { _, ok := ev.Top(1); return ok }() || ev.Timing().Tier1 != 0 {
+		t.Fatalf("a class-free route: Top(1) given, timing %+v", ev.Timing())
+	}
+	broken := compile(t, cascade, Env{Heads: testHeads(true, nil), Tier1: t1, Tier2: func() (classifier.Classifier, error) { return &classifiertest.Fixed{Err: errors.New("down")}, nil }, Tier2Budget: Offline})
+	ev = broken.Gather(ctx, input(t, "auto", "b"))
+	if _, ok := ev.Top(2); ok || ev.Tier2Failed() != ReasonTier2Error {
+		t.Fatalf("tier 2 failing: Top(2) ok %v, Tier2Failed %q", ok, ev.Tier2Failed())
+	}
+}

@@ -29,7 +29,9 @@ import (
 //   - a heads tier, judged on classes (the top class against the label):
 //     tier1, tier2 and heads-cascade (of the heads the config's rules
 //     name), heads:DIR (tier 1 of DIR, also a bare DIR), tier2:DIR,
-//     heads-cascade:DIR;
+//     heads-cascade:DIR. The heads-only cascade is the rules' decision
+//     over one route per class of the heads (evaluation.HeadsCascadeRules),
+//     judged on the class it decided;
 //   - a rule set, judged on routes (the route taken against the label's):
 //     rules (the config's rules: the gateway's decision; also cascade),
 //     rules:FILE (also a bare .yaml), rules-tier1 and rules-tier1:FILE
@@ -178,7 +180,8 @@ func (e *abEnv) resolve(s abSpec) (*abSide, error) {
 }
 
 // headsSide runs tier 1, tier 2 or the heads-only cascade of the heads in
-// dir; fromRules says they are the heads the config's rules name, whose
+// dir (its classes without a tier-1 floor at a rules file's default,
+// 0.5); fromRules says they are the heads the config's rules name, whose
 // tier2.encoder then serves tier 2 unless --encoder-url names another
 // engine (as classify and calibrate take it).
 func (e *abEnv) headsSide(s abSpec, dir string, fromRules bool) (*abSide, error) {
@@ -186,49 +189,23 @@ func (e *abEnv) headsSide(s abSpec, dir string, fromRules bool) (*abSide, error)
 	if err != nil {
 		return nil, err
 	}
-	load := func(tier int) (classifier.Classifier, error) {
-		var rc *onnx.RemoteConfig
-		if tier == 2 {
-			var err error
-			if rc, err = e.enc.remote(e.cfg, fromRules); err != nil {
-				return nil, err
-			}
+	var rc *onnx.RemoteConfig
+	if s.tier != "1" {
+		if rc, err = e.enc.remote(e.cfg, fromRules); err != nil {
+			return nil, err
 		}
-		m, _, err := loadTier(h, e.place, tier, rc) // kept for the process's life
-		return m, err
 	}
-	side := &abSide{spec: fmt.Sprintf("tier %s of %s", s.tier, dir), mode: "tier", classes: h.Classes}
-	switch s.tier {
-	case "1", "2":
-		tier := int(s.tier[0] - '0')
-		m, err := load(tier)
-		if err != nil {
-			return nil, err
-		}
-		side.run = func(ctx context.Context, items []evaluation.Item, o evaluation.Options) ([]evaluation.Outcome, error) {
-			return evaluation.Tier(ctx, m, tier, items, o)
-		}
-	case headsCascade:
-		m1, err := load(1)
-		if err != nil {
-			return nil, err
-		}
-		m2, err := load(2)
-		if err != nil {
-			return nil, err
-		}
-		side.spec = fmt.Sprintf("heads-only cascade of %s (tier 1, then tier 2 below the heads' tier-1 floors, without the rules)", dir)
-		side.run = func(ctx context.Context, items []evaluation.Item, o evaluation.Options) ([]evaluation.Outcome, error) {
-			t1, err := evaluation.Tier(ctx, m1, 1, items, o)
-			if err != nil {
-				return nil, err
-			}
-			t2, err := evaluation.Tier(ctx, m2, 2, items, o)
-			if err != nil {
-				return nil, err
-			}
-			return evaluation.Cascade(t1, t2, h.TierFloors(1), 0.5), nil
-		}
+	run, _, err := headsDecision(h, e.place, rc, s.tier, 0.5) // kept for the process's life
+	if err != nil {
+		return nil, err
+	}
+	side := &abSide{spec: fmt.Sprintf("tier %s of %s", s.tier, dir), mode: "tier", classes: h.Classes,
+		run: func(ctx context.Context, items []evaluation.Item, o evaluation.Options) ([]evaluation.Outcome, error) {
+			out, _, err := run(ctx, items, o)
+			return out, err
+		}}
+	if s.tier == headsCascade {
+		side.spec = headsCascadeSpec(dir, 0.5)
 	}
 	return side, nil
 }

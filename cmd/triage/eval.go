@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/triagegw/triage/classifier"
+	"github.com/triagegw/triage/classifier/onnx"
 	"github.com/triagegw/triage/datasets"
 	"github.com/triagegw/triage/evaluation"
 	"github.com/triagegw/triage/internal/atomicfile"
@@ -38,9 +39,11 @@ type evalFlags struct {
 	enc                                                             encoderFlags
 }
 
-// headsCascade names the heads-only cascade of "eval --tier": tier 1, then
-// tier 2 below the heads' tier-1 floors, without the rules. It estimates
-// what tier 2 adds; the gateway's decision is "eval --rules".
+// headsCascade names the heads-only cascade of "eval --tier": the
+// gateway's decision over a rule set made of the heads alone, one route per
+// class at the heads' floors, tier 2 on (evaluation.HeadsCascadeRules). It
+// says what tier 2 adds to the heads; the decision of a rules file of
+// one's own is "eval --rules".
 const headsCascade = "heads-cascade"
 
 func parseEvalFlags(args []string, stderr io.Writer) (*evalFlags, error) {
@@ -50,7 +53,9 @@ func parseEvalFlags(args []string, stderr io.Writer) (*evalFlags, error) {
 	fs.StringVar(&f.rules, "rules", "", "rules file to evaluate, judged on routes: the gateway's whole decision (its pools come from --config)")
 	fs.StringVar(&f.place.config, "config", "triage.yaml", "gateway config, for --rules (pools) and for its models_dir")
 	fs.StringVar(&f.data, "data", "", "labelled dataset, .jsonl or .csv (required)")
-	fs.StringVar(&f.tier, "tier", "", "with --heads: 1 (default), 2, or "+headsCascade+" (tier 1, then tier 2 below the heads' tier-1 floors: a heads-only estimate that ignores the rules; --rules gives the gateway's decision)")
+	fs.StringVar(&f.tier, "tier", "", "with --heads: 1 (default), 2, or "+headsCascade+": the gateway's decision over a rule set of one route per class, at the heads' floors, tier 2 on "+
+		"(the heads without your rules; --rules gives your rules'). As in any rule set, the first class in the heads' order to clear its tier-1 floor takes an item, the top class or not, "+
+		"and tier 2's class is routed only at its tier-2 floor (below it, it is judged but not coverage)")
 	fs.StringVar(&f.labelMap, "label-map", "", "JSON/YAML mapping of dataset labels to the heads' classes (\"\" drops a label)")
 	fs.StringVar(&f.textCol, "text-col", "", "column holding the text (default text)")
 	fs.StringVar(&f.labelCol, "label-col", "", "column holding the label (default label)")
@@ -67,7 +72,7 @@ func parseEvalFlags(args []string, stderr io.Writer) (*evalFlags, error) {
 	fs.StringVar(&f.place.models, "models", "", modelsFlagHelp)
 	f.robust.register(fs)
 	f.enc.register(fs)
-	fs.Float64Var(&f.defFloor, "default-floor", 0.5, "--tier "+headsCascade+": the tier-1 floor of classes the heads have none for (as a rules file's floors: default)")
+	fs.Float64Var(&f.defFloor, "default-floor", 0.5, "--tier "+headsCascade+": the tier-1 floor, 0 to 1, of classes the heads have none for (the rule set's floors: tier1)")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		return nil, err
 	}
@@ -81,7 +86,10 @@ func parseEvalFlags(args []string, stderr io.Writer) (*evalFlags, error) {
 	}
 	switch {
 	case f.place.heads != "" && f.tier == "cascade":
-		fmt.Fprintln(stderr, "triage eval: --tier cascade: which cascade? --tier "+headsCascade+" is tier 1, then tier 2 below the heads' floors, without the rules (a heads-only estimate);\n  the gateway's decision is --rules FILE")
+		fmt.Fprintln(stderr, "triage eval: --tier cascade: which cascade? --tier "+headsCascade+" is the gateway's decision over one route per class of the heads, at their floors, without your rules;\n  your rules' decision is --rules FILE")
+		return nil, errUsage
+	case f.defFloor < 0 || f.defFloor > 1:
+		fmt.Fprintf(stderr, "triage eval: --default-floor %v: want a floor from 0 to 1\n", f.defFloor)
 		return nil, errUsage
 	case f.place.heads != "" && f.tier != "" && f.tier != "1" && f.tier != "2" && f.tier != headsCascade:
 		fmt.Fprintf(stderr, "triage eval: --tier %q: want 1, 2 or %s\n", f.tier, headsCascade)
@@ -207,68 +215,94 @@ func evalHeads(ctx context.Context, f *evalFlags, items []evaluation.Item, stder
 	if err != nil {
 		return nil, err
 	}
-	place := f.place.place(cfg)
-	tiers := []int{int(f.tier[0] - '0')}
-	labels := []string{"eval: tier " + f.tier}
-	if f.tier == headsCascade {
-		tiers, labels = []int{1, 2}, []string{"eval: tier 1", "eval: tier 2"}
-	}
-	labels = f.robust.labels(labels)
-	report, finish := progress.Func(stderr, progress.Options{}, labels...)
-	defer finish()
 	rc, err := f.enc.remote(cfg, false)
 	if err != nil {
 		return nil, err
 	}
-	clfs := map[int]classifier.Classifier{}
-	for _, tier := range tiers {
-		clf, closeTier, err := loadTier(h, place, tier, rc)
-		if err != nil {
-			return nil, err
-		}
-		defer closeTier()
-		clfs[tier] = clf
+	label := "eval: tier " + f.tier
+	if f.tier == headsCascade {
+		label = "eval: " + headsCascade
 	}
-	run := func(ctx context.Context, tier int, items []evaluation.Item) ([]evaluation.Outcome, error) {
-		o := evaluation.Options{Progress: report, Floors: h.TierFloors(tier)}
-		return evaluation.Tier(ctx, clfs[tier], tier, items, o)
+	report, finish := progress.Func(stderr, progress.Options{}, f.robust.labels([]string{label})...)
+	defer finish()
+	run, closeRun, err := headsDecision(h, f.place.place(cfg), rc, f.tier, f.defFloor)
+	if err != nil {
+		return nil, err
 	}
-	// decide is the whole evaluated decision, for the items and for their
-	// perturbed copies alike.
-	decide := func(ctx context.Context, items []evaluation.Item) ([]evaluation.Outcome, *evaluation.TierComparison, error) {
-		if f.tier != headsCascade {
-			out, err := run(ctx, tiers[0], items)
-			return out, nil, err
-		}
-		t1, err := run(ctx, 1, items)
-		if err != nil {
-			return nil, nil, err
-		}
-		t2, err := run(ctx, 2, items)
-		if err != nil {
-			return nil, nil, err
-		}
-		return evaluation.Cascade(t1, t2, h.TierFloors(1), float32(f.defFloor)), evaluation.CompareTiers(t1, t2), nil
+	defer closeRun()
+	o := evaluation.Options{Progress: report}
+	spec := "tier " + f.tier + " of " + f.place.heads
+	if f.tier == headsCascade {
+		spec = headsCascadeSpec(f.place.heads, f.defFloor)
+	} else {
+		// A tier's coverage: its top class at or above that class's floor.
+		o = evaluation.Options{Progress: report, Floors: h.TierFloors(int(f.tier[0] - '0'))}
 	}
-	out, compare, err := decide(ctx, items)
+	out, compare, err := run(ctx, items, o)
 	if err != nil {
 		return nil, err
 	}
 	if err := f.missesOf(items, out, stderr); err != nil {
 		return nil, err
 	}
-	spec := "tier " + f.tier + " of " + f.place.heads
-	if f.tier == headsCascade {
-		spec = "heads-only cascade of " + f.place.heads + " (tier 1, then tier 2 below the heads' tier-1 floors; an estimate without the rules: eval --rules gives the gateway's decision)"
-	}
 	r := evaluation.Summarize("tier", h.Classes, items, out, f.by)
 	r.Compare = compare
 	r.Spec = spec
 	r.Robustness, err = f.robust.measure(ctx, stderr, "tier", items, out, f.by, func(ctx context.Context, items []evaluation.Item) ([]evaluation.Outcome, error) {
-		out, _, err := decide(ctx, items)
+		out, _, err := run(ctx, items, o)
 		return out, err
 	})
 	return r, err
+}
+
+// headsRun is the decision of a heads spec over items, judged on classes;
+// the heads-only cascade also compares its two tiers.
+type headsRun func(ctx context.Context, items []evaluation.Item, o evaluation.Options) ([]evaluation.Outcome, *evaluation.TierComparison, error)
+
+// headsDecision loads what tier ("1", "2" or headsCascade) of h decides
+// with, and returns its decision and what closes it. The heads-only
+// cascade is the rules package's decision over the rule set
+// evaluation.HeadsCascadeRules makes of h, with defFloor at tier 1 for the
+// classes the heads hold no floor for.
+func headsDecision(h *classifier.Heads, place modelsPlace, rc *onnx.RemoteConfig, tier string, defFloor float64) (headsRun, func(), error) {
+	if tier != headsCascade {
+		n := int(tier[0] - '0')
+		clf, closeTier, err := loadTier(h, place, n, rc)
+		if err != nil {
+			return nil, nil, err
+		}
+		return func(ctx context.Context, items []evaluation.Item, o evaluation.Options) ([]evaluation.Outcome, *evaluation.TierComparison, error) {
+			out, err := evaluation.Tier(ctx, clf, n, items, o)
+			return out, nil, err
+		}, closeTier, nil
+	}
+	if h.Tier2 == nil {
+		return nil, nil, badInput(fmt.Errorf("%s of %s: the heads have no tier 2 to escalate to", headsCascade, h.Dir))
+	}
+	m1, close1, err := loadTier(h, place, 1, rc)
+	if err != nil {
+		return nil, nil, err
+	}
+	m2, close2, err := loadTier(h, place, 2, rc)
+	if err != nil {
+		close1()
+		return nil, nil, err
+	}
+	closeBoth := func() { close2(); close1() }
+	set, err := evaluation.CompileHeadsCascade(h, m1, m2, defFloor)
+	if err != nil {
+		closeBoth()
+		return nil, nil, err
+	}
+	return func(ctx context.Context, items []evaluation.Item, o evaluation.Options) ([]evaluation.Outcome, *evaluation.TierComparison, error) {
+		return evaluation.HeadsCascade(ctx, set, items, o)
+	}, closeBoth, nil
+}
+
+// headsCascadeSpec says what the heads-only cascade of dir is, for a
+// person.
+func headsCascadeSpec(dir string, defFloor float64) string {
+	return fmt.Sprintf("heads-only cascade of %s (the gateway's decision over one route per class, each to its own pool, at the heads' floors, %g at tier 1 where they have none, tier 2 on: the heads without your rules)", dir, defFloor)
 }
 
 // evalRules evaluates the whole decision of the rules in --rules, with the

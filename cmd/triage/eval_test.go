@@ -318,3 +318,64 @@ func recordedAsMeasured(t *testing.T, rec classifier.Report, r map[string]any, n
 			n, rec.N, rec.Accuracy, rec.ECE, r["n"], acc, ece)
 	}
 }
+
+// TestEvalHeadsCascadeCLI: the heads-only cascade is one decision over
+// both tiers, and the tiers it compares are each tier alone, as --tier 1
+// and --tier 2 measure them on the same items.
+func TestEvalHeadsCascadeCLI(t *testing.T) {
+	skipHeavyUnderRace(t)
+	heads, models := defaultHeadsOrSkip(t)
+	if !onnx.Available() {
+		t.Skip("a build without the ONNX runtime (the ort tag)")
+	}
+	h, err := classifier.LoadHeads(heads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lifecycle.NeedFiles(h, 2, modelsPlace{Dir: models}); err != nil {
+		t.Skipf("tier 2's files: %v", err)
+	}
+	b, err := os.ReadFile(devSet(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sample strings.Builder // every 30th row: 149 rows of every source
+	for i, l := range strings.SplitAfter(string(b), "\n") {
+		if (i+1)%30 == 0 {
+			sample.WriteString(l)
+		}
+	}
+	n := float64(strings.Count(sample.String(), "\n"))
+	data := filepath.Join(t.TempDir(), "dev-sample.jsonl")
+	if err := os.WriteFile(data, []byte(sample.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := evalJSON(t, "--heads", heads, "--models", models, "--tier", "heads-cascade", "--data", data)
+	reasons := r["reasons"].(map[string]any)
+	confident, below := reasons["tier1_confident"].(float64), reasons["below_floor"].(float64)
+	if confident+below != n || len(reasons) != 2 || below == 0 || math.Abs(r["escalation_rate"].(float64)-below/n) > 1e-9 {
+		t.Fatalf("reasons %v, escalation %v: want every item decided at tier 1 or escalated", reasons, r["escalation_rate"])
+	}
+	lat := r["latency"].(map[string]any)
+	if _, ok := lat["tier1"]; !ok {
+		t.Fatalf("latency %v", lat)
+	}
+	cmp := r["compare"].(map[string]any)
+	for tier, key := range map[string]string{"1": "tier1_accuracy", "2": "tier2_accuracy"} {
+		alone := evalJSON(t, "--heads", heads, "--models", models, "--tier", tier, "--data", data)
+		if cmp[key] != alone["accuracy"] {
+			t.Errorf("compare %s %v, --tier %s accuracy %v", key, cmp[key], tier, alone["accuracy"])
+		}
+	}
+	// The classes without a tier-1 floor of the heads' own ("other") at 1
+	// instead of 0.5: more items go to tier 2.
+	strict := evalJSON(t, "--heads", heads, "--models", models, "--tier", "heads-cascade", "--default-floor", "1", "--data", data)
+	if strict["escalation_rate"].(float64) <= r["escalation_rate"].(float64) {
+		t.Errorf("escalation at a default floor of 1: %v, below %v at 0.5", strict["escalation_rate"], r["escalation_rate"])
+	}
+	var out, errb bytes.Buffer
+	err = runEval(context.Background(), []string{"--heads", heads, "--tier", "heads-cascade", "--default-floor", "1.5", "--data", data}, &out, &errb)
+	if !errors.Is(err, errUsage) || !strings.Contains(errb.String(), "--default-floor 1.5: want a floor from 0 to 1") {
+		t.Fatalf("--default-floor 1.5: %v\n%s", err, errb.String())
+	}
+}

@@ -71,7 +71,7 @@ func TestEvalAndABNameWhatTheyJudge(t *testing.T) {
 	heads := filepath.Join(root, "models", "heads", "subjects")
 	data := labelledSample(t, 10)
 	code, _, stderr := runIn(t, root, env, "eval", "--heads", heads, "--tier", "cascade", "--data", data)
-	if want := "--tier cascade: which cascade? --tier heads-cascade is tier 1, then tier 2 below the heads' floors, without the rules (a heads-only estimate);\n  the gateway's decision is --rules FILE"; code != 2 || !strings.Contains(stderr, want) {
+	if want := "--tier cascade: which cascade? --tier heads-cascade is the gateway's decision over one route per class of the heads, at their floors, without your rules;\n  your rules' decision is --rules FILE"; code != 2 || !strings.Contains(stderr, want) {
 		t.Errorf("eval --tier cascade: exit %d, stderr lacks %q:\n%s", code, want, stderr)
 	}
 	code, _, stderr = runIn(t, root, env, "eval", "--rules", "rules.yaml", "--tier", "2", "--data", data)
