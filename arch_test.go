@@ -225,10 +225,19 @@ func TestBinaryStaysLean(t *testing.T) {
 	}
 }
 
+// requestPath are the packages every request passes through below the
+// stages of router/serve.go, held to the same 80 lines a function: the h1
+// server that reads the request's head, the proxy that forwards it and
+// relays the answer, the wire formats that read it and translate it, and
+// the JSON scanner under them. Their functions are the hottest in the
+// gateway, and the ones a reader of a wrong answer must follow.
+var requestPath = []string{"router/h1", "router/proxy", "openai", "anthropic", "internal/jsonscan"}
+
 // TestRequestAsStages holds the shape of the request path (router/serve.go):
 // the stages are functions of a readable length (none over 80 lines in the
-// files of the request's front half, or in cmd/), and errors become answers
-// in one place, exchange.fail: no stage writes an error itself.
+// files of the request's front half, in the packages of requestPath, or in
+// cmd/), and errors become answers in one place, exchange.fail: no stage
+// writes an error itself.
 func TestRequestAsStages(t *testing.T) {
 	fset := token.NewFileSet()
 	long := func(path string) {
@@ -248,13 +257,22 @@ func TestRequestAsStages(t *testing.T) {
 	}
 	long(filepath.Join("router", "serve.go"))
 	long(filepath.Join("router", "handlers.go"))
-	cmds, err := filepath.Glob(filepath.Join("cmd", "*", "*.go"))
-	if err != nil {
-		t.Fatal(err)
+	globs := []string{filepath.Join("cmd", "*", "*.go")}
+	for _, dir := range requestPath {
+		globs = append(globs, filepath.Join(filepath.FromSlash(dir), "*.go"))
 	}
-	for _, p := range cmds {
-		if !strings.HasSuffix(p, "_test.go") {
-			long(p)
+	for _, g := range globs {
+		files, err := filepath.Glob(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(files) == 0 {
+			t.Errorf("no Go files match %s: keep requestPath in arch_test.go up to date", g)
+		}
+		for _, p := range files {
+			if !strings.HasSuffix(p, "_test.go") {
+				long(p)
+			}
 		}
 	}
 

@@ -69,143 +69,174 @@ func decodeRequest(body []byte, req *msgRequest) *Error {
 	var field string
 	ok := sc.Object(func(key []byte) bool {
 		field = string(key)
-		switch field {
-		case "model":
-			req.Model = sc.text()
-		case "max_tokens":
-			req.MaxTokens = sc.Raw()
-		case "system":
-			req.System = sc.Raw()
-		case "messages":
-			if sc.Null() {
-				return true
-			}
-			req.Messages = []msgMessage{}
-			return sc.Array(func() bool {
-				var m msgMessage
-				ok := sc.Object(func(k []byte) bool {
-					switch string(k) {
-					case "role":
-						m.Role = sc.text()
-					case "content":
-						// Decoded here rather than kept raw: a second pass
-						// over the bulk of the body is what a 128 KB
-						// request cannot afford.
-						switch sc.Peek() {
-						case '"':
-							m.Kind, m.Text = contentString, sc.text()
-						case '[':
-							m.Kind = contentBlocks
-							m.Blocks, _ = sc.blocks()
-						case 'n':
-							sc.Literal("null")
-						default:
-							m.Kind = contentBad
-							return sc.Skip()
-						}
-					default:
-						return sc.Skip()
-					}
-					return !sc.Failed()
-				})
-				req.Messages = append(req.Messages, m)
-				return ok
-			})
-		case "temperature":
-			req.Temperature = sc.float()
-		case "top_p":
-			req.TopP = sc.float()
-		case "top_k":
-			if !sc.Null() {
-				n := sc.integer()
-				req.TopK = &n
-			}
-		case "stop_sequences":
-			req.StopSequences = sc.strings()
-		case "mcp_servers":
-			if v := sc.Raw(); len(v) > 0 && string(v) != "null" && !emptyArray(v) {
-				req.MCP = true
-			}
-		case "thinking":
-			if sc.Null() {
-				return true
-			}
-			var typ string
-			ok := sc.Object(func(k []byte) bool {
-				if string(k) == "type" {
-					typ = sc.text()
-					return !sc.Failed()
-				}
-				return sc.Skip()
-			})
-			req.Thinking = typ != "disabled"
+		return sc.requestField(field, req)
+	})
+	if ok && sc.End() {
+		return nil
+	}
+	return decodeError(body, field)
+}
+
+// requestField reads the value of the request's top-level field into req.
+func (sc *scanner) requestField(field string, req *msgRequest) bool {
+	switch field {
+	case "model":
+		req.Model = sc.text()
+	case "max_tokens":
+		req.MaxTokens = sc.Raw()
+	case "system":
+		req.System = sc.Raw()
+	case "messages":
+		if sc.Null() {
+			return true
+		}
+		req.Messages = []msgMessage{}
+		return sc.Array(func() bool {
+			var m msgMessage
+			ok := sc.message(&m)
+			req.Messages = append(req.Messages, m)
 			return ok
-		case "stream":
-			req.Stream = sc.boolean()
-		case "metadata":
-			if sc.Null() {
-				return true
-			}
-			req.Metadata = &struct {
-				UserID string `json:"user_id"`
-			}{}
-			return sc.Object(func(k []byte) bool {
-				if string(k) == "user_id" {
-					req.Metadata.UserID = sc.text()
-					return !sc.Failed()
-				}
-				return sc.Skip()
-			})
-		case "tools":
-			if sc.Null() {
-				return true
-			}
-			return sc.Array(func() bool {
-				var t msgTool
-				ok := sc.Object(func(k []byte) bool {
-					switch string(k) {
-					case "type":
-						t.Type = sc.text()
-					case "name":
-						t.Name = sc.text()
-					case "description":
-						t.Description = sc.text()
-					case "input_schema":
-						t.InputSchema = sc.Raw()
-					default:
-						return sc.Skip()
-					}
-					return !sc.Failed()
-				})
-				req.Tools = append(req.Tools, t)
-				return ok
-			})
-		case "tool_choice":
-			if sc.Null() {
-				return true
-			}
-			req.ToolChoice = &msgToolChoice{}
-			return sc.Object(func(k []byte) bool {
-				switch string(k) {
-				case "type":
-					req.ToolChoice.Type = sc.text()
-				case "name":
-					req.ToolChoice.Name = sc.text()
-				case "disable_parallel_tool_use":
-					req.ToolChoice.DisableParallelToolUse = sc.boolean()
-				default:
-					return sc.Skip()
-				}
+		})
+	case "temperature":
+		req.Temperature = sc.float()
+	case "top_p":
+		req.TopP = sc.float()
+	case "top_k":
+		if !sc.Null() {
+			n := sc.integer()
+			req.TopK = &n
+		}
+	case "stop_sequences":
+		req.StopSequences = sc.strings()
+	case "mcp_servers":
+		if v := sc.Raw(); len(v) > 0 && string(v) != "null" && !emptyArray(v) {
+			req.MCP = true
+		}
+	case "thinking":
+		if sc.Null() {
+			return true
+		}
+		typ, ok := sc.thinkingType()
+		req.Thinking = typ != "disabled"
+		return ok
+	case "stream":
+		req.Stream = sc.boolean()
+	case "metadata":
+		if sc.Null() {
+			return true
+		}
+		req.Metadata = &struct {
+			UserID string `json:"user_id"`
+		}{}
+		return sc.Object(func(k []byte) bool {
+			if string(k) == "user_id" {
+				req.Metadata.UserID = sc.text()
 				return !sc.Failed()
-			})
+			}
+			return sc.Skip()
+		})
+	case "tools":
+		if sc.Null() {
+			return true
+		}
+		return sc.Array(func() bool {
+			var t msgTool
+			ok := sc.tool(&t)
+			req.Tools = append(req.Tools, t)
+			return ok
+		})
+	case "tool_choice":
+		if sc.Null() {
+			return true
+		}
+		req.ToolChoice = &msgToolChoice{}
+		return sc.toolChoice(req.ToolChoice)
+	default:
+		return sc.Skip()
+	}
+	return !sc.Failed()
+}
+
+// message reads one of the request's messages into m.
+func (sc *scanner) message(m *msgMessage) bool {
+	return sc.Object(func(k []byte) bool {
+		switch string(k) {
+		case "role":
+			m.Role = sc.text()
+		case "content":
+			// Decoded here rather than kept raw: a second pass over the
+			// bulk of the body is what a 128 KB request cannot afford.
+			switch sc.Peek() {
+			case '"':
+				m.Kind, m.Text = contentString, sc.text()
+			case '[':
+				m.Kind = contentBlocks
+				m.Blocks, _ = sc.blocks()
+			case 'n':
+				sc.Literal("null")
+			default:
+				m.Kind = contentBad
+				return sc.Skip()
+			}
 		default:
 			return sc.Skip()
 		}
 		return !sc.Failed()
 	})
-	if ok && sc.End() {
-		return nil
-	}
+}
+
+// thinkingType reads the thinking object's type.
+func (sc *scanner) thinkingType() (string, bool) {
+	var typ string
+	ok := sc.Object(func(k []byte) bool {
+		if string(k) == "type" {
+			typ = sc.text()
+			return !sc.Failed()
+		}
+		return sc.Skip()
+	})
+	return typ, ok
+}
+
+// tool reads one of the request's tools into t.
+func (sc *scanner) tool(t *msgTool) bool {
+	return sc.Object(func(k []byte) bool {
+		switch string(k) {
+		case "type":
+			t.Type = sc.text()
+		case "name":
+			t.Name = sc.text()
+		case "description":
+			t.Description = sc.text()
+		case "input_schema":
+			t.InputSchema = sc.Raw()
+		default:
+			return sc.Skip()
+		}
+		return !sc.Failed()
+	})
+}
+
+// toolChoice reads the request's tool_choice into c.
+func (sc *scanner) toolChoice(c *msgToolChoice) bool {
+	return sc.Object(func(k []byte) bool {
+		switch string(k) {
+		case "type":
+			c.Type = sc.text()
+		case "name":
+			c.Name = sc.text()
+		case "disable_parallel_tool_use":
+			c.DisableParallelToolUse = sc.boolean()
+		default:
+			return sc.Skip()
+		}
+		return !sc.Failed()
+	})
+}
+
+// decodeError is decodeRequest's error for body, which it could not read:
+// not JSON, not an object, or field (the last it began) of the wrong type.
+func decodeError(body []byte, field string) *Error {
 	if !json.Valid(body) {
 		var v any
 		err := json.Unmarshal(body, &v) // for its description of the fault

@@ -115,27 +115,7 @@ func ChatToMessages(body []byte, model string, defaultMaxTokens int64, drop bool
 	if e != nil {
 		return nil, e
 	}
-	if e := checkRange("temperature", req.temperature); e != nil {
-		return nil, e
-	}
-	if e := checkRange("top_p", req.topP); e != nil {
-		return nil, e
-	}
-	if len(req.topK) > 0 {
-		if n, err := strconv.ParseInt(string(req.topK), 10, 64); err != nil || n < 0 {
-			return nil, invalid("top_k: must be a non-negative integer")
-		}
-	}
-	if len(req.messages) == 0 {
-		return nil, invalid("messages: at least one message is required")
-	}
-	if e := checkMessages(req.messages); e != nil {
-		return nil, e
-	}
-	if e := checkTools(req.tools); e != nil {
-		return nil, e
-	}
-	choice, e := chatToolChoice(req.toolChoice, len(req.tools) > 0)
+	choice, e := checkChatRequest(&req)
 	if e != nil {
 		return nil, e
 	}
@@ -150,6 +130,57 @@ func ChatToMessages(body []byte, model string, defaultMaxTokens int64, drop bool
 	if dst, ok = appendTurns(dst, req.messages); !ok {
 		return nil, invalid("messages: no message has any content")
 	}
+	dst = appendSampling(dst, &req)
+	if req.stream {
+		dst = append(dst, `,"stream":true`...)
+	}
+	// safety_identifier is the newer name for what user was for; either
+	// becomes the one id Messages keeps.
+	if user := req.safetyID; filled(user) || filled(req.user) {
+		if !filled(user) {
+			user = req.user
+		}
+		dst = append(dst, `,"metadata":{"user_id":`...)
+		dst = append(dst, user...)
+		dst = append(dst, '}')
+	}
+	if len(req.tools) > 0 {
+		dst = appendTools(dst, req.tools)
+		dst = appendToolChoice(dst, choice, req.noParallel)
+	}
+	return append(dst, '}'), nil
+}
+
+// checkChatRequest checks what ChatToMessages translates, past the model
+// and the output budget: the sampling settings' ranges, the messages, the
+// tools, and the tool choice, which it returns.
+func checkChatRequest(req *chatReq) (toolChoice, *Error) {
+	if e := checkRange("temperature", req.temperature); e != nil {
+		return toolChoice{}, e
+	}
+	if e := checkRange("top_p", req.topP); e != nil {
+		return toolChoice{}, e
+	}
+	if len(req.topK) > 0 {
+		if n, err := strconv.ParseInt(string(req.topK), 10, 64); err != nil || n < 0 {
+			return toolChoice{}, invalid("top_k: must be a non-negative integer")
+		}
+	}
+	if len(req.messages) == 0 {
+		return toolChoice{}, invalid("messages: at least one message is required")
+	}
+	if e := checkMessages(req.messages); e != nil {
+		return toolChoice{}, e
+	}
+	if e := checkTools(req.tools); e != nil {
+		return toolChoice{}, e
+	}
+	return chatToolChoice(req.toolChoice, len(req.tools) > 0)
+}
+
+// appendSampling appends the sampling settings Messages shares:
+// temperature, top_p, top_k and the stop sequences.
+func appendSampling(dst []byte, req *chatReq) []byte {
 	if len(req.temperature) > 0 {
 		dst = append(dst, `,"temperature":`...)
 		dst = append(dst, req.temperature...)
@@ -172,24 +203,7 @@ func ChatToMessages(body []byte, model string, defaultMaxTokens int64, drop bool
 		}
 		dst = append(dst, ']')
 	}
-	if req.stream {
-		dst = append(dst, `,"stream":true`...)
-	}
-	// safety_identifier is the newer name for what user was for; either
-	// becomes the one id Messages keeps.
-	if user := req.safetyID; filled(user) || filled(req.user) {
-		if !filled(user) {
-			user = req.user
-		}
-		dst = append(dst, `,"metadata":{"user_id":`...)
-		dst = append(dst, user...)
-		dst = append(dst, '}')
-	}
-	if len(req.tools) > 0 {
-		dst = appendTools(dst, req.tools)
-		dst = appendToolChoice(dst, choice, req.noParallel)
-	}
-	return append(dst, '}'), nil
+	return dst
 }
 
 // chatMaxTokens picks the output budget. max_completion_tokens is the newer
@@ -551,78 +565,91 @@ func appendTurn(dst []byte, s byte, run []chatMsg) []byte {
 	dst = append(dst, `{"role":"`...)
 	dst = append(dst, role...)
 	dst = append(dst, `","content":`...)
+	if only := lone(run); only != nil && only.kind == contentString && len(only.calls) == 0 && only.role != "tool" {
+		dst = append(dst, only.text...)
+		return append(dst, '}')
+	}
+	dst = append(dst, '[')
+	start := len(dst)
+	if s == 'u' {
+		for k := range run {
+			if m := &run[k]; m.role == "tool" {
+				dst = comma(dst, start)
+				dst = appendToolResult(dst, m)
+			}
+		}
+	}
+	for k := range run {
+		if m := &run[k]; side(m) != 0 && m.role != "tool" {
+			dst = appendBlocks(dst, start, m)
+		}
+	}
+	return append(dst, "]}"...)
+}
+
+// lone is the one message of run that is not skippable, or nil when there
+// are more (or none).
+func lone(run []chatMsg) *chatMsg {
 	var only *chatMsg
 	for k := range run {
 		if side(&run[k]) == 0 {
 			continue
 		}
 		if only != nil {
-			only = nil
-			break
+			return nil
 		}
 		only = &run[k]
 	}
-	if only != nil && only.kind == contentString && len(only.calls) == 0 && only.role != "tool" {
-		dst = append(dst, only.text...)
-		return append(dst, '}')
+	return only
+}
+
+// comma appends the comma that separates a block from the one before it,
+// when the turn's blocks, from start, have one.
+func comma(dst []byte, start int) []byte {
+	if len(dst) > start {
+		return append(dst, ',')
 	}
-	dst = append(dst, '[')
-	first := true
-	sep := func() {
-		if !first {
-			dst = append(dst, ',')
-		}
-		first = false
-	}
-	if s == 'u' {
-		for k := range run {
-			if m := &run[k]; m.role == "tool" {
-				sep()
-				dst = appendToolResult(dst, m)
-			}
-		}
-	}
-	for k := range run {
-		m := &run[k]
-		if side(m) == 0 || m.role == "tool" {
-			continue
-		}
-		if m.kind == contentString {
-			if filled(m.text) {
-				sep()
-				dst = append(dst, `{"type":"text","text":`...)
-				dst = append(dst, m.text...)
-				dst = append(dst, '}')
-			}
-		} else {
-			for j := range m.parts {
-				p := &m.parts[j]
-				if p.typ == "image_url" {
-					sep()
-					dst = appendImage(dst, p)
-					continue
-				}
-				if filled(p.text) {
-					sep()
-					dst = append(dst, `{"type":"text","text":`...)
-					dst = append(dst, p.text...)
-					dst = append(dst, '}')
-				}
-			}
-		}
-		for j := range m.calls {
-			c := &m.calls[j]
-			sep()
-			dst = append(dst, `{"type":"tool_use","id":`...)
-			dst = appendString(dst, c.id)
-			dst = append(dst, `,"name":`...)
-			dst = append(dst, c.name...)
-			dst = append(dst, `,"input":`...)
-			dst = append(dst, c.input...)
+	return dst
+}
+
+// appendBlocks appends the blocks of m, a message of a turn whose blocks
+// begin at start: its text, its parts, then its tool calls.
+func appendBlocks(dst []byte, start int, m *chatMsg) []byte {
+	if m.kind == contentString {
+		if filled(m.text) {
+			dst = comma(dst, start)
+			dst = append(dst, `{"type":"text","text":`...)
+			dst = append(dst, m.text...)
 			dst = append(dst, '}')
 		}
+	} else {
+		for j := range m.parts {
+			p := &m.parts[j]
+			if p.typ == "image_url" {
+				dst = comma(dst, start)
+				dst = appendImage(dst, p)
+				continue
+			}
+			if filled(p.text) {
+				dst = comma(dst, start)
+				dst = append(dst, `{"type":"text","text":`...)
+				dst = append(dst, p.text...)
+				dst = append(dst, '}')
+			}
+		}
 	}
-	return append(dst, "]}"...)
+	for j := range m.calls {
+		c := &m.calls[j]
+		dst = comma(dst, start)
+		dst = append(dst, `{"type":"tool_use","id":`...)
+		dst = appendString(dst, c.id)
+		dst = append(dst, `,"name":`...)
+		dst = append(dst, c.name...)
+		dst = append(dst, `,"input":`...)
+		dst = append(dst, c.input...)
+		dst = append(dst, '}')
+	}
+	return dst
 }
 
 func appendImage(dst []byte, p *chatPart) []byte {

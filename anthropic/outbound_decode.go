@@ -70,169 +70,187 @@ func toolArgs(s []byte) []byte {
 func decodeChatRequest(body []byte, req *chatReq) *Error {
 	sc := scanner{jsonscan.New(body)}
 	var field string
-	refuse := func(msg string) {
-		if req.unsupported == "" {
-			req.unsupported = field + ": " + msg
-		}
-	}
-	// lossy refuses a sampling setting Messages has no equivalent for,
-	// unless the pool drops them.
-	lossy := func(msg string) {
-		if !req.drop {
-			refuse(msg + "; set drop_unsupported on the pool to send the request without it")
-		}
-	}
-	unit := func(n []byte, neutral float64) bool { // n is absent, null or neutral
-		if n == nil {
-			return true
-		}
-		f, err := strconv.ParseFloat(string(n), 64)
-		return err == nil && f == neutral
-	}
 	ok := sc.Object(func(key []byte) bool {
 		field = string(key)
-		switch field {
-		case "model":
-			req.model = sc.text()
-		case "messages":
-			if sc.Null() {
-				return true
-			}
-			req.messages = make([]chatMsg, 0, 8)
-			return sc.Array(func() bool {
-				req.messages = append(req.messages, chatMsg{})
-				return sc.chatMessage(&req.messages[len(req.messages)-1])
-			})
-		case "max_tokens":
-			req.maxTokens = sc.num()
-		case "max_completion_tokens":
-			req.maxCompletion = sc.num()
-		case "temperature":
-			req.temperature = sc.num()
-		case "top_p":
-			req.topP = sc.num()
-		case "top_k":
-			req.topK = sc.num()
-		case "stop":
-			switch sc.Peek() {
-			case 'n':
-				sc.Literal("null")
-			case '"':
-				req.stop = [][]byte{sc.lit()}
-			default:
-				return sc.Array(func() bool {
-					req.stop = append(req.stop, sc.lit())
-					return !sc.Failed()
-				})
-			}
-		case "stream":
-			req.stream = sc.boolean()
-		case "user":
-			if !sc.Null() {
-				req.user = sc.lit()
-			}
-		case "safety_identifier":
-			if !sc.Null() {
-				req.safetyID = sc.lit()
-			}
-		case "tools":
-			if sc.Null() {
-				return true
-			}
-			return sc.Array(func() bool {
-				req.tools = append(req.tools, chatTool{})
-				return sc.chatTool(&req.tools[len(req.tools)-1])
-			})
-		case "tool_choice":
-			req.toolChoice = sc.Raw()
-		case "parallel_tool_calls":
-			if !sc.Null() {
-				req.noParallel = !sc.boolean()
-			}
-		case "n":
-			if n := sc.num(); n != nil && string(n) != "1" {
-				refuse("only 1 choice can be generated")
-			}
-		case "logprobs":
-			if sc.boolean() {
-				refuse("log probabilities are not available")
-			}
-		case "top_logprobs":
-			if n := sc.num(); n != nil && string(n) != "0" {
-				refuse("log probabilities are not available")
-			}
-		case "frequency_penalty", "presence_penalty":
-			if !unit(sc.num(), 0) {
-				lossy("Messages has no penalties")
-			}
-		case "repetition_penalty":
-			if !unit(sc.num(), 1) {
-				lossy("Messages has no penalties")
-			}
-		case "min_p":
-			if !unit(sc.num(), 0) {
-				lossy("Messages has no min_p sampling")
-			}
-		case "min_tokens":
-			if !unit(sc.num(), 0) {
-				lossy("Messages has no minimum length")
-			}
-		case "ignore_eos":
-			if sc.boolean() {
-				lossy("Messages always stops at the end of the turn")
-			}
-		case "stop_token_ids":
-			if v := sc.Raw(); len(v) > 0 && string(v) != "null" && !emptyArray(v) {
-				lossy("Messages stops on strings only (stop)")
-			}
-		case "logit_bias":
-			if v := sc.Raw(); len(v) > 0 && string(v) != "null" && !emptyObject(v) {
-				lossy("logit_bias is not supported")
-			}
-		case "best_of":
-			if !unit(sc.num(), 1) {
-				refuse("Messages draws one answer")
-			}
-		case "use_beam_search":
-			if sc.boolean() {
-				refuse("Messages has no beam search")
-			}
-		case "guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs":
-			if v := sc.Raw(); len(v) > 0 && string(v) != "null" {
-				refuse("Messages has no guided decoding")
-			}
-		case "response_format":
-			if v := sc.Raw(); len(v) > 0 && string(v) != "null" && formatType(v) != "text" {
-				refuse("only the text format is supported")
-			}
-		case "modalities":
-			if v := sc.Raw(); len(v) > 0 && string(v) != "null" && !onlyText(v) {
-				refuse("only text output is supported")
-			}
-		case "audio", "reasoning_effort", "web_search_options", "functions", "function_call":
-			if v := sc.Raw(); len(v) > 0 && string(v) != "null" {
-				refuse("not supported")
-			}
-		default:
-			return sc.Skip()
+		if read, ok := sc.chatField(field, req); read {
+			return ok
 		}
-		return !sc.Failed()
+		return sc.chatSetting(field, req)
 	})
 	if ok && sc.End() {
 		return nil
 	}
 	req.unsupported = ""
-	if !json.Valid(body) {
-		var v any
-		if err := json.Unmarshal(body, &v); err != nil {
-			return invalid("request body is not valid JSON: " + err.Error())
+	return decodeError(body, field)
+}
+
+// chatField reads the value of a top-level field the translation carries
+// over into req. It reports read false, having read nothing, for any other
+// field.
+func (sc *scanner) chatField(field string, req *chatReq) (read, ok bool) {
+	switch field {
+	case "model":
+		req.model = sc.text()
+	case "messages":
+		if sc.Null() {
+			return true, true
 		}
-		return invalid("request body is not valid JSON")
+		req.messages = make([]chatMsg, 0, 8)
+		return true, sc.Array(func() bool {
+			req.messages = append(req.messages, chatMsg{})
+			return sc.chatMessage(&req.messages[len(req.messages)-1])
+		})
+	case "max_tokens":
+		req.maxTokens = sc.num()
+	case "max_completion_tokens":
+		req.maxCompletion = sc.num()
+	case "temperature":
+		req.temperature = sc.num()
+	case "top_p":
+		req.topP = sc.num()
+	case "top_k":
+		req.topK = sc.num()
+	case "stop":
+		switch sc.Peek() {
+		case 'n':
+			sc.Literal("null")
+		case '"':
+			req.stop = [][]byte{sc.lit()}
+		default:
+			return true, sc.Array(func() bool {
+				req.stop = append(req.stop, sc.lit())
+				return !sc.Failed()
+			})
+		}
+	case "stream":
+		req.stream = sc.boolean()
+	case "user":
+		if !sc.Null() {
+			req.user = sc.lit()
+		}
+	case "safety_identifier":
+		if !sc.Null() {
+			req.safetyID = sc.lit()
+		}
+	case "tools":
+		if sc.Null() {
+			return true, true
+		}
+		return true, sc.Array(func() bool {
+			req.tools = append(req.tools, chatTool{})
+			return sc.chatTool(&req.tools[len(req.tools)-1])
+		})
+	case "tool_choice":
+		req.toolChoice = sc.Raw()
+	case "parallel_tool_calls":
+		if !sc.Null() {
+			req.noParallel = !sc.boolean()
+		}
+	default:
+		return false, false
 	}
-	if len(body) == 0 || body[firstByte(body)] != '{' {
-		return invalid("request body must be a JSON object")
+	return true, !sc.Failed()
+}
+
+// chatSetting reads a top-level field Messages has no equivalent for, and
+// refuses the request (req.refuse, req.lossy) when its value asks for
+// what Messages cannot do; any other field it skips.
+func (sc *scanner) chatSetting(field string, req *chatReq) bool {
+	switch field {
+	case "n":
+		if n := sc.num(); n != nil && string(n) != "1" {
+			req.refuse(field, "only 1 choice can be generated")
+		}
+	case "logprobs":
+		if sc.boolean() {
+			req.refuse(field, "log probabilities are not available")
+		}
+	case "top_logprobs":
+		if n := sc.num(); n != nil && string(n) != "0" {
+			req.refuse(field, "log probabilities are not available")
+		}
+	case "frequency_penalty", "presence_penalty":
+		if !neutral(sc.num(), 0) {
+			req.lossy(field, "Messages has no penalties")
+		}
+	case "repetition_penalty":
+		if !neutral(sc.num(), 1) {
+			req.lossy(field, "Messages has no penalties")
+		}
+	case "min_p":
+		if !neutral(sc.num(), 0) {
+			req.lossy(field, "Messages has no min_p sampling")
+		}
+	case "min_tokens":
+		if !neutral(sc.num(), 0) {
+			req.lossy(field, "Messages has no minimum length")
+		}
+	case "ignore_eos":
+		if sc.boolean() {
+			req.lossy(field, "Messages always stops at the end of the turn")
+		}
+	case "stop_token_ids":
+		if v := sc.Raw(); len(v) > 0 && string(v) != "null" && !emptyArray(v) {
+			req.lossy(field, "Messages stops on strings only (stop)")
+		}
+	case "logit_bias":
+		if v := sc.Raw(); len(v) > 0 && string(v) != "null" && !emptyObject(v) {
+			req.lossy(field, "logit_bias is not supported")
+		}
+	case "best_of":
+		if !neutral(sc.num(), 1) {
+			req.refuse(field, "Messages draws one answer")
+		}
+	case "use_beam_search":
+		if sc.boolean() {
+			req.refuse(field, "Messages has no beam search")
+		}
+	case "guided_json", "guided_regex", "guided_choice", "guided_grammar", "structured_outputs":
+		if v := sc.Raw(); len(v) > 0 && string(v) != "null" {
+			req.refuse(field, "Messages has no guided decoding")
+		}
+	case "response_format":
+		if v := sc.Raw(); len(v) > 0 && string(v) != "null" && formatType(v) != "text" {
+			req.refuse(field, "only the text format is supported")
+		}
+	case "modalities":
+		if v := sc.Raw(); len(v) > 0 && string(v) != "null" && !onlyText(v) {
+			req.refuse(field, "only text output is supported")
+		}
+	case "audio", "reasoning_effort", "web_search_options", "functions", "function_call":
+		if v := sc.Raw(); len(v) > 0 && string(v) != "null" {
+			req.refuse(field, "not supported")
+		}
+	default:
+		return sc.Skip()
 	}
-	return invalid(field + ": has the wrong type")
+	return !sc.Failed()
+}
+
+// refuse records that field cannot be served, as msg says, unless an
+// earlier field could not be either: the first is the one reported.
+func (req *chatReq) refuse(field, msg string) {
+	if req.unsupported == "" {
+		req.unsupported = field + ": " + msg
+	}
+}
+
+// lossy refuses a sampling setting Messages has no equivalent for, unless
+// the pool drops them.
+func (req *chatReq) lossy(field, msg string) {
+	if !req.drop {
+		req.refuse(field, msg+"; set drop_unsupported on the pool to send the request without it")
+	}
+}
+
+// neutral reports whether the number n is absent, null or the value that
+// changes nothing.
+func neutral(n []byte, value float64) bool {
+	if n == nil {
+		return true
+	}
+	f, err := strconv.ParseFloat(string(n), 64)
+	return err == nil && f == value
 }
 
 func (sc *scanner) chatMessage(m *chatMsg) bool {

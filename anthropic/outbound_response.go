@@ -52,18 +52,8 @@ func MessagesToChat(body []byte, model string) ([]byte, *Error) {
 	if err := json.Unmarshal(body, &r); err != nil {
 		return nil, badUpstream("not a Messages response: " + err.Error())
 	}
-	if r.Type == "error" || r.Error != nil {
-		msg := "an error"
-		if r.Error != nil && r.Error.Message != "" {
-			msg = r.Error.Message
-		}
-		return nil, badUpstream("the upstream answered with an error: " + msg)
-	}
-	if r.Type != "" && r.Type != "message" {
-		return nil, badUpstream("not a Messages response: type " + strconv.Quote(r.Type))
-	}
-	if r.Content == nil {
-		return nil, badUpstream("no content")
+	if e := r.check(); e != nil {
+		return nil, e
 	}
 	if model == "" {
 		model = r.Model
@@ -77,6 +67,47 @@ func MessagesToChat(body []byte, model string) ([]byte, *Error) {
 	dst = append(dst, `,"model":`...)
 	dst = appendString(dst, model)
 	dst = append(dst, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
+	dst, e := r.appendMessage(dst)
+	if e != nil {
+		return nil, e
+	}
+	reason := ""
+	if r.StopReason != nil {
+		reason = *r.StopReason
+	}
+	dst = append(dst, `},"logprobs":null,"finish_reason":`...)
+	dst = appendString(dst, finishReason(reason))
+	dst = append(dst, "}]"...)
+	var u msgUsage
+	if r.Usage != nil {
+		u = *r.Usage
+	}
+	dst = appendChatUsage(dst, &u)
+	return append(dst, '}'), nil
+}
+
+// check refuses what is not a Messages response with content: an error,
+// another type, no content.
+func (r *msgResponse) check() *Error {
+	if r.Type == "error" || r.Error != nil {
+		msg := "an error"
+		if r.Error != nil && r.Error.Message != "" {
+			msg = r.Error.Message
+		}
+		return badUpstream("the upstream answered with an error: " + msg)
+	}
+	if r.Type != "" && r.Type != "message" {
+		return badUpstream("not a Messages response: type " + strconv.Quote(r.Type))
+	}
+	if r.Content == nil {
+		return badUpstream("no content")
+	}
+	return nil
+}
+
+// appendMessage appends the message's content, its text blocks joined, and
+// its tool_use blocks as tool_calls.
+func (r *msgResponse) appendMessage(dst []byte) ([]byte, *Error) {
 	var text strings.Builder
 	calls := 0
 	for i := range r.Content {
@@ -93,50 +124,38 @@ func MessagesToChat(body []byte, model string) ([]byte, *Error) {
 	} else {
 		dst = append(dst, "null"...)
 	}
-	if calls > 0 {
-		dst = append(dst, `,"tool_calls":[`...)
-		n := 0
-		for i := range r.Content {
-			b := &r.Content[i]
-			if b.Type != "tool_use" {
-				continue
-			}
-			in := bytes.TrimSpace(b.Input)
-			if len(in) == 0 || string(in) == "null" {
-				in = []byte("{}")
-			} else if in[0] != '{' {
-				return nil, badUpstream("tool_use block " + strconv.Quote(b.Name) + " has an input that is not a JSON object")
-			}
-			if b.Name == "" {
-				return nil, badUpstream("a tool_use block has no name")
-			}
-			if n > 0 {
-				dst = append(dst, ',')
-			}
-			dst = append(dst, `{"id":`...)
-			dst = appendString(dst, toolID(b.ID, n))
-			dst = append(dst, `,"type":"function","function":{"name":`...)
-			dst = appendString(dst, b.Name)
-			dst = append(dst, `,"arguments":`...)
-			dst = appendString(dst, string(jsonscan.AppendCompact(nil, in)))
-			dst = append(dst, "}}"...)
-			n++
+	if calls == 0 {
+		return dst, nil
+	}
+	dst = append(dst, `,"tool_calls":[`...)
+	n := 0
+	for i := range r.Content {
+		b := &r.Content[i]
+		if b.Type != "tool_use" {
+			continue
 		}
-		dst = append(dst, ']')
+		in := bytes.TrimSpace(b.Input)
+		if len(in) == 0 || string(in) == "null" {
+			in = []byte("{}")
+		} else if in[0] != '{' {
+			return nil, badUpstream("tool_use block " + strconv.Quote(b.Name) + " has an input that is not a JSON object")
+		}
+		if b.Name == "" {
+			return nil, badUpstream("a tool_use block has no name")
+		}
+		if n > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"id":`...)
+		dst = appendString(dst, toolID(b.ID, n))
+		dst = append(dst, `,"type":"function","function":{"name":`...)
+		dst = appendString(dst, b.Name)
+		dst = append(dst, `,"arguments":`...)
+		dst = appendString(dst, string(jsonscan.AppendCompact(nil, in)))
+		dst = append(dst, "}}"...)
+		n++
 	}
-	reason := ""
-	if r.StopReason != nil {
-		reason = *r.StopReason
-	}
-	dst = append(dst, `},"logprobs":null,"finish_reason":`...)
-	dst = appendString(dst, finishReason(reason))
-	dst = append(dst, "}]"...)
-	var u msgUsage
-	if r.Usage != nil {
-		u = *r.Usage
-	}
-	dst = appendChatUsage(dst, &u)
-	return append(dst, '}'), nil
+	return append(dst, ']'), nil
 }
 
 // finishReason maps a stop_reason to a finish_reason. pause_turn (a server

@@ -375,90 +375,114 @@ func (s *ChatStream) parse(data []byte) (*eventFields, bool) {
 		case "index":
 			f.index = sc.integer()
 		case "message":
-			if sc.Null() {
-				return true
-			}
-			return sc.Object(func(k []byte) bool {
-				switch string(k) {
-				case "id":
-					f.id = sc.text()
-				case "model":
-					f.model = sc.text()
-				case "usage":
-					return s.parseUsage(f)
-				default:
-					return sc.Skip()
-				}
-				return !sc.Failed()
-			})
+			return s.parseMessage(f)
 		case "content_block":
-			if sc.Null() {
-				return true
-			}
-			return sc.Object(func(k []byte) bool {
-				switch string(k) {
-				case "type":
-					f.blockType = sc.ident()
-				case "id":
-					f.id = sc.text()
-				case "name":
-					f.name = sc.lit()
-				case "text":
-					f.text = sc.lit()
-				case "input":
-					f.input = sc.Raw()
-				default:
-					return sc.Skip()
-				}
-				return !sc.Failed()
-			})
+			return s.parseBlock(f)
 		case "delta":
-			if sc.Null() {
-				return true
-			}
-			return sc.Object(func(k []byte) bool {
-				switch string(k) {
-				case "type":
-					f.deltaType = sc.ident()
-				case "text":
-					f.text = sc.lit()
-				case "partial_json":
-					p, ok := sc.String()
-					if !ok {
-						return false
-					}
-					// Copied: str's buffer is reused by the next string.
-					f.partial = append(f.partial, p...)
-				case "stop_reason":
-					f.stopReason = sc.text()
-				default:
-					return sc.Skip()
-				}
-				return !sc.Failed()
-			})
+			return s.parseDelta(f)
 		case "usage":
 			return s.parseUsage(f)
 		case "error":
-			if sc.Null() {
-				return true
-			}
-			return sc.Object(func(k []byte) bool {
-				switch string(k) {
-				case "type":
-					f.errType = sc.text()
-				case "message":
-					f.errMsg = sc.text()
-				default:
-					return sc.Skip()
-				}
-				return !sc.Failed()
-			})
+			return s.parseError(f)
 		default:
 			return sc.Skip()
 		}
 		return !sc.Failed()
 	})
 	return f, ok && sc.End()
+}
+
+// parseMessage reads a message_start's message, or null, into f.
+func (s *ChatStream) parseMessage(f *eventFields) bool {
+	sc := &s.sc
+	if sc.Null() {
+		return true
+	}
+	return sc.Object(func(k []byte) bool {
+		switch string(k) {
+		case "id":
+			f.id = sc.text()
+		case "model":
+			f.model = sc.text()
+		case "usage":
+			return s.parseUsage(f)
+		default:
+			return sc.Skip()
+		}
+		return !sc.Failed()
+	})
+}
+
+// parseBlock reads a content_block_start's block, or null, into f.
+func (s *ChatStream) parseBlock(f *eventFields) bool {
+	sc := &s.sc
+	if sc.Null() {
+		return true
+	}
+	return sc.Object(func(k []byte) bool {
+		switch string(k) {
+		case "type":
+			f.blockType = sc.ident()
+		case "id":
+			f.id = sc.text()
+		case "name":
+			f.name = sc.lit()
+		case "text":
+			f.text = sc.lit()
+		case "input":
+			f.input = sc.Raw()
+		default:
+			return sc.Skip()
+		}
+		return !sc.Failed()
+	})
+}
+
+// parseDelta reads a delta, or null, into f.
+func (s *ChatStream) parseDelta(f *eventFields) bool {
+	sc := &s.sc
+	if sc.Null() {
+		return true
+	}
+	return sc.Object(func(k []byte) bool {
+		switch string(k) {
+		case "type":
+			f.deltaType = sc.ident()
+		case "text":
+			f.text = sc.lit()
+		case "partial_json":
+			p, ok := sc.String()
+			if !ok {
+				return false
+			}
+			// Copied: str's buffer is reused by the next string.
+			f.partial = append(f.partial, p...)
+		case "stop_reason":
+			f.stopReason = sc.text()
+		default:
+			return sc.Skip()
+		}
+		return !sc.Failed()
+	})
+}
+
+// parseError reads an error event's error, or null, into f.
+func (s *ChatStream) parseError(f *eventFields) bool {
+	sc := &s.sc
+	if sc.Null() {
+		return true
+	}
+	return sc.Object(func(k []byte) bool {
+		switch string(k) {
+		case "type":
+			f.errType = sc.text()
+		case "message":
+			f.errMsg = sc.text()
+		default:
+			return sc.Skip()
+		}
+		return !sc.Failed()
+	})
 }
 
 func (s *ChatStream) parseUsage(f *eventFields) bool {

@@ -365,17 +365,14 @@ func (w *writer) textContent(blocks []msgBlock) {
 // turn that called), then whatever else the turn holds as one user message.
 // An assistant turn's tool_use blocks become its tool_calls.
 func (w *writer) message(i int, m *msgMessage, seen *map[string]struct{}) *Error {
-	// Field paths are built only on the error paths: they cost an
-	// allocation each, and most requests have none.
-	at := func() string { return "messages." + strconv.Itoa(i) }
 	if m.Role != "user" && m.Role != "assistant" {
-		return invalid(at() + ".role: must be \"user\" or \"assistant\"")
+		return invalid(messagePath(i) + ".role: must be \"user\" or \"assistant\"")
 	}
 	switch m.Kind {
 	case contentAbsent:
-		return invalid(at() + ".content: field required")
+		return invalid(messagePath(i) + ".content: field required")
 	case contentBad:
-		return invalid(at() + ".content: must be a string or an array of content blocks")
+		return invalid(messagePath(i) + ".content: must be a string or an array of content blocks")
 	case contentString:
 		w.open(m.Role)
 		w.dst = append(w.dst, `,"content":`...)
@@ -386,67 +383,10 @@ func (w *writer) message(i int, m *msgMessage, seen *map[string]struct{}) *Error
 	blocks := m.Blocks
 
 	// Check every block first, so an error never leaves half a message.
-	parts, calls, results := 0, 0, 0
-	for j := range blocks {
-		b := &blocks[j]
-		bat := func() string { return at() + ".content." + strconv.Itoa(j) }
-		switch b.Type {
-		case "text":
-			parts++
-		case "image":
-			if m.Role != "user" {
-				return invalid(bat() + ": image blocks are only allowed in user messages")
-			}
-			if b.Source == nil {
-				return invalid(bat() + ".source: field required")
-			}
-			switch b.Source.Type {
-			case "base64":
-				if b.Source.MediaType == "" || b.Source.Data == "" {
-					return invalid(bat() + ".source: base64 images need media_type and data")
-				}
-			case "url":
-				if b.Source.URL == "" {
-					return invalid(bat() + ".source.url: field required")
-				}
-			default:
-				return invalid(bat() + ".source.type: must be \"base64\" or \"url\"")
-			}
-			parts++
-		case "tool_use":
-			if m.Role != "assistant" {
-				return invalid(bat() + ": tool_use blocks are only allowed in assistant messages")
-			}
-			if b.ID == "" || b.Name == "" {
-				return invalid(bat() + ": tool_use blocks need id and name")
-			}
-			if in := bytes.TrimSpace(b.Input); len(in) > 0 && in[0] != '{' && string(in) != "null" {
-				return invalid(bat() + ".input: must be an object")
-			}
-			if *seen == nil {
-				*seen = make(map[string]struct{})
-			}
-			(*seen)[b.ID] = struct{}{}
-			calls++
-		case "tool_result":
-			if m.Role != "user" {
-				return invalid(bat() + ": tool_result blocks are only allowed in user messages")
-			}
-			if _, ok := (*seen)[b.ToolUseID]; !ok {
-				return invalid(bat() + ".tool_use_id: no earlier tool_use block has id " + strconv.Quote(b.ToolUseID))
-			}
-			results++
-		case "thinking", "redacted_thinking":
-			// Earlier turns' reasoning: Anthropic itself drops it from the
-			// context, and chat completions has nowhere to put it.
-			if m.Role != "assistant" {
-				return invalid(bat() + ": thinking blocks are only allowed in assistant messages")
-			}
-		default:
-			return invalid(bat() + ".type: unknown content block type " + strconv.Quote(b.Type))
-		}
+	parts, calls, results, e := checkBlocks(i, m, seen)
+	if e != nil {
+		return e
 	}
-
 	for j := range blocks {
 		if blocks[j].Type == "tool_result" {
 			if e := w.toolResult(i, j, &blocks[j]); e != nil {
@@ -459,6 +399,99 @@ func (w *writer) message(i int, m *msgMessage, seen *map[string]struct{}) *Error
 	}
 	w.open(m.Role)
 	w.dst = append(w.dst, `,"content":`...)
+	w.content(blocks, parts, calls)
+	if calls > 0 {
+		w.toolCalls(blocks)
+	}
+	w.dst = append(w.dst, '}')
+	return nil
+}
+
+// messagePath and blockPath are the paths of message i and of its block j,
+// for errors. They are built only on the error paths: they cost an
+// allocation each, and most requests have none.
+func messagePath(i int) string { return "messages." + strconv.Itoa(i) }
+
+func blockPath(i, j int) string { return messagePath(i) + ".content." + strconv.Itoa(j) }
+
+// checkBlocks checks the blocks of m, message i, against its role and
+// counts them: parts (text and images), tool calls and tool results. It
+// adds the ids of m's tool calls to seen, which the tool results of later
+// messages must name.
+func checkBlocks(i int, m *msgMessage, seen *map[string]struct{}) (parts, calls, results int, _ *Error) {
+	for j := range m.Blocks {
+		b := &m.Blocks[j]
+		switch b.Type {
+		case "text":
+			parts++
+		case "image":
+			if m.Role != "user" {
+				return 0, 0, 0, invalid(blockPath(i, j) + ": image blocks are only allowed in user messages")
+			}
+			if e := checkSource(i, j, b.Source); e != nil {
+				return 0, 0, 0, e
+			}
+			parts++
+		case "tool_use":
+			if m.Role != "assistant" {
+				return 0, 0, 0, invalid(blockPath(i, j) + ": tool_use blocks are only allowed in assistant messages")
+			}
+			if b.ID == "" || b.Name == "" {
+				return 0, 0, 0, invalid(blockPath(i, j) + ": tool_use blocks need id and name")
+			}
+			if in := bytes.TrimSpace(b.Input); len(in) > 0 && in[0] != '{' && string(in) != "null" {
+				return 0, 0, 0, invalid(blockPath(i, j) + ".input: must be an object")
+			}
+			if *seen == nil {
+				*seen = make(map[string]struct{})
+			}
+			(*seen)[b.ID] = struct{}{}
+			calls++
+		case "tool_result":
+			if m.Role != "user" {
+				return 0, 0, 0, invalid(blockPath(i, j) + ": tool_result blocks are only allowed in user messages")
+			}
+			if _, ok := (*seen)[b.ToolUseID]; !ok {
+				return 0, 0, 0, invalid(blockPath(i, j) + ".tool_use_id: no earlier tool_use block has id " + strconv.Quote(b.ToolUseID))
+			}
+			results++
+		case "thinking", "redacted_thinking":
+			// Earlier turns' reasoning: Anthropic itself drops it from the
+			// context, and chat completions has nowhere to put it.
+			if m.Role != "assistant" {
+				return 0, 0, 0, invalid(blockPath(i, j) + ": thinking blocks are only allowed in assistant messages")
+			}
+		default:
+			return 0, 0, 0, invalid(blockPath(i, j) + ".type: unknown content block type " + strconv.Quote(b.Type))
+		}
+	}
+	return parts, calls, results, nil
+}
+
+// checkSource checks the source of an image, block j of message i.
+func checkSource(i, j int, src *msgSource) *Error {
+	if src == nil {
+		return invalid(blockPath(i, j) + ".source: field required")
+	}
+	switch src.Type {
+	case "base64":
+		if src.MediaType == "" || src.Data == "" {
+			return invalid(blockPath(i, j) + ".source: base64 images need media_type and data")
+		}
+	case "url":
+		if src.URL == "" {
+			return invalid(blockPath(i, j) + ".source.url: field required")
+		}
+	default:
+		return invalid(blockPath(i, j) + ".source.type: must be \"base64\" or \"url\"")
+	}
+	return nil
+}
+
+// content writes a message's content: null for tool calls alone, "" for
+// nothing, a string for a single text, or else an array of its text and
+// image parts.
+func (w *writer) content(blocks []msgBlock, parts, calls int) {
 	switch {
 	case parts == 0 && calls > 0:
 		w.dst = append(w.dst, "null"...)
@@ -494,30 +527,30 @@ func (w *writer) message(i int, m *msgMessage, seen *map[string]struct{}) *Error
 		}
 		w.dst = append(w.dst, ']')
 	}
-	if calls > 0 {
-		w.dst = append(w.dst, `,"tool_calls":[`...)
-		n := 0
-		for j := range blocks {
-			b := &blocks[j]
-			if b.Type != "tool_use" {
-				continue
-			}
-			if n > 0 {
-				w.dst = append(w.dst, ',')
-			}
-			n++
-			w.dst = append(w.dst, `{"id":`...)
-			w.dst = appendString(w.dst, b.ID)
-			w.dst = append(w.dst, `,"type":"function","function":{"name":`...)
-			w.dst = appendString(w.dst, b.Name)
-			w.dst = append(w.dst, `,"arguments":`...)
-			w.dst = appendString(w.dst, w.compact(b.Input))
-			w.dst = append(w.dst, "}}"...)
+}
+
+// toolCalls writes a message's tool_use blocks as its tool_calls.
+func (w *writer) toolCalls(blocks []msgBlock) {
+	w.dst = append(w.dst, `,"tool_calls":[`...)
+	n := 0
+	for j := range blocks {
+		b := &blocks[j]
+		if b.Type != "tool_use" {
+			continue
 		}
-		w.dst = append(w.dst, ']')
+		if n > 0 {
+			w.dst = append(w.dst, ',')
+		}
+		n++
+		w.dst = append(w.dst, `{"id":`...)
+		w.dst = appendString(w.dst, b.ID)
+		w.dst = append(w.dst, `,"type":"function","function":{"name":`...)
+		w.dst = appendString(w.dst, b.Name)
+		w.dst = append(w.dst, `,"arguments":`...)
+		w.dst = appendString(w.dst, w.compact(b.Input))
+		w.dst = append(w.dst, "}}"...)
 	}
-	w.dst = append(w.dst, '}')
-	return nil
+	w.dst = append(w.dst, ']')
 }
 
 func firstPart(blocks []msgBlock) int {
@@ -545,7 +578,6 @@ func (w *writer) compact(raw json.RawMessage) string {
 // a tool message's content to be a string. is_error has no counterpart and
 // is dropped: the text says what went wrong.
 func (w *writer) toolResult(i, j int, b *msgBlock) *Error {
-	at := func() string { return "messages." + strconv.Itoa(i) + ".content." + strconv.Itoa(j) }
 	var text string
 	raw := bytes.TrimSpace(b.Content)
 	switch {
@@ -553,17 +585,17 @@ func (w *writer) toolResult(i, j int, b *msgBlock) *Error {
 	case raw[0] == '"':
 		var ok bool
 		if text, ok = decodeString(raw); !ok {
-			return invalid(at() + ".content: must be a string or an array of text blocks")
+			return invalid(blockPath(i, j) + ".content: must be a string or an array of text blocks")
 		}
 	default:
 		blocks, ok := decodeBlocks(raw)
 		if !ok {
-			return invalid(at() + ".content: must be a string or an array of text blocks")
+			return invalid(blockPath(i, j) + ".content: must be a string or an array of text blocks")
 		}
 		var sb strings.Builder
 		for k := range blocks {
 			if blocks[k].Type != "text" {
-				return invalid(at() + ".content." + strconv.Itoa(k) + ".type: only text is supported in tool results, not " + strconv.Quote(blocks[k].Type))
+				return invalid(blockPath(i, j) + ".content." + strconv.Itoa(k) + ".type: only text is supported in tool results, not " + strconv.Quote(blocks[k].Type))
 			}
 			if k > 0 {
 				sb.WriteByte('\n')

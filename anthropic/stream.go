@@ -69,18 +69,7 @@ func (s *Stream) Chunk(data []byte, dst []byte) ([]byte, error) {
 		return dst, errors.New("upstream stream continued after [DONE]")
 	}
 	if string(data) == "[DONE]" {
-		if !s.started {
-			dst = s.start(dst, "")
-		}
-		var err error
-		if dst, err = s.closeBlock(dst); err != nil {
-			return dst, err
-		}
-		if !s.deltaOut {
-			dst = s.messageDelta(dst)
-		}
-		s.done = true
-		return event(dst, "message_stop", `{"type":"message_stop"}`), nil
+		return s.end(dst)
 	}
 
 	c, ok := s.parse(data)
@@ -105,25 +94,8 @@ func (s *Stream) Chunk(data []byte, dst []byte) ([]byte, error) {
 		dst = s.deltaLit(dst, `{"type":"text_delta","text":`, c.content)
 	}
 	for j := range c.tools {
-		tc := &c.tools[j]
-		if s.kind != 'u' || tc.index != s.toolIdx {
-			if dst, err = s.closeBlock(dst); err != nil {
-				return dst, err
-			}
-			s.toolIdx = tc.index
-			b := append(make([]byte, 0, 64), `{"type":"tool_use","id":`...)
-			b = appendString(b, toolID(tc.id, int(tc.index)))
-			b = append(b, `,"name":`...)
-			b = appendString(b, tc.name)
-			b = append(b, `,"input":{}}`...)
-			dst = s.openBlock(dst, 'u', string(b))
-		}
-		if a := tc.args; a != "" {
-			if len(s.args)+len(a) > maxToolArgs {
-				return dst, errors.New("tool call arguments exceed " + strconv.Itoa(maxToolArgs) + " bytes")
-			}
-			s.args = append(s.args, a...)
-			dst = s.delta(dst, `{"type":"input_json_delta","partial_json":`, a)
+		if dst, err = s.toolCall(dst, &c.tools[j]); err != nil {
+			return dst, err
 		}
 	}
 	if c.finish != "" {
@@ -142,6 +114,49 @@ func (s *Stream) Chunk(data []byte, dst []byte) ([]byte, error) {
 	// [DONE].
 	if s.finished && s.usage && !s.deltaOut {
 		dst = s.messageDelta(dst)
+	}
+	return dst, nil
+}
+
+// end translates [DONE]: the open block closed, message_delta if it is
+// still due, and message_stop.
+func (s *Stream) end(dst []byte) ([]byte, error) {
+	if !s.started {
+		dst = s.start(dst, "")
+	}
+	var err error
+	if dst, err = s.closeBlock(dst); err != nil {
+		return dst, err
+	}
+	if !s.deltaOut {
+		dst = s.messageDelta(dst)
+	}
+	s.done = true
+	return event(dst, "message_stop", `{"type":"message_stop"}`), nil
+}
+
+// toolCall translates one tool call's part of a chunk: a tool_use block
+// opened for a call not seen before, and its arguments' next bytes.
+func (s *Stream) toolCall(dst []byte, tc *toolDelta) ([]byte, error) {
+	if s.kind != 'u' || tc.index != s.toolIdx {
+		var err error
+		if dst, err = s.closeBlock(dst); err != nil {
+			return dst, err
+		}
+		s.toolIdx = tc.index
+		b := append(make([]byte, 0, 64), `{"type":"tool_use","id":`...)
+		b = appendString(b, toolID(tc.id, int(tc.index)))
+		b = append(b, `,"name":`...)
+		b = appendString(b, tc.name)
+		b = append(b, `,"input":{}}`...)
+		dst = s.openBlock(dst, 'u', string(b))
+	}
+	if a := tc.args; a != "" {
+		if len(s.args)+len(a) > maxToolArgs {
+			return dst, errors.New("tool call arguments exceed " + strconv.Itoa(maxToolArgs) + " bytes")
+		}
+		s.args = append(s.args, a...)
+		dst = s.delta(dst, `{"type":"input_json_delta","partial_json":`, a)
 	}
 	return dst, nil
 }

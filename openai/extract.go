@@ -61,14 +61,8 @@ func (r *Request) ModelName() string {
 func Extract(body []byte) (Request, error) {
 	var r Request
 	s := jsonscan.New(body)
-	if s.WS() >= len(body) {
-		return r, invalid("", "request body is empty; expected a JSON object")
-	}
-	if body[s.Pos()] != '{' {
-		if !s.Skip() || !s.End() {
-			return r, malformed(s.Err())
-		}
-		return r, invalid("", "request body must be a JSON object")
+	if s.WS() >= len(body) || body[s.Pos()] != '{' {
+		return r, notObject(&s)
 	}
 	r.open = s.Pos()
 	var refused *Error
@@ -141,6 +135,18 @@ func Extract(body []byte) (Request, error) {
 		return r, &Error{Status: 400, Message: "you must provide a model parameter", Type: TypeInvalidRequest, Param: "model", Code: "missing_model"}
 	}
 	return r, nil
+}
+
+// notObject is Extract's error for a body that is not a JSON object, s at
+// its first value: none, not JSON, or JSON of another type.
+func notObject(s *jsonscan.Scanner) *Error {
+	if s.Pos() >= len(s.Bytes()) {
+		return invalid("", "request body is empty; expected a JSON object")
+	}
+	if !s.Skip() || !s.End() {
+		return malformed(s.Err())
+	}
+	return invalid("", "request body must be a JSON object")
 }
 
 // The top-level fields Extract reads.

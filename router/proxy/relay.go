@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -67,7 +68,10 @@ func (t *tail) bytes() []byte {
 }
 
 // relay reads the response head, sends it and the body to the client, and
-// returns the connection to the idle stack when it can be reused.
+// returns the connection to the idle stack when it can be reused. In
+// order: the head (head), what the body's relay needs (begin), the body
+// (body), the translation's end (endTranslation), the usage and the
+// buffers (settle), the connection, and what a failure becomes (failed).
 func (t *Transport) relay(ctx context.Context, w http.ResponseWriter, u *upstream, pol *Policy, req *Request, deadline time.Time, res Result) Result {
 	res.Status = u.status
 	fl, _ := w.(http.Flusher)
@@ -89,53 +93,97 @@ func (t *Transport) relay(ctx context.Context, w http.ResponseWriter, u *upstrea
 		r.tx.tr, r.tx.events = req.Translate, u.status/100 == 2 && fr.events
 		defer r.tx.release()
 	}
+	r.begin(req, &fr, &res)
+	err = r.body(&fr)
+	inBand := false // a translated stream ended with an error event
+	if r.tx != nil {
+		inBand, err = r.endTranslation(ctx, req, err, &res)
+	}
+	err = r.settle(req, err, &res)
+	if err == nil && r.dirty && fl != nil {
+		fl.Flush() // the end of a stream must not wait for the handler to return
+	}
+	reusable := err == nil && fr.reusable && u.stop()
+	switch {
+	case reusable:
+		t.put(u.c, pol.MaxIdle)
+	default:
+		u.close()
+	}
+	if err == nil {
+		return res
+	}
+	return t.failed(ctx, req, r, err, inBand, res)
+}
+
+// begin sends the head to the client, unless a translation holds it for
+// its body, and sets up what relaying the body needs: the peek, the tail
+// kept for the usage, the filter of a stream's usage chunk.
+func (r *relayer) begin(req *Request, fr *framing, res *Result) {
+	status := r.u.status
 	if r.tx == nil || r.tx.events {
-		w.WriteHeader(u.status)
+		r.w.WriteHeader(status)
 		res.TTFB = time.Since(req.Start)
 		r.dirty = true
 	} // else the head waits for the translated body
-	if req.Peek != nil && u.status/100 == 2 {
+	if req.Peek != nil && status/100 == 2 {
 		r.peek = req.Peek
 		if res.Backend != nil {
 			r.replica = res.Backend.Name
 		}
 	}
-	if req.Usage && u.status/100 == 2 && !fr.noBody {
+	if req.Usage && status/100 == 2 && !fr.noBody {
 		r.tail = tails.Get().(*tail)
 	}
 	if fr.sse {
 		r.sse = sseFilters.Get().(*sseFilter)
 	}
+}
 
+// body relays the response body as fr frames it. A body delimited by the
+// connection's end leaves the connection unusable.
+func (r *relayer) body(fr *framing) error {
 	switch {
 	case fr.noBody:
+		return nil
 	case fr.chunked:
-		err = r.chunked()
+		return r.chunked()
 	case fr.length >= 0:
-		err = r.copyN(fr.length)
+		return r.copyN(fr.length)
 	default:
-		err = r.copyToEOF()
+		err := r.copyToEOF()
 		fr.reusable = false
+		return err
 	}
-	inBand := false // a translated stream ended with an error event
-	if x := r.tx; x != nil {
-		switch {
-		case err == nil:
-			res.Status, err = x.end(r, u.status)
-			if !x.events {
-				res.TTFB = time.Since(req.Start)
-			}
-			inBand = errors.Is(err, errTranslate)
-		case errors.Is(err, errTranslate):
-			inBand = true
-		case x.events && !errors.Is(err, errClientGone) && ctx.Err() == nil:
-			if serr := x.broken(r); serr != nil {
-				err = serr
-			} else {
-				inBand = true
-			}
+}
+
+// endTranslation ends a translated response after its body: the
+// translation's last bytes when the body came whole, an error event when
+// a stream broke. inBand reports that the client has a whole answer that
+// carries the error in band.
+func (r *relayer) endTranslation(ctx context.Context, req *Request, err error, res *Result) (inBand bool, _ error) {
+	x := r.tx
+	switch {
+	case err == nil:
+		res.Status, err = x.end(r, r.u.status)
+		if !x.events {
+			res.TTFB = time.Since(req.Start)
 		}
+		return errors.Is(err, errTranslate), err
+	case errors.Is(err, errTranslate):
+		return true, err
+	case x.events && !errors.Is(err, errClientGone) && ctx.Err() == nil:
+		if serr := x.broken(r); serr != nil {
+			return false, serr
+		}
+		return true, err
 	}
+	return false, err
+}
+
+// settle ends the stream filter, reads the usage (from the filter, the
+// translator or the tail, in that order), and returns the relay's buffers.
+func (r *relayer) settle(req *Request, err error, res *Result) error {
 	if r.sse != nil {
 		if err == nil {
 			err = r.sse.end(r)
@@ -162,19 +210,13 @@ func (t *Transport) relay(ctx context.Context, w http.ResponseWriter, u *upstrea
 		tails.Put(r.tail)
 		r.tail = nil
 	}
-	if err == nil && r.dirty && fl != nil {
-		fl.Flush() // the end of a stream must not wait for the handler to return
-	}
-	reusable := err == nil && fr.reusable && u.stop()
-	switch {
-	case reusable:
-		t.put(u.c, pol.MaxIdle)
-	default:
-		u.close()
-	}
-	if err == nil {
-		return res
-	}
+	return err
+}
+
+// failed is what a relay that failed with err reports: the client left
+// (499), a whole answer with the error in band, a whole error when nothing
+// was sent, or else a body cut after its head (Aborted).
+func (t *Transport) failed(ctx context.Context, req *Request, r *relayer, err error, inBand bool, res Result) Result {
 	res.Err = err
 	if errors.Is(err, errClientGone) || ctx.Err() != nil {
 		res.ClientGone = true
@@ -183,19 +225,19 @@ func (t *Transport) relay(ctx context.Context, w http.ResponseWriter, u *upstrea
 	}
 	if inBand {
 		// The client has a whole stream that ends in an error event.
-		if fl != nil {
-			fl.Flush()
+		if r.fl != nil {
+			r.fl.Flush()
 		}
 		return res
 	}
 	if r.tx != nil && !r.tx.events {
-		return t.fail(w, req, res, errorFor(err)) // nothing was sent: a whole error
+		return t.fail(r.w, req, res, errorFor(err)) // nothing was sent: a whole error
 	}
 	// The body broke: the client gets the head and every byte before the
 	// break, then the cut, whether or not the break came in the same read
 	// as the head.
-	if fl != nil {
-		fl.Flush()
+	if r.fl != nil {
+		r.fl.Flush()
 	}
 	res.Aborted = true
 	return res
@@ -222,31 +264,53 @@ const maxHeaderLines = 200
 // framing (FuzzRelay checks this against http.ReadResponse), and refuses
 // more: obsolete line folding, a Transfer-Encoding other than exactly
 // "chunked", and Transfer-Encoding on HTTP/1.0. A refused head is a 502.
+//
+// In order: the header lines (readFields), the body's framing from them
+// (frame), then the header sent to the client (copyHeader).
 func (r *relayer) head() (framing, error) {
 	fr := framing{length: -1, reusable: r.u.http11}
-	br := r.u.c.br
 	var kvArr [48]string // name, value, name, value...
-	kv := kvArr[:0]
-	var te, cl []byte
-	var tes, cls int
 	var connArr [4]string
-	connTokens := connArr[:0]
-	var trailer bool
-	var ctype []byte
+	kv, conn, f, err := readFields(r.u.c.br, kvArr[:0], connArr[:0])
+	if err != nil {
+		return fr, err
+	}
+	if err := r.frame(&fr, &f, conn); err != nil {
+		return fr, err
+	}
+	r.copyHeader(&fr, kv, conn)
+	return fr, nil
+}
+
+// respFields is what head reads from the response's header lines.
+// (the lines relayed and Connection's tokens aside: they stay apart from
+// these values, which point into the connection's buffer, so that their
+// arrays stay on head's stack).
+type respFields struct {
+	te, cl   []byte // Transfer-Encoding's and Content-Length's values
+	tes, cls int    // how many lines each came in (equal Content-Lengths: one relayed)
+	trailer  bool   // a Trailer names a field a trailer may not carry
+	ctype    []byte // Content-Type's value
+}
+
+// readFields reads the header lines from br, up to the empty line: the
+// lines relayed, as name, value, name, value..., appended to kv;
+// Connection's tokens appended to conn; and the fields framing depends on.
+func readFields(br *bufio.Reader, kv, conn []string) (_, _ []string, f respFields, err error) {
 	for lines := 0; ; lines++ {
 		line, err := br.ReadSlice('\n')
 		if err != nil {
-			return fr, fmt.Errorf("read response headers: %w", err)
+			return kv, conn, f, fmt.Errorf("read response headers: %w", err)
 		}
 		line = line[:len(line)-1]
 		if n := len(line); n > 0 && line[n-1] == '\r' {
 			line = line[:n-1]
 		}
 		if len(line) == 0 {
-			break
+			return kv, conn, f, nil
 		}
 		if lines >= maxHeaderLines {
-			return fr, fmt.Errorf("response has more than %d header lines", maxHeaderLines)
+			return kv, conn, f, fmt.Errorf("response has more than %d header lines", maxHeaderLines)
 		}
 		i := bytes.IndexByte(line, ':')
 		var key string
@@ -255,57 +319,64 @@ func (r *relayer) head() (framing, error) {
 			key, ok = wire.FieldName(line[:i])
 		}
 		if !ok {
-			return fr, fmt.Errorf("malformed response header line %q", truncate(line))
+			return kv, conn, f, fmt.Errorf("malformed response header line %q", truncate(line))
 		}
 		name, val := line[:i], wire.TrimOWS(line[i+1:])
 		if !wire.FieldValue(val) {
-			return fr, fmt.Errorf("response header %s has a control character in its value", truncate(name))
+			return kv, conn, f, fmt.Errorf("response header %s has a control character in its value", truncate(name))
 		}
 		switch key {
 		case "Transfer-Encoding":
-			te, tes = val, tes+1
+			f.te, f.tes = val, f.tes+1
 		case "Content-Length":
-			if cls > 0 && !bytes.Equal(val, cl) {
-				return fr, fmt.Errorf("conflicting Content-Length values %q and %q", truncate(cl), truncate(val))
+			if f.cls > 0 && !bytes.Equal(val, f.cl) {
+				return kv, conn, f, fmt.Errorf("conflicting Content-Length values %q and %q", truncate(f.cl), truncate(val))
 			}
-			if cls++; cls > 1 {
+			if f.cls++; f.cls > 1 {
 				continue // a repeated, equal value: send it once
 			}
-			cl = val
+			f.cl = val
 		case "Connection":
-			connTokens = appendConnTokens(connTokens, val)
+			conn = appendConnTokens(conn, val)
 		case "Trailer":
-			trailer = trailer || badTrailer(val)
+			f.trailer = f.trailer || badTrailer(val)
 		case "Content-Type":
-			ctype = val
+			f.ctype = val
 		}
 		if dropResponseHeader(key) {
 			continue
 		}
 		kv = append(kv, key, internValue(val))
 	}
-	if cls > 0 {
-		n, ok := wire.ParseLength(cl)
+}
+
+// frame sets fr, the body's framing, from the header fields f and
+// Connection's tokens conn: its length, chunked or not, whether the
+// connection may serve another request, and whether the body is an event
+// stream.
+func (r *relayer) frame(fr *framing, f *respFields, conn []string) error {
+	if f.cls > 0 {
+		n, ok := wire.ParseLength(f.cl)
 		if !ok {
-			return fr, fmt.Errorf("invalid Content-Length %q", truncate(cl))
+			return fmt.Errorf("invalid Content-Length %q", truncate(f.cl))
 		}
 		fr.length = n
 	}
 	switch {
-	case listed(connTokens, "Close"):
+	case listed(conn, "Close"):
 		fr.reusable = false
 	case !r.u.http11:
-		fr.reusable = listed(connTokens, "Keep-Alive")
+		fr.reusable = listed(conn, "Keep-Alive")
 	}
-	if tes > 0 {
+	if f.tes > 0 {
 		// Only a single "chunked", as net/http (and nginx) accept; it
 		// overrides Content-Length (RFC 9112 6.3), and a message with
 		// both is suspect, so its connection is not reused.
-		if tes > 1 || !asciiEqualFold(te, "chunked") || !r.u.http11 {
-			return fr, fmt.Errorf("unsupported Transfer-Encoding %q", truncate(te))
+		if f.tes > 1 || !asciiEqualFold(f.te, "chunked") || !r.u.http11 {
+			return fmt.Errorf("unsupported Transfer-Encoding %q", truncate(f.te))
 		}
-		if trailer {
-			return fr, errors.New("response announces a forbidden trailer")
+		if f.trailer {
+			return errors.New("response announces a forbidden trailer")
 		}
 		fr.chunked = true
 		if fr.length >= 0 {
@@ -321,14 +392,21 @@ func (r *relayer) head() (framing, error) {
 	}
 	// A stream that may lose its usage chunk on the way loses its
 	// Content-Length with it (the server frames what is sent instead).
-	fr.events = !fr.noBody && eventStream(ctype)
+	fr.events = !fr.noBody && eventStream(f.ctype)
 	fr.sse = r.strip && fr.events
+	return nil
+}
+
+// copyHeader adds the relayed lines kv to the client's header, but for
+// the Content-Length a changed body must not keep, the fields Connection
+// names (conn), and those the gateway set itself.
+func (r *relayer) copyHeader(fr *framing, kv, conn []string) {
 	h := r.w.Header()
 	own := len(h)
 	var vals []string // the values' slices, cut from one array
 	for i := 0; i < len(kv); i += 2 {
 		k := kv[i]
-		if (k == "Content-Length" && (fr.length < 0 || fr.noBody || fr.sse || r.rewrite)) || listed(connTokens, k) {
+		if (k == "Content-Length" && (fr.length < 0 || fr.noBody || fr.sse || r.rewrite)) || listed(conn, k) {
 			continue
 		}
 		if own > 0 {
@@ -346,7 +424,6 @@ func (r *relayer) head() (framing, error) {
 		vals[0] = kv[i+1]
 		h[k], vals = vals[:1:1], vals[1:]
 	}
-	return fr, nil
 }
 
 func asciiEqualFold[T string | []byte](b T, s string) bool {
