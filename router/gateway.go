@@ -348,6 +348,9 @@ func (g *Gateway) Apply(cfg *config.Config, routing *rules.Set) error {
 				s.sessions = old.sessions // conversations outlive the reload
 			} else {
 				s.sessions = rules.NewSessions(cfg)
+				if g.share != nil {
+					s.sessions.Recorded = g.share.offer
+				}
 			}
 		}
 		if p := routing.ShadowLog(); p != "" && g.shadowLog != nil {

@@ -9,11 +9,19 @@ import (
 // conversation was sent to with confidence, for a number of later turns: a
 // bounded LRU. A session belongs to the principal whose request recorded
 // it: another principal sending the same id (or the same conversation,
-// whose fingerprint stands for an id) neither keeps nor moves its route. It is
-// safe for concurrent use. It outlives a Set: the gateway keeps one across
-// reloads while the settings it was made with stay the same, so an edit to
-// the rules or the config does not drop every conversation.
+// whose fingerprint stands for an id) neither keeps nor moves its route.
+// Decide applies it (Signals.Sessions). It is safe for concurrent use. It
+// outlives a Set: the gateway keeps one across reloads while the settings
+// it was made with stay the same, so an edit to the rules or the config
+// does not drop every conversation.
 type Sessions struct {
+	// Recorded, when set, is told each decision recorded as a session's
+	// route (what other replicas must Learn for the conversation to keep
+	// its route whichever replica takes its next turn). It is called on the
+	// deciding goroutine, outside the store's lock, and must not block.
+	// Set it before the store is used.
+	Recorded func(principal, id string, d Decision)
+
 	cfg  Session
 	mu   sync.Mutex
 	ll   *list.List // front: most recently used
@@ -48,14 +56,6 @@ func confident(d Decision) bool {
 	return false
 }
 
-// Apply records a confident decision for the session id, or replaces a
-// decision that is not confident with the session's route while it has
-// turns left (reason ReasonSession).
-func (s *Sessions) Apply(id string, d Decision) Decision {
-	d, _ = s.ApplyRecorded("", id, d)
-	return d
-}
-
 // key is the store's key for principal's session id ("" without access
 // control); ok is false when either is too long to remember.
 func sessionKey(principal, id string) (string, bool) {
@@ -68,30 +68,34 @@ func sessionKey(principal, id string) (string, bool) {
 	return principal + "\x00" + id, true // NUL: in neither a header value nor a principal's name
 }
 
-// ApplyRecorded is Apply for principal's session id, and reports whether
-// d was recorded as the session's route: what other replicas must learn
-// (Learn) for the conversation to keep its route whichever replica takes
-// its next turn. A kept decision carries the class the session's route
-// was decided for in SessionClass, so that what follows a class (a
-// tenant's pin) follows the conversation.
-func (s *Sessions) ApplyRecorded(principal, id string, d Decision) (Decision, bool) {
-	id, ok := sessionKey(principal, id)
+// apply records a confident decision d as the route of principal's
+// session id, or replaces a decision that is not confident with the
+// session's route while it has turns left (reason ReasonSession). A kept
+// decision carries the class the session's route was decided for in
+// SessionClass, so that what follows a class (a tenant's pin) follows the
+// conversation.
+func (s *Sessions) apply(principal, id string, d Decision) Decision {
+	key, ok := sessionKey(principal, id)
 	if !ok {
-		return d, false
+		return d
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if confident(d) {
-		s.record(id, d)
-		return d, true
+		s.record(key, d)
+		s.mu.Unlock()
+		if s.Recorded != nil {
+			s.Recorded(principal, id, d)
+		}
+		return d
 	}
-	e, ok := s.byID[id]
+	defer s.mu.Unlock()
+	e, ok := s.byID[key]
 	if !ok {
-		return d, false
+		return d
 	}
 	st := e.Value.(*session)
 	if st.turns <= 0 {
-		return d, false
+		return d
 	}
 	st.turns--
 	s.ll.MoveToFront(e)
@@ -99,7 +103,7 @@ func (s *Sessions) ApplyRecorded(principal, id string, d Decision) (Decision, bo
 	kept.Reason = ReasonSession
 	kept.SessionClass = st.d.Class
 	kept.Class, kept.Score, kept.Tier = d.Class, d.Score, d.Tier
-	return kept, false
+	return kept
 }
 
 // maxSessionID bounds the session ids remembered.
@@ -107,7 +111,7 @@ const maxSessionID = 256
 
 // Learn records a confident decision another replica made for
 // principal's session id, as if this one had made it. Anything else is
-// ignored: a replica only shares what ApplyRecorded recorded.
+// ignored: a replica only shares what it recorded (Recorded).
 func (s *Sessions) Learn(principal, id string, d Decision) {
 	id, ok := sessionKey(principal, id)
 	if !ok || !confident(d) {
