@@ -25,6 +25,7 @@
 // A Set is safe for concurrent use; its only mutable state is its lazily
 // loaded tier 2 (a classifier.Lazy, whose load runs on a goroutine of its
 // own). A Sessions store is safe for concurrent use and outlives the Sets
-// that decide with it: its owner (the gateway) hands it on across
-// reloads. Neither starts a goroutine.
+// that decide with it: its owner (the gateway) keeps one for its life,
+// and each session is resolved against the Set deciding the turn, by its
+// route's name. Neither starts a goroutine.
 package rules

@@ -859,7 +859,7 @@ func (s *Set) decide(ctx context.Context, sig *Signals, tr *Trace, tm *Timing) D
 	d := s.cascade(ctx, sig, w, tr)
 	w.tm = nil
 	if sig.Sessions != nil {
-		d = sig.Sessions.apply(sig.Principal, sig.Session, d)
+		d = sig.Sessions.apply(s, sig.Principal, sig.Session, d)
 	}
 	d = pin(sig.Pins, d)
 	if tr != nil {
@@ -883,4 +883,14 @@ func pin(pins map[string]string, d Decision) Decision {
 		d.Pool, d.Fallback, d.Pinned = p, "", true
 	}
 	return d
+}
+
+// route is the route named name; nil: none.
+func (s *Set) route(name string) *route {
+	for i := range s.routes {
+		if s.routes[i].name == name {
+			return &s.routes[i]
+		}
+	}
+	return nil
 }
