@@ -118,7 +118,7 @@ func (s *Sessions) apply(set *Set, principal, id string, d Decision) Decision {
 	st.turns--
 	s.ll.MoveToFront(e)
 	kept := st.d
-	kept.Pool, kept.Fallback, kept.Block = r.pool, r.fallback, r.block
+	kept.Pool, kept.Fallback, kept.Block, kept.Pinned = r.pool, r.fallback, r.block, false
 	kept.Reason = ReasonSession
 	kept.SessionClass = st.d.Class
 	kept.Class, kept.Score, kept.Tier = d.Class, d.Score, d.Tier

@@ -46,3 +46,18 @@ func TestSessionsAcrossSets(t *testing.T) {
 		t.Fatalf("%d sessions after resizing to 1", n)
 	}
 }
+
+// A session learned from another replica is kept as its route goes here,
+// whatever the entry says of its pool, fallback, blocking or pin: only
+// this request's caller pins it.
+func TestSessionLearnedKeptAsTheRouteGoesHere(t *testing.T) {
+	s := compile(t, pinRules, Env{Heads: testHeads(false, nil), Tier1: pinTier1()})
+	store := NewSessions(s.Sessions())
+	store.Learn("", "c", Decision{Pool: "vip", Route: "coding", Class: "code", Tier: 1, Reason: ReasonTier1Confident, Pinned: true, Block: true})
+	sig := input(t, "auto", "and then?")
+	sig.Session, sig.Sessions = "c", store
+	d := s.Decide(context.Background(), sig)
+	if d.Pool != "code" || d.Fallback != "general" || d.Pinned || d.Block || d.Reason != ReasonSession {
+		t.Fatalf("Decide = %+v, want the coding route as it goes here, unpinned", d)
+	}
+}
