@@ -112,7 +112,9 @@ type Gateway struct {
 	responses *responseIndex
 	// sessions keeps conversations on their route, for the gateway's
 	// life: a snapshot whose rules keep sessions borrows it, and Apply
-	// puts the rules' session settings in effect on it.
+	// puts the rules' session settings in effect on it (the defaults
+	// until then). The other replicas' sessions are learned into it
+	// whatever the snapshot in effect.
 	sessions *rules.Sessions
 }
 
@@ -191,7 +193,7 @@ func New(cfg *config.Config, routing *rules.Set, o Options) (*Gateway, error) {
 		sampler:      sample.New(o.SampleQueue),
 		limiter:      tenancy.NewLimiter(),
 		responses:    newResponseIndex(responseIndexSize),
-		sessions:     rules.NewSessions(rules.Session{}),
+		sessions:     rules.NewSessions(rules.Session{Turns: rules.DefaultSessionTurns, Size: rules.DefaultSessionSize}),
 		metricsApart: cfg.Server.MetricsListen != "",
 	}
 	if rc := cfg.Access.Redis; rc.Enabled() {
