@@ -119,3 +119,50 @@ func TestDecidePinsAllocs(t *testing.T) {
 		t.Errorf("Decide with pins and a kept session allocates %v times", n)
 	}
 }
+
+// BenchmarkDecidePinned is BenchmarkDecide's decision with the caller's
+// part: a pin that applies, then also a session that keeps the turn (the
+// store's lock and lookup).
+//
+//	go test ./rules -run '^$' -bench 'Decide(Pinned)?$' -benchmem
+func BenchmarkDecidePinned(b *testing.B) {
+	t1 := constant{Class: "code", Score: 0.9}
+	f, _ := Parse("r.yaml", []byte(cascade))
+	s, err := Compile(f, Env{Pools: pools, Heads: testHeads(true, nil), Tier1: t1, Tier2: func() (classifier.Classifier, error) { return t1, nil }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	pins := map[string]string{"code": "vip", "law": "legal"}
+	b.Run("pin", func(b *testing.B) {
+		in := input(b, "auto", "How do I rebase my feature branch onto main without losing my commits?")
+		in.Pins = pins
+		b.ReportAllocs()
+		for b.Loop() {
+			if d := s.Decide(ctx, in); d.Pool != "vip" {
+				b.Fatal(d)
+			}
+		}
+	})
+	b.Run("pin-session", func(b *testing.B) {
+		unsure := compileBench(b, f, constant{Class: "code", Score: 0.1}) // below escalate_at: default, not confident
+		store := NewSessions(Session{Enabled: true, Turns: 1 << 62, Size: 10})
+		store.Learn("", "conv-1", Decision{Pool: "code", Route: "coding", Class: "code", Tier: 1, Reason: ReasonTier1Confident})
+		in := input(b, "auto", "and then?")
+		in.Pins, in.Session, in.Sessions = pins, "conv-1", store
+		b.ReportAllocs()
+		for b.Loop() {
+			if d := unsure.Decide(ctx, in); d.Pool != "vip" || d.Reason != ReasonSession {
+				b.Fatal(d)
+			}
+		}
+	})
+}
+
+func compileBench(b *testing.B, f *File, t1 classifier.Classifier) *Set {
+	s, err := Compile(f, Env{Pools: pools, Heads: testHeads(true, nil), Tier1: t1, Tier2: func() (classifier.Classifier, error) { return t1, nil }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s
+}

@@ -679,7 +679,9 @@ func (s *Set) ShadowLog() string {
 func (s *Set) DecideShadow(ctx context.Context, sig Signals) Decision {
 	w := s.scratch.Get().(*work)
 	defer s.scratch.Put(w)
-	return pin(sig.Pins, s.cascade(ctx, &sig, w, nil))
+	d := s.cascade(ctx, &sig, w, nil)
+	pin(sig.Pins, &d)
+	return d
 }
 
 // Window is the conversation window the classifier sees: what a wire
@@ -861,7 +863,9 @@ func (s *Set) decide(ctx context.Context, sig *Signals, tr *Trace, tm *Timing) D
 	if sig.Sessions != nil {
 		d = sig.Sessions.apply(s, sig.Principal, sig.Session, d)
 	}
-	d = pin(sig.Pins, d)
+	if len(sig.Pins) > 0 {
+		pin(sig.Pins, &d)
+	}
 	if tr != nil {
 		tr.Decision = d
 	}
@@ -871,9 +875,9 @@ func (s *Set) decide(ctx context.Context, sig *Signals, tr *Trace, tm *Timing) D
 // pin sends d to the pool pins has for the class its route was decided
 // for: this turn's class when a tier decided, the session's when the
 // session kept the route. A blocked request goes nowhere, pinned or not.
-func pin(pins map[string]string, d Decision) Decision {
-	if len(pins) == 0 || d.Block || d.Tier == 0 && d.SessionClass == "" {
-		return d
+func pin(pins map[string]string, d *Decision) {
+	if d.Block || d.Tier == 0 && d.SessionClass == "" {
+		return
 	}
 	class := d.Class
 	if d.SessionClass != "" {
@@ -882,7 +886,6 @@ func pin(pins map[string]string, d Decision) Decision {
 	if p := pins[class]; p != "" && class != "" {
 		d.Pool, d.Fallback, d.Pinned = p, "", true
 	}
-	return d
 }
 
 // route is the route named name; nil: none.
