@@ -12,9 +12,11 @@
 // A Gateway serves from an immutable snapshot of its configuration (pools,
 // model table, rules, limits), swapped atomically by Apply; a request keeps
 // the snapshot it started with. State that must outlive a snapshot has one
-// owner each, handed on by Apply: pools whose settings did not change (with
-// their health and breaker state), and the session store while the rules'
-// session settings stay the same. A Reloader drives Apply from file
+// owner each: pools whose settings did not change (with their health and
+// breaker state) are handed on by Apply; the sessions store, the limit
+// counters and the Responses index are the Gateway's for its life, and
+// each snapshot borrows them (Apply puts the rules' session settings in
+// effect on the store). A Reloader drives Apply from file
 // changes and signals. Handlers are safe for concurrent use. Run owns the
 // pools' health-check goroutines and the shadow worker, and returns after
 // they have all stopped, when its context is done.

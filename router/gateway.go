@@ -110,6 +110,12 @@ type Gateway struct {
 	served   atomic.Uint64 // requests answered on the OpenAI endpoints
 	// responses maps each Responses answer's id to where it was made.
 	responses *responseIndex
+	// sessions keeps conversations on their route, for the gateway's
+	// life: a snapshot whose rules keep sessions borrows it, and Apply
+	// puts the rules' session settings in effect on it (the defaults
+	// until then). The other replicas' sessions are learned into it
+	// whatever the snapshot in effect.
+	sessions *rules.Sessions
 }
 
 // snapshot is one immutable configuration in effect.
@@ -125,8 +131,8 @@ type snapshot struct {
 	rules    *rules.Set // nil without a rules file
 	// conv is the rules' conversation window, as the wire format applies it.
 	conv openai.Conversation
-	// sessions keeps conversations on their route; it is handed from
-	// snapshot to snapshot while the rules' session settings stay.
+	// sessions is the gateway's, borrowed while the rules keep sessions;
+	// nil: they keep none.
 	sessions      *rules.Sessions
 	sessionHeader string        // canonical
 	shadowOut     io.Writer     // the shadow decision log; nil: none
@@ -188,6 +194,7 @@ func New(cfg *config.Config, routing *rules.Set, o Options) (*Gateway, error) {
 		sampler:      sample.New(o.SampleQueue),
 		limiter:      tenancy.NewLimiter(),
 		responses:    newResponseIndex(responseIndexSize),
+		sessions:     rules.NewSessions(rules.Session{Turns: rules.DefaultSessionTurns, Size: rules.DefaultSessionSize}),
 		metricsApart: cfg.Server.MetricsListen != "",
 	}
 	if rc := cfg.Access.Redis; rc.Enabled() {
@@ -198,6 +205,7 @@ func New(cfg *config.Config, routing *rules.Set, o Options) (*Gateway, error) {
 		g.limiter.Share(store, rc.FailClosed)
 		g.redis = store
 		g.share = newSessionShare(store)
+		g.sessions.Recorded = g.share.offer
 	}
 	if p := cfg.Access.StateFile; p != "" {
 		// What the budgets had spent before a restart (a reload keeps the
@@ -345,11 +353,7 @@ func (g *Gateway) Apply(cfg *config.Config, routing *rules.Set) error {
 			if cfg.Header != "" {
 				s.sessionHeader = http.CanonicalHeaderKey(cfg.Header)
 			}
-			if old != nil && old.sessions != nil && old.sessions.Settings() == cfg {
-				s.sessions = old.sessions // conversations outlive the reload
-			} else {
-				s.sessions = rules.NewSessions(cfg)
-			}
+			s.sessions = g.sessions // configured once the snapshot is sure to be applied
 		}
 		if p := routing.ShadowLog(); p != "" && g.shadowLog != nil {
 			w, err := g.shadowLog(p)
@@ -388,6 +392,12 @@ func (g *Gateway) Apply(cfg *config.Config, routing *rules.Set) error {
 	}
 	s.listed = listModels(s)
 	s.modelList = renderModels(s.listed)
+	if s.sessions != nil {
+		// Conversations outlive the reload, whatever their settings: a
+		// new size keeps the most recently used, and each session goes
+		// where its route goes now (ended if the route is gone).
+		s.sessions.Configure(routing.Sessions())
+	}
 	g.snap.Store(s)
 	g.runJWT(jwt)
 	if s.access != nil {

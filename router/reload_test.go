@@ -12,9 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/triagegw/triage/router/pool"
-
+	"github.com/triagegw/triage/classifier"
+	"github.com/triagegw/triage/classifier/classifiertest"
 	"github.com/triagegw/triage/internal/testenv"
+	"github.com/triagegw/triage/router/config"
+	"github.com/triagegw/triage/router/pool"
 )
 
 func asError[T error](err error, target *T) bool { return errors.As(err, target) }
@@ -124,4 +126,53 @@ func TestApplyKeepsUnchangedPoolsAndRebuildsChanged(t *testing.T) {
 	if h.gw.snap.Load().byName["p"].pool == p1 {
 		t.Fatal("pool p kept its old object although its config changed")
 	}
+}
+
+// Sessions are the gateway's, not a snapshot's: a conversation keeps its
+// route across reloads, whatever they change of the session settings, and
+// goes where its route goes now; a reload that removes the route ends the
+// session (the next turn is decided on its own), and one that turns
+// sessions off and on again finds it still there.
+func TestReloadKeepsSessions(t *testing.T) {
+	gen := newReplica(t, "llama", "gen")
+	code := newReplica(t, "coder", "code")
+	code2 := newReplica(t, "coder2", "code2")
+	both := newConfig("general", poolCfg("general", "llama", gen.URL), poolCfg("code", "coder", code.URL), poolCfg("code2", "coder2", code2.URL))
+	tier1 := &classifiertest.Fixed{Rules: []classifiertest.Rule{{Contains: "rebase", Class: "code", Score: 0.95}},
+		Default: classifier.Scored{Class: "other", Score: 0.4}}
+	const body = "routes: [{name: coding, when: {class: code}, pool: code}]\ndefault: general\nsession: {header: x-session-id, turns: 5}\nexplain: true\n"
+	h := newHarness(t, both)
+	apply := func(cfg *config.Config, rules string) {
+		t.Helper()
+		if err := h.gw.Apply(cfg, compileRules(t, cfg, tier1, rules)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ask := func(text, want, reason string) {
+		t.Helper()
+		r := h.do(t, "POST", "/v1/chat/completions", `{"model":"auto","messages":[{"role":"user","content":"`+text+`"}]}`, "X-Session-Id", "conv-1")
+		if r.status != 200 || r.header.Get("X-Sim-Replica") != want || r.header.Get("X-Triage-Reason") != reason {
+			t.Fatalf("%q: %d from %q, reason %q; want %q, %q (%s)", text, r.status, r.header.Get("X-Sim-Replica"), r.header.Get("X-Triage-Reason"), want, reason, r.body)
+		}
+	}
+	apply(both, body)
+	ask("how do I rebase", "code", "tier1_confident")
+	apply(both, body+"# an edit\n") // nothing about sessions
+	ask("now add tests", "code", "session")
+	// Other settings, and the route's pool moved: the conversation
+	// follows its route.
+	apply(both, strings.NewReplacer("turns: 5", "turns: 6, size: 100", "pool: code", "pool: code2").Replace(body))
+	ask("and docs?", "code2", "session")
+	// Sessions off, then on again: still there.
+	apply(both, strings.Replace(body, "session: {header: x-session-id, turns: 5}\n", "", 1))
+	ask("and a changelog?", "gen", "default")
+	apply(both, body)
+	ask("and a release?", "code", "session")
+	// The route and its pool gone: decided on its own, and the session
+	// ended, so that the route coming back does not revive it.
+	gone := newConfig("general", poolCfg("general", "llama", gen.URL))
+	apply(gone, "routes: [{name: legal, when: {class: law}, pool: general}]\ndefault: general\nsession: {header: x-session-id, turns: 5}\nexplain: true\n")
+	ask("and then?", "gen", "default")
+	apply(both, body)
+	ask("and now?", "gen", "default")
 }

@@ -171,40 +171,6 @@ func TestConversationWindowThroughTheGateway(t *testing.T) {
 	}
 }
 
-// A conversation stays on its route across a reload that keeps the
-// session settings, and starts afresh when they change.
-func TestSessionsOutliveReloads(t *testing.T) {
-	gen := newReplica(t, "llama", "gen")
-	code := newReplica(t, "coder", "code")
-	cfg := newConfig("general", poolCfg("general", "llama", gen.URL), poolCfg("code", "coder", code.URL))
-	tier1 := &classifiertest.Fixed{Rules: []classifiertest.Rule{{Contains: "rebase", Class: "code", Score: 0.95}},
-		Default: classifier.Scored{Class: "other", Score: 0.4}}
-	body := "routes: [{name: coding, when: {class: code}, pool: code}]\ndefault: general\nsession: {header: x-session-id, turns: 5}\n"
-	h := newHarness(t, cfg)
-	apply := func(b string) {
-		t.Helper()
-		if err := h.gw.Apply(cfg, compileRules(t, cfg, tier1, b)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ask := func(text string) reply {
-		t.Helper()
-		return h.do(t, "POST", "/v1/chat/completions", `{"model":"auto","messages":[{"role":"user","content":"`+text+`"}]}`, "X-Session-Id", "conv-1")
-	}
-	apply(body)
-	if r := ask("how do I rebase"); r.header.Get("X-Sim-Replica") != "code" {
-		t.Fatalf("first turn went to %q", r.header.Get("X-Sim-Replica"))
-	}
-	apply(body + "explain: true\n") // a reload that keeps the session settings
-	if r := ask("now add tests"); r.header.Get("X-Sim-Replica") != "code" || r.header.Get("X-Triage-Reason") != "session" {
-		t.Fatalf("after a reload keeping the settings: %q, reason %q", r.header.Get("X-Sim-Replica"), r.header.Get("X-Triage-Reason"))
-	}
-	apply(strings.Replace(body, "turns: 5", "turns: 6", 1)) // new settings: a new store
-	if r := ask("and docs?"); r.header.Get("X-Sim-Replica") != "gen" {
-		t.Fatalf("after the settings changed the old session still held: %q", r.header.Get("X-Sim-Replica"))
-	}
-}
-
 // A block route answers an OpenAI-shaped 400 with code "blocked" and the
 // route's name, and sends nothing upstream.
 func TestBlockRoute(t *testing.T) {

@@ -24,11 +24,12 @@ import (
 //	extract  the body in the pools' terms: translated, parsed, its
 //	         Responses chain checked against its owner
 //	limit    the model allowed to the caller, its limits and budget counted
-//	decide   the route: the rules (and the conversation's session) or the
-//	         model table; a blocking route ends here
-//	place    the pool: every override of the decision, each named
-//	         (tenant pin, fallback, Responses chain), and the caller's
-//	         right to the pool checked
+//	decide   the route: the rules (with the conversation's session and
+//	         the tenant's pins) or the model table; a blocking route ends
+//	         here
+//	place    the pool: what the moment of sending overrides, each named
+//	         (fallback, Responses chain), and the caller's right to the
+//	         pool checked
 //	forward  to a replica, and the answer relayed
 //	settle   the tokens the answer used, and the request's record observed
 //	         (metrics, usage, trace, split, sample, access line)
@@ -308,27 +309,24 @@ func (x *exchange) decide() error {
 	return nil
 }
 
-// decideRoute runs the rules for an alias, applies the conversation's
-// session, and tells the decision's observers (metrics, shadow, sampler).
+// decideRoute runs the rules for an alias, with the conversation's
+// session and the caller's pins (both part of the decision), and tells
+// the decision's observers (metrics, shadow, sampler).
 func (x *exchange) decideRoute() {
 	g, s, al := x.g, x.s, &x.al
 	t0 := time.Now()
 	var sig rules.Signals
 	release := s.signals(x.alias, x.body, &x.req, x.r.Header, &sig)
-	sig.Principal = al.principal
+	sig.Principal, sig.Sessions = al.principal, s.sessions
+	if s.access != nil {
+		sig.Pins = x.caller.Pins()
+	}
 	al.arm = s.assignArm(x.w.Header(), &sig, al)
 	var dec rules.Decision
 	if al.trace != nil {
 		dec = s.rules.DecideTimed(x.r.Context(), sig, &al.trace.timing)
 	} else {
 		dec = s.rules.Decide(x.r.Context(), sig)
-	}
-	if s.sessions != nil {
-		var recorded bool
-		dec, recorded = s.sessions.ApplyRecorded(sig.Principal, sig.Session, dec)
-		if recorded && g.share != nil {
-			g.share.offer(sig.Principal, sig.Session, dec)
-		}
 	}
 	al.decideTime = time.Since(t0)
 	if al.trace != nil {
@@ -341,31 +339,21 @@ func (x *exchange) decideRoute() {
 	x.dec, al.dec, al.semantic = dec, dec, true
 }
 
-// Overrides of the decision's pool, as the access line names them
-// (placed_by).
+// What chose the pool when it was not the route's own, as the access line
+// names it (placed_by).
 const (
-	placedPin      = "tenant_pin"        // the tenant's own pool for the class
+	placedPin      = "tenant_pin"        // the tenant's own pool for the class (decided: rules.Decision.Pinned)
 	placedFallback = "fallback"          // the route's pool had no healthy replica
 	placedChain    = "previous_response" // a Responses chain goes where its response lives
 )
 
-// place finds the pool that serves the decision, applying every override
-// in order — the tenant's pin, the route's fallback, a Responses chain —
-// and checks the caller may use it.
+// place finds the pool that serves the decision (which a tenant's pin is
+// part of), applying what only the moment of sending knows, in order — the
+// route's fallback, a Responses chain — and checks the caller may use it.
 func (x *exchange) place() error {
 	s, dec := x.s, &x.dec
-	if s.access != nil && x.semantic && (dec.Tier > 0 || dec.SessionClass != "") {
-		// A tenant's pin follows the class the route was decided for:
-		// this turn's, or, for a turn its session kept, the class the
-		// session's route was decided for.
-		class := dec.Class
-		if dec.SessionClass != "" {
-			class = dec.SessionClass
-		}
-		if p := x.caller.Pinned(class); p != "" {
-			dec.Pool, dec.Fallback = p, ""
-			x.al.placedBy = placedPin
-		}
+	if dec.Pinned {
+		x.al.placedBy = placedPin
 	}
 	e := s.byName[dec.Pool]
 	if e == nil {

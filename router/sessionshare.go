@@ -169,10 +169,12 @@ func (x *sessionShare) learn(g *Gateway) func([]byte) {
 			}
 			return
 		}
-		if s.sessions == nil || (m.D.Pool != "" && s.byName[m.D.Pool] == nil) {
-			return // no sessions here, or a pool this replica's config does not have
-		}
-		s.sessions.Learn(m.P, m.ID, m.D)
+		// Into the gateway's store, whatever the snapshot in effect: a
+		// replica starting reads the backlog while it may still be
+		// applying its first rules, and a session is resolved by its
+		// route's name when a turn uses it (a route or pool this
+		// replica's config lacks keeps nothing).
+		g.sessions.Learn(m.P, m.ID, m.D)
 		x.learned.Add(1)
 	}
 }

@@ -150,6 +150,43 @@ func TestShareReachesReplicaStartedLater(t *testing.T) {
 	}
 }
 
+// TestShareLearnsWhateverTheRules: a replica learns the others' sessions
+// into its own store whatever the rules in effect, so one whose rules keep
+// no sessions yet (or none at all: a replica reads the backlog while it
+// starts) keeps the conversation on its route once a reload turns them on.
+func TestShareLearnsWhateverTheRules(t *testing.T) {
+	addr, _, _ := testenv.Redis(t)
+	gen := newReplica(t, "llama", "gen")
+	code := newReplica(t, "coder", "code")
+	tier1 := &classifiertest.Fixed{Rules: []classifiertest.Rule{{Contains: "HTTP server", Class: "code", Score: 0.95}},
+		Default: classifier.Scored{Class: "other", Score: 0.5}}
+	const routes = "routes: [{name: coding, when: {class: code}, pool: code}]\ndefault: general\n"
+	cfg := newConfig("general", poolCfg("general", "llama", gen.URL), poolCfg("code", "coder", code.URL))
+	cfg.Access.Redis = tenancy.RedisConfig{Addr: addr, Timeout: 200 * time.Millisecond}
+	start := func(rules string) *harness {
+		h := newHarness(t, cfg)
+		if err := h.gw.Apply(cfg, compileRules(t, cfg, tier1, rules)); err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	first := start(routes + "session: {header: x-session-id}\n")
+	waitCaughtUp(t, []*harness{first})
+	if r := first.do(t, "POST", "/v1/chat/completions", `{"model":"auto","messages":[{"role":"user","content":"Write a Go HTTP server"}]}`, "X-Session-Id", "s-1"); r.header.Get("X-Sim-Replica") != "code" {
+		t.Fatalf("the session's first turn went to %q", r.header.Get("X-Sim-Replica"))
+	}
+	testenv.Wait(t, func() bool { return len(first.gw.share.out) == 0 && first.gw.share.appended.Load() >= 1 }, "the first replica's session written")
+
+	later := start(routes) // no sessions
+	waitCaughtUp(t, []*harness{later})
+	if err := later.gw.Apply(cfg, compileRules(t, cfg, tier1, routes+"session: {header: x-session-id}\n")); err != nil {
+		t.Fatal(err)
+	}
+	if r := later.do(t, "POST", "/v1/chat/completions", `{"model":"auto","messages":[{"role":"user","content":"and tests?"}]}`, "X-Session-Id", "s-1"); r.header.Get("X-Sim-Replica") != "code" || r.header.Get("X-Triage-Reason") != "session" {
+		t.Fatalf("the next turn, sessions turned on after the replica learned: %q, reason %q", r.header.Get("X-Sim-Replica"), r.header.Get("X-Triage-Reason"))
+	}
+}
+
 // TestShareOutlastsRedisOutage: what a replica records while Redis is
 // down (restarting) reaches the other replicas once it is back, instead
 // of being dropped with the call that failed.

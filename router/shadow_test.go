@@ -14,6 +14,7 @@ import (
 	"github.com/triagegw/triage/classifier"
 	"github.com/triagegw/triage/classifier/classifiertest"
 	"github.com/triagegw/triage/shadow"
+	"github.com/triagegw/triage/tenancy"
 
 	"github.com/triagegw/triage/internal/testenv"
 )
@@ -140,6 +141,47 @@ func TestShadowQueueFullDrops(t *testing.T) {
 	}
 	if m := scrape(t, hs); !strings.Contains(m, `triage_shadow_decisions_total{result="dropped"} 2`) {
 		t.Fatalf("drops not counted:\n%s", grep(m, "shadow"))
+	}
+}
+
+// A tenant's pin is part of both decisions a shadow compares: the
+// candidate agreeing with the live rules on a pinned request is counted as
+// agreeing, and both sides of the record show the tenant's pool.
+func TestShadowPinsAlike(t *testing.T) {
+	gen := newReplica(t, "llama", "gen")
+	acme := newReplica(t, "acme-coder", "acme")
+	cfg := newConfig("general", poolCfg("general", "llama", gen.URL), poolCfg("code", "coder", gen.URL), poolCfg("legal", "saul", gen.URL),
+		poolCfg("acme-code", "acme-coder", acme.URL))
+	keys := filepath.Join(t.TempDir(), "keys.jsonl")
+	secrets := writeKeys(t, keys, "acme")
+	cfg.Access = tenancy.Config{KeysFile: keys, Policies: []tenancy.Policy{{Principal: "acme", Pins: map[string]string{"code": "acme-code"}}}}
+	tier1 := &classifiertest.Fixed{Rules: []classifiertest.Rule{{Contains: "rebase", Class: "code", Score: 0.93}},
+		Default: classifier.Scored{Class: "other", Score: 0.8}}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "c.yaml"), []byte(gatewayRules), 0o644)
+	p := filepath.Join(dir, "rules.yaml")
+	os.WriteFile(p, []byte(gatewayRules+"shadow: {rules: c.yaml, sample: 1, log: shadow.jsonl}\n"), 0o644)
+	set := compileRulesFile(t, p, cfg, tier1, compileRulesFile(t, filepath.Join(dir, "c.yaml"), cfg, tier1, nil))
+	hs := newHarness(t, cfg)
+	var logged testenv.Buffer
+	hs.gw.shadowLog = func(string) (io.Writer, error) { return &logged, nil }
+	if err := hs.gw.Apply(cfg, set); err != nil {
+		t.Fatal(err)
+	}
+	r := hs.do(t, "POST", "/v1/chat/completions", `{"model":"auto","messages":[{"role":"user","content":"how do I rebase"}]}`, "Authorization", "Bearer "+secrets["acme"])
+	if r.status != 200 {
+		t.Fatalf("status %d: %s", r.status, r.body)
+	}
+	testenv.Wait(t, func() bool { return strings.Contains(logged.String(), "\n") }, "a shadow record")
+	var rec shadow.Record
+	if err := json.Unmarshal([]byte(logged.String()), &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Live.Pool != "acme-code" || !rec.Live.Pinned || rec.Shadow.Pool != "acme-code" || !rec.Shadow.Pinned {
+		t.Fatalf("live %+v, shadow %+v; want both pinned to acme-code", rec.Live.Decision, rec.Shadow.Decision)
+	}
+	if m := scrape(t, hs); !strings.Contains(m, `triage_shadow_decisions_total{result="agree"} 1`) {
+		t.Fatalf("a pinned request the candidate decides alike is not counted as agreeing:\n%s", grep(m, "shadow"))
 	}
 }
 

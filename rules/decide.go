@@ -469,7 +469,8 @@ func (s *Set) Gather(ctx context.Context, sig Signals) *Evidence {
 }
 
 // Replay decides on gathered evidence under p, with the policy Decide
-// applies (sessions aside).
+// applies (sessions and pins aside: they are the caller's, not the
+// rules').
 func (s *Set) Replay(e *Evidence, p *Params) Decision {
 	return s.policy(p, &e.ev, nil)
 }

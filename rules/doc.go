@@ -13,13 +13,19 @@
 // set's Window, headers): tier 1; if its top class has a route, clears that
 // class's tier-1 floor and does not require tier 2, route there; otherwise,
 // when tier 2 can settle it, tier 2 with its own floors; otherwise the
-// default pool. Every Decision carries a reason. The gateway, `triage
-// route`, `triage eval --rules`, `triage ab` and shadow mode all decide
-// through Decide: there is no other implementation of it.
+// default pool. Every Decision carries a reason. What the caller adds is
+// part of the decision too: the conversation's session keeps a turn that
+// is not confident on the route its conversation took (Signals.Sessions),
+// and a tenant's pins send a class to the tenant's own pool
+// (Signals.Pins, Decision.Pinned). The gateway, `triage route`, `triage
+// eval --rules`, `triage ab` and shadow mode all decide through Decide:
+// there is no other implementation of it; calibration replays its policy
+// (Gather, Replay), without the caller's sessions and pins.
 //
 // A Set is safe for concurrent use; its only mutable state is its lazily
 // loaded tier 2 (a classifier.Lazy, whose load runs on a goroutine of its
-// own). Sessions, which keep a conversation on its route, are a store the
-// caller owns (the gateway keeps one across reloads) and applies after
-// Decide.
+// own). A Sessions store is safe for concurrent use and outlives the Sets
+// that decide with it: its owner (the gateway) keeps one for its life,
+// and each session is resolved against the Set deciding the turn, by its
+// route's name. Neither starts a goroutine.
 package rules

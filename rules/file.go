@@ -255,6 +255,12 @@ type Window struct {
 	MaxBytes int
 }
 
+// Defaults of a session section's turns and size.
+const (
+	DefaultSessionTurns = 5
+	DefaultSessionSize  = 10000
+)
+
 // Session keeps a conversation on its route.
 type Session struct {
 	// Enabled is set by a session section in the file.
@@ -322,7 +328,7 @@ func Parse(path string, src []byte) (*File, error) {
 	p := &parser{file: path}
 	f := &File{Path: path, Aliases: []string{"auto"}, Explain: true, Classes: map[string]*Class{}, pos: map[string]Pos{},
 		Tier2: Tier2{Budget: 50 * time.Millisecond}, Shadow: Shadow{Sample: 1}, Window: Window{UserTurns: 3, MaxBytes: 16 << 10},
-		Session: Session{Turns: 5, Size: 10000}}
+		Session: Session{Turns: DefaultSessionTurns, Size: DefaultSessionSize}}
 	var doc yaml.Node
 	if err := yaml.Unmarshal(src, &doc); err != nil {
 		return nil, &Error{Problems: []Problem{{File: path, Msg: "not valid YAML: " + err.Error()}}}

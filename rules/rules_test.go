@@ -365,7 +365,11 @@ session: {header: x-session-id, turns: 2, size: 2}
 `, Env{Heads: testHeads(false, nil), Tier1: t1})
 	ctx := context.Background()
 	store := NewSessions(s.Sessions())
-	decide := func(text, id string) Decision { return store.Apply(id, s.Decide(ctx, input(t, "auto", text))) }
+	decide := func(text, id string) Decision {
+		sig := input(t, "auto", text)
+		sig.Session, sig.Sessions = id, store
+		return s.Decide(ctx, sig)
+	}
 	steps := []struct {
 		text, wantPool, wantReason string
 	}{

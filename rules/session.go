@@ -9,13 +9,25 @@ import (
 // conversation was sent to with confidence, for a number of later turns: a
 // bounded LRU. A session belongs to the principal whose request recorded
 // it: another principal sending the same id (or the same conversation,
-// whose fingerprint stands for an id) neither keeps nor moves its route. It is
-// safe for concurrent use. It outlives a Set: the gateway keeps one across
-// reloads while the settings it was made with stay the same, so an edit to
-// the rules or the config does not drop every conversation.
+// whose fingerprint stands for an id) neither keeps nor moves its route.
+//
+// A store outlives the Sets that decide with it (Signals.Sessions): its
+// owner (the gateway) keeps one for its whole life and Configures it as
+// the rules' session settings change, so a reload drops no conversation.
+// A session remembers its route by name, and the Set deciding a later turn
+// sends it where that route goes now: a route whose pool changed takes the
+// conversation along, and a session whose route is gone ends. It is safe
+// for concurrent use.
 type Sessions struct {
-	cfg  Session
+	// Recorded, when set, is told each decision recorded as a session's
+	// route (what other replicas must Learn for the conversation to keep
+	// its route whichever replica takes its next turn). It is called on the
+	// deciding goroutine, outside the store's lock, and must not block.
+	// Set it before the store is used.
+	Recorded func(principal, id string, d Decision)
+
 	mu   sync.Mutex
+	cfg  Session
 	ll   *list.List // front: most recently used
 	byID map[string]*list.Element
 }
@@ -31,8 +43,16 @@ func NewSessions(cfg Session) *Sessions {
 	return &Sessions{cfg: cfg, ll: list.New(), byID: map[string]*list.Element{}}
 }
 
-// Settings are the settings the store was made with.
-func (s *Sessions) Settings() Session { return s.cfg }
+// Configure puts cfg's settings in effect, keeping the sessions
+// remembered: a new size drops the least recently used past it; new turns
+// apply to the routes recorded from now on (a session keeps the turns it
+// has left).
+func (s *Sessions) Configure(cfg Session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cfg = cfg
+	s.trim()
+}
 
 // confident reports whether d settles a session's route by itself.
 func confident(d Decision) bool {
@@ -48,14 +68,6 @@ func confident(d Decision) bool {
 	return false
 }
 
-// Apply records a confident decision for the session id, or replaces a
-// decision that is not confident with the session's route while it has
-// turns left (reason ReasonSession).
-func (s *Sessions) Apply(id string, d Decision) Decision {
-	d, _ = s.ApplyRecorded("", id, d)
-	return d
-}
-
 // key is the store's key for principal's session id ("" without access
 // control); ok is false when either is too long to remember.
 func sessionKey(principal, id string) (string, bool) {
@@ -68,38 +80,49 @@ func sessionKey(principal, id string) (string, bool) {
 	return principal + "\x00" + id, true // NUL: in neither a header value nor a principal's name
 }
 
-// ApplyRecorded is Apply for principal's session id, and reports whether
-// d was recorded as the session's route: what other replicas must learn
-// (Learn) for the conversation to keep its route whichever replica takes
-// its next turn. A kept decision carries the class the session's route
-// was decided for in SessionClass, so that what follows a class (a
-// tenant's pin) follows the conversation.
-func (s *Sessions) ApplyRecorded(principal, id string, d Decision) (Decision, bool) {
-	id, ok := sessionKey(principal, id)
+// apply records a confident decision d as the route of principal's
+// session id, or replaces a decision that is not confident with the
+// session's route while it has turns left (reason ReasonSession), sent
+// where set has that route go now. A kept decision carries the class the
+// session's route was decided for in SessionClass, so that what follows a
+// class (a tenant's pin) follows the conversation.
+func (s *Sessions) apply(set *Set, principal, id string, d Decision) Decision {
+	key, ok := sessionKey(principal, id)
 	if !ok {
-		return d, false
+		return d
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if confident(d) {
-		s.record(id, d)
-		return d, true
+		s.record(key, d)
+		s.mu.Unlock()
+		if s.Recorded != nil {
+			s.Recorded(principal, id, d)
+		}
+		return d
 	}
-	e, ok := s.byID[id]
+	defer s.mu.Unlock()
+	e, ok := s.byID[key]
 	if !ok {
-		return d, false
+		return d
 	}
 	st := e.Value.(*session)
 	if st.turns <= 0 {
-		return d, false
+		return d
+	}
+	r := set.route(st.d.Route)
+	if r == nil { // the route is gone: the conversation is decided afresh
+		s.ll.Remove(e)
+		delete(s.byID, key)
+		return d
 	}
 	st.turns--
 	s.ll.MoveToFront(e)
 	kept := st.d
+	kept.Pool, kept.Fallback, kept.Block, kept.Pinned = r.pool, r.fallback, r.block, false
 	kept.Reason = ReasonSession
 	kept.SessionClass = st.d.Class
 	kept.Class, kept.Score, kept.Tier = d.Class, d.Score, d.Tier
-	return kept, false
+	return kept
 }
 
 // maxSessionID bounds the session ids remembered.
@@ -107,7 +130,7 @@ const maxSessionID = 256
 
 // Learn records a confident decision another replica made for
 // principal's session id, as if this one had made it. Anything else is
-// ignored: a replica only shares what ApplyRecorded recorded.
+// ignored: a replica only shares what it recorded (Recorded).
 func (s *Sessions) Learn(principal, id string, d Decision) {
 	id, ok := sessionKey(principal, id)
 	if !ok || !confident(d) {
@@ -127,7 +150,12 @@ func (s *Sessions) record(id string, d Decision) {
 		return
 	}
 	s.byID[id] = s.ll.PushFront(&session{id: id, d: d, turns: s.cfg.Turns})
-	if s.ll.Len() > s.cfg.Size {
+	s.trim()
+}
+
+// trim drops the least recently used sessions past the size; s.mu is held.
+func (s *Sessions) trim() {
+	for s.ll.Len() > max(s.cfg.Size, 0) {
 		old := s.ll.Back()
 		s.ll.Remove(old)
 		delete(s.byID, old.Value.(*session).id)

@@ -61,6 +61,11 @@ type Decision struct {
 	// SessionClass, with ReasonSession, is the class the session's route
 	// was decided for (Class is this turn's verdict).
 	SessionClass string `json:"session_class,omitempty"`
+	// Pinned: the caller's pin for the class (Signals.Pins) chose Pool, in
+	// place of the route's own pool and fallback. Route and Reason stay
+	// the rules': the pin moves where the route's requests go, not which
+	// route they took.
+	Pinned bool `json:"pinned,omitempty"`
 	// Block: the route blocks the request (an error answer, nothing sent
 	// upstream); Pool is empty then.
 	Block bool `json:"block,omitempty"`
@@ -84,6 +89,14 @@ type Signals struct {
 	// Principal is who the request acts for ("" without access control):
 	// a session belongs to its principal.
 	Principal string
+	// Sessions is the store that keeps conversations on their route
+	// (Session identifies this one's); nil: no stickiness. It outlives
+	// Sets: its owner keeps it.
+	Sessions *Sessions
+	// Pins are the caller's own pools by class (a tenant's access policy):
+	// a request whose route was decided for a pinned class goes to that
+	// pool instead of the route's. nil: none. Read, never written.
+	Pins map[string]string
 	// Arm is the split arm the request is on: ArmB is decided by the
 	// split's rule set (Set.Split), anything else by these rules.
 	Arm Arm
@@ -660,18 +673,22 @@ func (s *Set) ShadowLog() string {
 
 // DecideShadow decides as Decide does for a request that named one of the
 // primary set's aliases, whatever this set's own aliases are: a shadow set
-// judges the traffic its primary routes.
+// judges the traffic its primary routes. The caller's pins apply, as they
+// do to the primary's decision it is compared with; sessions do not (the
+// store is the primary's).
 func (s *Set) DecideShadow(ctx context.Context, sig Signals) Decision {
 	w := s.scratch.Get().(*work)
 	defer s.scratch.Put(w)
-	return s.cascade(ctx, &sig, w, nil)
+	d := s.cascade(ctx, &sig, w, nil)
+	pin(sig.Pins, &d)
+	return d
 }
 
 // Window is the conversation window the classifier sees: what a wire
 // format extracts into Signals.Text.
 func (s *Set) Window() Window { return s.file.Window }
 
-// Sessions is the session settings; Header is empty when the file keeps
+// Sessions is the session settings; Enabled is false when the file keeps
 // no sessions.
 func (s *Set) Sessions() Session { return s.file.Session }
 
@@ -784,9 +801,20 @@ type Trace struct {
 }
 
 // Decide routes one request by its signals. For a model that is not an
-// alias it returns ReasonExplicitModel and no pool. Session stickiness is
-// not applied here: the Sessions store, which outlives a Set, is the
-// caller's (the gateway's).
+// alias it returns ReasonExplicitModel and no pool. For an alias, in
+// order:
+//
+//  1. the cascade (see policy) decides on the request's own text;
+//  2. with sig.Sessions and a session id, a confident decision becomes the
+//     conversation's route; one that is not confident is replaced by the
+//     route its session keeps, while it has turns left (ReasonSession,
+//     SessionClass);
+//  3. with sig.Pins, the caller's pin for the class the route was decided
+//     for (this turn's, or for a turn its session kept, the session's)
+//     sends the request to the caller's pool (Pinned).
+//
+// Steps 2 and 3 add no allocation but the session's key, when a
+// principal owns it, and a new session's entry.
 func (s *Set) Decide(ctx context.Context, sig Signals) Decision {
 	return s.decide(ctx, &sig, nil, nil)
 }
@@ -832,8 +860,40 @@ func (s *Set) decide(ctx context.Context, sig *Signals, tr *Trace, tm *Timing) D
 	w.tm = tm
 	d := s.cascade(ctx, sig, w, tr)
 	w.tm = nil
+	if sig.Sessions != nil {
+		d = sig.Sessions.apply(s, sig.Principal, sig.Session, d)
+	}
+	if len(sig.Pins) > 0 {
+		pin(sig.Pins, &d)
+	}
 	if tr != nil {
 		tr.Decision = d
 	}
 	return d
+}
+
+// pin sends d to the pool pins has for the class its route was decided
+// for: this turn's class when a tier decided, the session's when the
+// session kept the route. A blocked request goes nowhere, pinned or not.
+func pin(pins map[string]string, d *Decision) {
+	if d.Block || d.Tier == 0 && d.SessionClass == "" {
+		return
+	}
+	class := d.Class
+	if d.SessionClass != "" {
+		class = d.SessionClass
+	}
+	if p := pins[class]; p != "" && class != "" {
+		d.Pool, d.Fallback, d.Pinned = p, "", true
+	}
+}
+
+// route is the route named name; nil: none.
+func (s *Set) route(name string) *route {
+	for i := range s.routes {
+		if s.routes[i].name == name {
+			return &s.routes[i]
+		}
+	}
+	return nil
 }

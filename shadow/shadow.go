@@ -80,7 +80,10 @@ func NewRunner(n int, c Counter) *Runner {
 // Offer queues a shadow decision of a request the live rules decided as
 // live, when they have a shadow set and its sample takes the request.
 // Under a split, sig.Arm names the arm whose rules decided it, and the
-// record names that arm and its rules version.
+// record names that arm and its rules version. The caller's pins
+// (sig.Pins) apply to the candidate's decision as they did to the live
+// one, so that a tenant's pin is not counted as the candidate's
+// disagreement.
 // out is the shadow log (nil: agreement is counted, nothing logged). It
 // copies what it keeps of sig and never blocks.
 func (r *Runner) Offer(live *rules.Set, out io.Writer, id string, sig *rules.Signals, dec rules.Decision, took time.Duration) {
@@ -97,7 +100,8 @@ func (r *Runner) Offer(live *rules.Set, out io.Writer, id string, sig *rules.Sig
 		arm = sp.Name(sig.Arm)
 	}
 	j := &job{set: set, out: out, at: time.Now(), id: id, live: dec, arm: arm, version: live.ArmVersion(sig.Arm), took: took,
-		sig: rules.Signals{Model: sig.Model, Text: strings.Clone(sig.Text), Header: sig.Header.Clone(), Session: sig.Session}}
+		sig: rules.Signals{Model: sig.Model, Text: strings.Clone(sig.Text), Header: sig.Header.Clone(), Session: sig.Session,
+			Pins: sig.Pins}} // the snapshot's, never written: safe to keep
 	if j.sig.Header == nil {
 		j.sig.Header = http.Header{}
 	}

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"slices"
@@ -110,7 +111,7 @@ func Compile(cfg *Config, keys []Key, jwt *JWT, limiter *Limiter) (*Snapshot, er
 		p := &cfg.Policies[i]
 		s.byWho[p.who()] = p
 		direct := p.Direct == nil || *p.Direct
-		s.compiled[p.who()] = &policy{models: set(p.Models), pools: set(p.Pools), routes: set(p.Routes), classes: set(p.Classes), direct: direct, pins: p.Pins}
+		s.compiled[p.who()] = &policy{models: set(p.Models), pools: set(p.Pools), routes: set(p.Routes), classes: set(p.Classes), direct: direct, pins: maps.Clone(p.Pins)}
 	}
 	s.keyPrincipals = make(map[string]bool, len(keys))
 	for _, k := range keys {
@@ -353,12 +354,14 @@ func (c Caller) AllowModel(model string, alias bool) *Denial {
 	return nil
 }
 
-// Pinned is the pool the caller's policy pins class to ("" if none).
-func (c Caller) Pinned(class string) string {
-	if p := c.e.pol; p != nil && class != "" {
-		return p.pins[class]
+// Pins are the pools the caller's policy pins classes to (class → pool;
+// nil: none), for the decision (rules.Signals.Pins). The map is the
+// snapshot's: read it, never write it.
+func (c Caller) Pins() map[string]string {
+	if p := c.e.pol; p != nil {
+		return p.pins
 	}
-	return ""
+	return nil
 }
 
 // AllowRoute checks where the router sends the request: its pool, the
