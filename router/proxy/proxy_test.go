@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -354,21 +355,25 @@ func TestClientCancelReachesUpstream(t *testing.T) {
 			defer cancel()
 			req, _ := http.NewRequestWithContext(ctx, "POST", gw+"/v1/chat/completions", strings.NewReader(`{"model":"served-model"}`))
 			if !stream {
-				// The client leaves while the replica holds its request.
+				// The client leaves while the gateway waits for the
+				// replica's head.
 				go func() {
 					<-started
+					testenv.Poll(testenv.WaitTimeout, forwardWaiting)
 					cancel()
 				}()
 			}
 			resp, err := http.DefaultClient.Do(req)
 			if stream {
-				// The client leaves mid-stream, once its first event came.
+				// The client leaves mid-stream: it has the first event,
+				// and the gateway waits for the next.
 				if err != nil {
 					t.Fatal(err)
 				}
 				if line, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil || line != "data: {}\n" {
 					t.Fatalf("first line of the stream: %q, %v", line, err)
 				}
+				testenv.Wait(t, func() bool { ok, _ := forwardWaiting(); return ok }, "the gateway to wait on the replica")
 				cancel()
 				resp.Body.Close()
 			} else if err == nil {
@@ -385,6 +390,19 @@ func TestClientCancelReachesUpstream(t *testing.T) {
 			}
 		})
 	}
+}
+
+// forwardWaiting reports whether a Forward waits in the network poller
+// (on its replica's connection), read from the dump of all goroutines.
+func forwardWaiting() (bool, string) {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "[IO wait") && strings.Contains(g, "proxy.(*Transport).Forward(") {
+			return true, ""
+		}
+	}
+	return false, ""
 }
 
 func TestKeepAliveReuseAndStaleConnection(t *testing.T) {
