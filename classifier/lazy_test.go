@@ -11,13 +11,20 @@ import (
 	"github.com/triagegw/triage/internal/testenv"
 )
 
-// gated classifies once released, answering class "x".
-type gated struct{ release chan struct{} }
+// gated classifies once released, answering class "x:text"; when ran is
+// set, it sends the text there once it has written its answer.
+type gated struct {
+	release chan struct{}
+	ran     chan string
+}
 
 func (g *gated) Classify(ctx context.Context, text string, r *Result) error {
 	<-g.release
 	r.Class, r.Score, r.Tier = "x:"+text, 0.9, 2
 	r.Top = append(r.Top[:0], Scored{Class: "x:" + text, Score: 0.9})
+	if g.ran != nil {
+		g.ran <- text
+	}
 	return nil
 }
 
@@ -56,7 +63,7 @@ func TestLazyLoadsOnceOnFirstNeed(t *testing.T) {
 }
 
 func TestLazyBudgetDropsALateAnswer(t *testing.T) {
-	g := &gated{release: make(chan struct{})}
+	g := &gated{release: make(chan struct{}), ran: make(chan string, 2)}
 	l := NewLazy(func() (Classifier, error) { return g, nil })
 	if err := l.Wait(); err != nil {
 		t.Fatal(err)
@@ -66,7 +73,9 @@ func TestLazyBudgetDropsALateAnswer(t *testing.T) {
 		t.Fatalf("a run past its budget: %v", err)
 	}
 	close(g.release) // the run can end only now: the call returned without it
-	time.Sleep(10 * time.Millisecond)
+	if text := testenv.Receive(t, g.ran, "the late run to end"); text != "late" {
+		t.Fatalf("the run that ended was %q's, want the late one's", text)
+	}
 	if r.Class != "before" {
 		t.Fatalf("a dropped answer reached the result: %+v", r)
 	}

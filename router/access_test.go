@@ -491,7 +491,6 @@ func TestAccessSharedThroughRedis(t *testing.T) {
 		default:
 			t.Fatalf("%d %s", r.status, r.body)
 		}
-		time.Sleep(2 * time.Millisecond)
 	}
 	if ok < 10 || ok > 10+4*2 {
 		t.Fatalf("two gateways admitted %d at a limit of 10 (allowed 10 to 18: two leases each)", ok)
@@ -586,11 +585,14 @@ func TestAccessRequestPathDoesNotWaitOnRedis(t *testing.T) {
 	keys := filepath.Join(t.TempDir(), "keys.jsonl")
 	secrets := writeKeys(t, keys, "alice")
 	cfg := accessConfig(t, keys, tenancy.Policy{Principal: "alice", Limits: tenancy.Limits{RequestsPerMinute: 600000}, Budget: tenancy.Budget{TokensPerDay: 1 << 40}})
-	cfg.Access.Redis = tenancy.RedisConfig{Addr: hole.ln.Addr().String(), Timeout: 200 * time.Millisecond}
+	const redisTimeout = 200 * time.Millisecond
+	cfg.Access.Redis = tenancy.RedisConfig{Addr: hole.ln.Addr().String(), Timeout: redisTimeout}
 	h := newHarness(t, cfg)
 	auth := []string{"Authorization", "Bearer " + secrets["alice"]}
-	// 80 requests 5 ms apart: over the Redis timeout, so the loop's calls
-	// hang, time out and turn the limits degraded while requests go on.
+	// 80 requests spread over twice the Redis timeout (the time under
+	// test): the loop's calls hang, time out and turn the limits degraded
+	// while requests go on.
+	gap := 2 * redisTimeout / 80
 	timed := func() (d []time.Duration, degraded int) {
 		for range 80 {
 			t0 := time.Now()
@@ -602,7 +604,7 @@ func TestAccessRequestPathDoesNotWaitOnRedis(t *testing.T) {
 			if r.header.Get("X-Triage-Degraded") == "true" {
 				degraded++
 			}
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(gap)
 		}
 		slices.Sort(d)
 		return d, degraded
@@ -610,12 +612,12 @@ func TestAccessRequestPathDoesNotWaitOnRedis(t *testing.T) {
 	before, _ := timed() // leases warm
 	hole.holed.Store(true)
 	during, degraded := timed()
-	t.Logf("median %v before, %v with Redis stalled (90th percentile %v, max %v; Redis timeout 200ms); %d of 80 degraded",
-		before[40], during[40], during[72], during[79], degraded)
+	t.Logf("median %v before, %v with Redis stalled (90th percentile %v, max %v; Redis timeout %v); %d of 80 degraded",
+		before[40], during[40], during[72], during[79], redisTimeout, degraded)
 	if degraded == 0 {
 		t.Fatal("no request saw the stall (the loop never timed out on Redis)")
 	}
-	if during[40] > 3*before[40]+5*time.Millisecond || during[72] >= 200*time.Millisecond {
+	if during[40] > 3*before[40]+5*time.Millisecond || during[72] >= redisTimeout {
 		t.Fatalf("requests waited on a stalled Redis: median %v (before %v), 90th percentile %v", during[40], before[40], during[72])
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -98,7 +99,12 @@ func TestReplicaWireFaults(t *testing.T) {
 			if strings.Contains(string(b), "LEAKED") {
 				t.Fatalf("the faulty request's answer holds another response: %q", b)
 			}
-			time.Sleep(40 * time.Millisecond) // late-response's extra bytes land
+			if tc.fault == sim.FaultLateResponse {
+				// The next request comes once the replica's unsolicited
+				// answer is on the idle connection, not before (which
+				// would only test a busy connection).
+				testenv.Wait(t, func() bool { return rep.Stats().Late == 1 }, "late-response's unsolicited answer")
+			}
 			for i := range 5 {
 				body := chatBody
 				if i%2 == 1 {
@@ -200,23 +206,41 @@ func TestFlappingHealth(t *testing.T) {
 	pc := poolCfg("p", "m", flappy.URL, steady.URL)
 	pc.Health = pool.Health{Enabled: &on, Interval: 10 * time.Millisecond, UnhealthyThreshold: 1}
 	h := newHarness(t, newConfig("", pc))
+	p := h.gw.snap.Load().byName["p"].pool
+	b := p.Backends()[0] // flappy
+	// Each flip waits until the pool's checks have seen the last one:
+	// flappy goes down and up as fast as the checks follow, and every
+	// flip is one the pool acted on.
+	const flips = 20
+	var flipped atomic.Int64
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		for ok := false; ctx.Err() == nil; ok = !ok {
+		defer stop()
+		for ok := false; flipped.Load() < flips; ok = !ok {
 			flappy.SetHealthy(ok)
-			time.Sleep(25 * time.Millisecond)
+			want := map[bool]pool.State{true: pool.StateHealthy, false: pool.StateUnhealthy}[ok]
+			if last, seen := testenv.Poll(testenv.WaitTimeout, func() (bool, string) {
+				st := p.State(b)
+				return st == want, st.String()
+			}); !seen {
+				t.Errorf("flip %d: flappy %s in the pool, want %s", flipped.Load()+1, last, want)
+				return
+			}
+			flipped.Add(1)
 		}
 	})
 	defer func() { stop(); wg.Wait() }()
-	for i := range 100 {
+	n := 0
+	for ; ctx.Err() == nil; n++ {
 		if r := h.do(t, "POST", "/v1/chat/completions", chatBody); r.status != 200 {
-			t.Fatalf("request %d: %d %s\n%s", i, r.status, r.body, h.log.String())
+			t.Fatalf("request %d: %d %s\n%s", n, r.status, r.body, h.log.String())
 		}
-		time.Sleep(5 * time.Millisecond) // over about 20 flips
 	}
+	wg.Wait()
 	if flappy.Stats().Requests == 0 || steady.Stats().Requests == 0 {
-		t.Fatalf("flappy %d, steady %d requests: traffic should reach both while flappy is up", flappy.Stats().Requests, steady.Stats().Requests)
+		t.Fatalf("flappy %d, steady %d of %d requests over %d flips: traffic should reach both while flappy is up",
+			flappy.Stats().Requests, steady.Stats().Requests, n, flipped.Load())
 	}
 }
 
@@ -276,6 +300,8 @@ routes:
 default: general
 tier2: {enabled: true, budget: 30ms}
 `
+	release := make(chan struct{}) // the stuck Runs end with the test
+	defer close(release)
 	for _, tc := range []struct {
 		name   string
 		tier2  func() (classifier.Classifier, error)
@@ -283,7 +309,7 @@ tier2: {enabled: true, budget: 30ms}
 	}{
 		{"failing run", func() (classifier.Classifier, error) { return failing{}, nil }, rules.ReasonTier2Error},
 		{"failed load", func() (classifier.Classifier, error) { return nil, errors.New("model.onnx: sha256 mismatch") }, rules.ReasonTier2Unavailable},
-		{"past the budget", func() (classifier.Classifier, error) { return stuck{}, nil }, rules.ReasonTier2Timeout},
+		{"past the budget", func() (classifier.Classifier, error) { return stuck{release}, nil }, rules.ReasonTier2Timeout},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := filepath.Join(t.TempDir(), "rules.yaml")
@@ -322,9 +348,15 @@ func (failing) Classify(context.Context, string, *classifier.Result) error {
 	return errors.New("onnx: run failed")
 }
 
-type stuck struct{}
+// stuck is a Run that ends when released, whatever its context says (a
+// Run cannot be interrupted): past any budget. Should the budget not hold,
+// the request still ends, later, and the test fails on its reason.
+type stuck struct{ release <-chan struct{} }
 
-func (stuck) Classify(ctx context.Context, _ string, _ *classifier.Result) error {
-	time.Sleep(200 * time.Millisecond) // a Run cannot be interrupted
+func (s stuck) Classify(context.Context, string, *classifier.Result) error {
+	select {
+	case <-s.release:
+	case <-time.After(testenv.WaitTimeout):
+	}
 	return nil
 }

@@ -193,6 +193,7 @@ func (s *Server) lateResponse(nc net.Conn, br *bufio.Reader, p job) bool {
 		return true
 	case errors.As(err, &ne) && ne.Timeout():
 		_, err := nc.Write(s.appendLeaked(nil, p))
+		s.late.Add(1)
 		return err == nil
 	default: // the client closed the connection
 		return false

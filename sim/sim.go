@@ -210,6 +210,7 @@ type Stats struct {
 	Injected  int64 // requests answered with an injected error (ErrorRate or X-Sim-Status)
 	Dropped   int64 // streams aborted mid-way (DropRate or X-Sim-Drop-After)
 	Faults    int64 // requests answered with a wire-level fault (FaultRate or X-Sim-Fault)
+	Late      int64 // late-response's unsolicited responses written, once their connection sat idle
 }
 
 // Recorded is a POST request as received.
@@ -231,7 +232,7 @@ type Server struct {
 
 	responses responseStore // the Responses API's stored responses
 
-	requests, active, completed, cancelled, injected, dropped, faults atomic.Int64
+	requests, active, completed, cancelled, injected, dropped, faults, late atomic.Int64
 
 	rngMu sync.Mutex
 	rng   *rand.Rand
@@ -280,6 +281,7 @@ func (s *Server) Stats() Stats {
 		Injected:  s.injected.Load(),
 		Dropped:   s.dropped.Load(),
 		Faults:    s.faults.Load(),
+		Late:      s.late.Load(),
 	}
 }
 

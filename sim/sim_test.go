@@ -1345,7 +1345,7 @@ func TestFaults(t *testing.T) {
 		}, "keep", Stats{Requests: 2, Completed: 1, Faults: 1}},
 		{FaultLateResponse, false, answerThen(false, func(t *testing.T, rest []byte) {
 			nothingMore(t, checkLeaked(t, rest))
-		}), "keep", Stats{Requests: 2, Completed: 1, Faults: 1}},
+		}), "keep", Stats{Requests: 2, Completed: 1, Faults: 1, Late: 1}},
 		{FaultSwitchProtocols, false, func(t *testing.T, wire []byte) {
 			const head = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"
 			rest, ok := bytes.CutPrefix(wire, []byte(head))

@@ -150,7 +150,7 @@ func TestRedisGCRA(t *testing.T) {
 	if got, _ = mustLease(t, s, "gcra", perMinute, 1); got != (redisLease{0, 0}) {
 		t.Fatalf("spent: got %+v, want nothing", got)
 	}
-	time.Sleep(interval + interval/2)
+	time.Sleep(interval + interval/2) // the time under test: Redis's clock moving past an interval
 	bStart := time.Now()
 	got, _ = mustLease(t, s, "gcra", perMinute, 5)
 	// Redis's clock moved between the calls by at least bStart-aEnd, and

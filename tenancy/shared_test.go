@@ -65,6 +65,10 @@ func TestSharedLimitAcrossReplicas(t *testing.T) {
 						t.Error("degraded with Redis up")
 					}
 				}
+				// The clients' pace, not a wait for anything: four
+				// clients spinning on refusals would starve the lease
+				// loops on a small machine. The window is what the limit
+				// bounds, however many tries it holds.
 				time.Sleep(time.Millisecond)
 			}
 		})

@@ -388,7 +388,7 @@ func openLoop(b *testing.B, srv server, texts []string, rate float64, lat []time
 		at += time.Duration(rng.ExpFloat64() / rate * float64(time.Second))
 		due := start.Add(at)
 		if d := time.Until(due); d > 0 {
-			time.Sleep(d)
+			time.Sleep(d) // the arrival's time on the open loop's clock, whatever the answers'
 		}
 		wg.Go(func() {
 			if _, err := srv.serve(context.Background(), texts[(i*7)%len(texts)], nil); err != nil {

@@ -37,6 +37,8 @@ func (f *fakeRun) run(batch [][]int32, dst [][]float32) error {
 	for _, ids := range batch {
 		longest = max(longest, len(ids))
 	}
+	// The Run's duration, not a wait for anything: what the scheduler's
+	// estimates, deadlines and lateness are checked against.
 	time.Sleep(f.fixed + time.Duration(len(batch)*longest)*f.perToken)
 	for i, ids := range batch {
 		dst[i][0] = float32(len(ids))
@@ -212,7 +214,8 @@ func TestSchedulerDropsTextsWhoseCallerLeft(t *testing.T) {
 	f := &fakeRun{fixed: time.Millisecond, gate: make(chan struct{})}
 	s := newScheduler(schedConfig{workers: 1, maxBatch: 1, maxPadded: 256, queueLen: 64}, f.run, f.prior())
 	defer s.close()
-	defer close(f.gate)
+	ungate := sync.OnceFunc(func() { close(f.gate) })
+	defer ungate()
 	deadline := time.Now().Add(time.Hour)
 	go func() { _, _ = s.embed(context.Background(), deadline, ids(5), nil, 4) }()
 	testenv.Wait(t, func() bool { return s.stats().Running == 1 }, "s.stats().Running == 1")
@@ -221,7 +224,7 @@ func TestSchedulerDropsTextsWhoseCallerLeft(t *testing.T) {
 	go func() { _, err := s.embed(ctx, deadline, ids(5), nil, 4); errc <- err }()
 	testenv.Wait(t, func() bool { return s.stats().Queued == 1 }, "s.stats().Queued == 1")
 	cancel()
-	if err := <-errc; !errors.Is(err, context.Canceled) {
+	if err := testenv.Receive(t, errc, "the cancelled embed to return"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("got %v, want context.Canceled", err)
 	}
 	f.gate <- struct{}{}
@@ -229,9 +232,15 @@ func TestSchedulerDropsTextsWhoseCallerLeft(t *testing.T) {
 	if st := s.stats(); st.Expired != 1 || st.Queued != 0 {
 		t.Errorf("stats %+v, want 1 expired, none queued", st)
 	}
-	time.Sleep(10 * time.Millisecond)
-	if n := f.runs.Load(); n != 1 {
-		t.Errorf("%d Runs: the text whose caller left ran", n)
+	// A text queued after it: the one worker takes the queue in order, so
+	// once this one is answered, the text whose caller left has run, or
+	// never will.
+	ungate()
+	if v, err := s.embed(context.Background(), deadline, ids(9), nil, 4); err != nil || v[0] != 9 {
+		t.Fatalf("the text after: %v %v", v, err)
+	}
+	if n := f.runs.Load(); n != 2 {
+		t.Errorf("%d Runs, want 2 (the first text, the one after): the text whose caller left ran", n)
 	}
 }
 

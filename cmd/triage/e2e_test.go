@@ -453,11 +453,15 @@ func configVersion(t *testing.T, c *http.Client, gw *proc) uint64 {
 }
 
 // metricValue finds the sample of name whose labels include all of labels
-// in a Prometheus text exposition.
+// in a Prometheus text exposition (with no labels, an unlabelled sample
+// too).
 func metricValue(exposition, name string, labels map[string]string) (float64, bool) {
 	sc := bufio.NewScanner(strings.NewReader(exposition))
 	for sc.Scan() {
 		line := sc.Text()
+		if len(labels) == 0 && strings.HasPrefix(line, name+" ") {
+			line = name + "{}" + line[len(name):]
+		}
 		if !strings.HasPrefix(line, name+"{") {
 			continue
 		}
@@ -693,6 +697,18 @@ func TestServeEndToEnd(t *testing.T) {
 			nf, okN := metricValue(m, "triage_requests_total", map[string]string{"pool": "none", "code": "404"})
 			return okA && okB && okN && a >= 5 && b >= 2 && nf >= 1,
 				fmt.Sprintf("pool-a/200=%v(%v) pool-b/200=%v(%v) none/404=%v(%v), want >=5, >=2, >=1", a, okA, b, okB, nf, okN)
+		})
+	})
+
+	t.Run("memory released once idle", func(t *testing.T) {
+		// Idle after a request, the gateway returns memory to the OS, and
+		// says when: what a measurement of its idle RSS waits for.
+		sent := time.Now()
+		mustChat(t, c, base, "m-a", http.StatusOK)
+		testenv.WaitWithin(t, 5*time.Second, "triage_memory_released_timestamp_seconds past the last request", func() (bool, string) {
+			v, ok := metricValue(scrape(t, c, gw), "triage_memory_released_timestamp_seconds", nil)
+			at := time.Unix(0, int64(v*1e9))
+			return ok && at.After(sent), fmt.Sprintf("released at %v (%v), the request sent at %v", at, ok, sent)
 		})
 	})
 }

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -218,7 +219,9 @@ func serve(ctx context.Context, o serveOptions, l *gatewayLoader, first router.L
 func runBackground(ctx context.Context, bg *sync.WaitGroup, gw *router.Gateway, l *gatewayLoader, first router.Loaded, lg *logging, hup <-chan os.Signal) {
 	log, tls, metricsAt := lg.log, first.Config.Server.TLS, first.Config.Server.MetricsListen
 	bg.Go(func() { gw.Run(ctx) })
-	bg.Go(func() { releaseWhenIdle(ctx, gw.Served, 500*time.Millisecond, l.cache.ReleasePages) })
+	bg.Go(func() {
+		releaseWhenIdle(ctx, gw.Served, 500*time.Millisecond, l.cache.ReleasePages, func() { lg.released.Store(time.Now().UnixNano()) })
+	})
 	rl := &router.Reloader{Gateway: gw, Load: l.load, Log: log, Before: l.reloadTLS(log),
 		Applied: func(ld router.Loaded) {
 			_ = lg.level.UnmarshalText([]byte(ld.Config.Log.Level))
@@ -406,6 +409,10 @@ type logging struct {
 	files *logsink.Files // the shadow decision logs and the usage logs
 	stop  context.CancelFunc
 	wg    sync.WaitGroup
+
+	// released is when releaseWhenIdle last returned memory to the OS, in
+	// Unix nanoseconds (0: not yet), for triage_memory_released_timestamp_seconds.
+	released atomic.Int64
 }
 
 func newLogging(stderr io.Writer, level string) *logging {
@@ -430,14 +437,18 @@ func (lg *logging) close() {
 }
 
 // registry is the gateway's metrics registry: Go and process collectors,
-// and the counts of log lines dropped.
+// the counts of log lines dropped, and when memory was last returned to
+// the OS (which a test or a dashboard reads to know the gateway has
+// settled after traffic).
 func (lg *logging) registry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "triage_log_dropped_total", Help: "Log lines dropped because the log output could not keep up."},
 			func() float64 { return float64(lg.sink.Dropped()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "triage_shadow_log_dropped_total", Help: "Shadow decision and usage log lines dropped because their file could not keep up."},
-			func() float64 { return float64(lg.files.Dropped()) }))
+			func() float64 { return float64(lg.files.Dropped()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "triage_memory_released_timestamp_seconds", Help: "When the gateway last returned memory to the OS once its traffic stopped (Unix time; 0 before the first time)."},
+			func() float64 { return float64(lg.released.Load()) / 1e9 }))
 	return reg
 }
 
@@ -470,9 +481,10 @@ func logCertificate(log *slog.Logger, msg string, s *tlsconf.Server) {
 // the traffic stops (no request for a whole period), so an idle replica
 // stays small; Go's background scavenger alone takes minutes. release
 // gives back what else can be had again (tier 1's mapped table pages: the
-// first request after costs about 60 µs more). It costs one garbage
-// collection per busy-to-idle transition and returns when ctx is done.
-func releaseWhenIdle(ctx context.Context, served func() uint64, period time.Duration, release func()) {
+// first request after costs about 60 µs more), and released is called
+// once the memory is back with the OS. It costs one garbage collection
+// per busy-to-idle transition and returns when ctx is done.
+func releaseWhenIdle(ctx context.Context, served func() uint64, period time.Duration, release, released func()) {
 	t := time.NewTicker(period)
 	defer t.Stop()
 	last, busy := served(), false
@@ -491,6 +503,7 @@ func releaseWhenIdle(ctx context.Context, served func() uint64, period time.Dura
 			// buffers) to the victim cache, the second frees them.
 			runtime.GC()
 			debug.FreeOSMemory()
+			released()
 			busy = false
 		}
 	}

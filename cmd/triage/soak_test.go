@@ -28,6 +28,7 @@ import (
 	"io"
 	"log"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -251,7 +252,7 @@ func TestSoak(t *testing.T) {
 	// Warm-up: traffic only, then the baseline with no request in flight.
 	t.Logf("warm-up: %v of traffic", warmup)
 	s.traffic("warm-up", warmup, nil)
-	rss0, gor0, heap0, prof0 := s.quiesce(0)
+	rss0, gor0, heap0, prof0 := s.quiesce(time.Now(), 0)
 
 	// The soak: traffic, reloads and kills.
 	t.Logf("soak: %v of traffic, a config rewrite every %v, a replica killed every %v", duration, soakReloadEvery, soakKillEvery)
@@ -263,7 +264,7 @@ func TestSoak(t *testing.T) {
 		wg.Go(func() { s.killer(ctx) })
 		wg.Go(func() { curve, profMid = s.sampleMemory(ctx, soakStart, sampleEvery, duration/2) })
 	})
-	rss1, gor1, heap1, prof1 := s.quiesce(gor0 + soakGoroutines)
+	rss1, gor1, heap1, prof1 := s.quiesce(time.Now(), gor0+soakGoroutines)
 
 	// Every reload applied.
 	var reloads, invalid float64
@@ -273,7 +274,7 @@ func TestSoak(t *testing.T) {
 		invalid, _ = metricValue(m, "triage_config_reloads_total", map[string]string{"result": "invalid"})
 		return int(reloads) >= s.writes, fmt.Sprintf("%v reloads for %d rewrites", reloads, s.writes)
 	})
-	time.Sleep(500 * time.Millisecond) // the replicas' last log lines
+	s.flushLogs()
 
 	r := s.classify()
 	r.duration, r.warmup = duration, warmup
@@ -425,7 +426,14 @@ func (s *soak) startReplica(r *soakReplica) {
 			return
 		}
 		if r.addr != "" { // the same port, once the old sockets let go of it
-			time.Sleep(200 * time.Millisecond)
+			testenv.Poll(5*time.Second, func() (bool, string) {
+				ln, err := net.Listen("tcp", addr)
+				if err != nil {
+					return false, err.Error()
+				}
+				ln.Close()
+				return true, ""
+			})
 		}
 	}
 }
@@ -537,7 +545,7 @@ func (s *soak) traffic(phase string, d time.Duration, chaos func(context.Context
 				s.mu.Lock()
 				s.outcomes = append(s.outcomes, o)
 				s.mu.Unlock()
-				time.Sleep(time.Duration(rng.Int64N(int64(soakMaxThink))))
+				time.Sleep(time.Duration(rng.Int64N(int64(soakMaxThink)))) // the client's think time: the traffic's shape
 			}
 		})
 	}
@@ -545,29 +553,70 @@ func (s *soak) traffic(phase string, d time.Duration, chaos func(context.Context
 }
 
 // quiesce closes the clients' idle connections and lets the gateway settle
-// (idle for a second, it collects garbage and returns memory to the OS),
-// then samples its RSS, heap and goroutines in one scrape, the same way
-// after the warm-up and after the soak (scrapes allocate, and do not count
-// as traffic that would make it collect again). With want > 0 it then polls
-// the goroutines for up to 10s until they come down to want.
-func (s *soak) quiesce(want int) (rss, goroutines, heap int, heapProfile []byte) {
+// (idle, it collects garbage and returns memory to the OS, and says when:
+// triage_memory_released_timestamp_seconds), then samples its RSS, heap
+// and goroutines in the scrape that shows a release after the traffic
+// ended (at stopped), the same way after the warm-up and after the soak
+// (scrapes allocate, and do not count as traffic that would make it
+// collect again). With want > 0 it then polls the goroutines for up to 10s
+// until they come down to want.
+func (s *soak) quiesce(stopped time.Time, want int) (rss, goroutines, heap int, heapProfile []byte) {
 	s.tr.CloseIdleConnections()
-	time.Sleep(2500 * time.Millisecond)
 	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	scrape := func() string { return string(get(s.t, c, s.gw.url("/metrics")).body) }
-	m := scrape()
+	var m string
+	testenv.WaitWithin(s.t, 10*time.Second, "the gateway to return memory to the OS after the traffic", func() (bool, string) {
+		m = scrape()
+		at := time.Unix(0, int64(plainMetric(m, "triage_memory_released_timestamp_seconds")*1e9))
+		return at.After(stopped), fmt.Sprintf("last released at %s, the traffic ended at %s", at.Format(time.StampMilli), stopped.Format(time.StampMilli))
+	})
 	rss = int(plainMetric(m, "process_resident_memory_bytes"))
 	heap = int(plainMetric(m, "go_memstats_heap_inuse_bytes"))
 	goroutines = int(plainMetric(m, "go_goroutines"))
-	for deadline := time.Now().Add(10 * time.Second); want > 0 && goroutines > want && time.Now().Before(deadline); {
-		time.Sleep(250 * time.Millisecond)
-		goroutines = int(plainMetric(scrape(), "go_goroutines"))
+	if want > 0 {
+		testenv.Poll(10*time.Second, func() (bool, string) {
+			if goroutines <= want {
+				return true, ""
+			}
+			goroutines = int(plainMetric(scrape(), "go_goroutines"))
+			return goroutines <= want, ""
+		})
 	}
 	if resp, err := c.Get("http://" + s.debugAddr + "/debug/pprof/heap"); err == nil {
 		heapProfile, _ = io.ReadAll(resp.Body)
 		resp.Body.Close()
 	}
 	return rss, goroutines, heap, heapProfile
+}
+
+// flushLogs returns once every log line the run made the gateway and the
+// live replicas write has been read into their procs' buffers, by a marker
+// request to each: a replica logs a POST before answering it, the gateway
+// when it has answered, each in order, and their logs are read in order.
+// (The incarnations killed are read to their end: a kill waits for Wait.)
+func (s *soak) flushLogs() {
+	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	mark := func(p *proc, hdr ...string) {
+		id := "soak-flush-" + strings.ReplaceAll(p.name, " ", "-")
+		req, _ := http.NewRequest(http.MethodPost, p.url("/v1/chat/completions"), strings.NewReader(`{"model":"soak-flush","messages":[{"role":"user","content":"x"}]}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Request-Id", id)
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		if resp, err := c.Do(req); err == nil {
+			resp.Body.Close()
+		}
+		testenv.WaitWithin(s.t, 5*time.Second, p.name+"'s log to hold "+id, func() (bool, string) {
+			return strings.Contains(p.stderr.String(), `"request_id":"`+id+`"`), ""
+		})
+	}
+	mark(s.gw) // answered 404 (no such model), and logged
+	for _, r := range s.replicas {
+		if p := r.live(); !p.exited() {
+			mark(p, "X-Sim-Status", "503") // logged, answered with that error, never a fault
+		}
+	}
 }
 
 // memSample is the gateway's memory at one time under traffic.

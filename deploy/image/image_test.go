@@ -514,9 +514,39 @@ func runImage(t *testing.T, img *image, rootfs string, m *measures) {
 		}
 		return false, fmt.Sprintf("%d %v:\n%s", code, err, g.out)
 	})
-	// One request has been served: let the start's garbage go, then read
-	// the resident set.
-	time.Sleep(2 * time.Second)
+	// settled waits until the gateway, idle after the requests sent
+	// before since, has returned memory to the OS (it says when on
+	// /metrics): the resident set is read then.
+	settled := func(since time.Time) {
+		testenv.WaitWithin(t, 10*time.Second, "the gateway to return memory to the OS", func() (bool, string) {
+			code, b, err := get("/metrics")
+			if err != nil || code != 200 {
+				return false, fmt.Sprintf("GET /metrics: %d %v", code, err)
+			}
+			var at time.Time
+			for _, line := range strings.Split(string(b), "\n") {
+				if v, ok := strings.CutPrefix(line, "triage_memory_released_timestamp_seconds "); ok {
+					f, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+					at = time.Unix(0, int64(f*1e9))
+				}
+			}
+			return at.After(since), fmt.Sprintf("released at %v, the last request sent at %v", at, since)
+		})
+	}
+	// One request, of a model no pool serves (answered 404 without
+	// classifying): once the gateway is idle and has returned what it
+	// could, read the resident set.
+	sent := time.Now()
+	resp, err := g.client.Post("http://127.0.0.1:8080/v1/chat/completions", "application/json",
+		strings.NewReader(`{"model":"no-such-model","messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil {
+		t.Fatalf("POST /v1/chat/completions: %v\n%s", err, g.out)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 404 {
+		t.Fatalf("a model no pool serves: %d, want 404", resp.StatusCode)
+	}
+	settled(sent)
 	if m.idleKiB, err = rssKiB(pid); err != nil {
 		t.Fatal(err)
 	}
@@ -575,7 +605,9 @@ func runImage(t *testing.T, img *image, rootfs string, m *measures) {
 	// cached, so a retry is decided by tier 2 without another Run.
 	var tier, reason string
 	try := 0
+	var lastSent time.Time
 	_, _ = testenv.Poll(testenv.WaitTimeout, func() (bool, string) {
+		lastSent = time.Now()
 		try++
 		resp, err := g.client.Post("http://127.0.0.1:8080/v1/chat/completions", "application/json", strings.NewReader(body))
 		if err != nil {
@@ -591,7 +623,7 @@ func runImage(t *testing.T, img *image, rootfs string, m *measures) {
 	if tier != "2" {
 		t.Errorf("with tier 2 loaded, the prompt was decided by tier %q (%s), want 2", tier, reason)
 	}
-	time.Sleep(2 * time.Second)
+	settled(lastSent)
 	if m.tier2KiB, err = rssKiB(pid); err != nil {
 		t.Fatal(err)
 	}
@@ -706,8 +738,8 @@ func writeResults(t *testing.T, file string, m measures) {
 		fmt.Fprintf(&b, "VmRSS of /proc/PID/status (PID as seen from the host), the default triage.yaml and rules.yaml\n")
 		fmt.Fprintf(&b, "(tier 1 loaded at start; the pools' replicas absent):\n\n")
 		fmt.Fprintf(&b, "| | VmRSS |\n|---|---:|\n")
-		fmt.Fprintf(&b, "| idle, 2s after one request (GET /healthz) | %s |\n", kib(m.idleKiB))
-		fmt.Fprintf(&b, "| tier 2 (ONNX Runtime, USE lite) loaded by a prompt tier 1 is unsure of, then one such prompt decided by it, 2s after | %s |\n\n", kib(m.tier2KiB))
+		fmt.Fprintf(&b, "| idle after one request (a model no pool serves: 404), once it has returned memory to the OS | %s |\n", kib(m.idleKiB))
+		fmt.Fprintf(&b, "| tier 2 (ONNX Runtime, USE lite) loaded by a prompt tier 1 is unsure of, then one such prompt decided by it, once idle again and memory returned | %s |\n\n", kib(m.tier2KiB))
 		fmt.Fprintf(&b, "Files the process maps then, all inside the image or its /models volume:\n\n")
 		for _, l := range m.libs {
 			fmt.Fprintf(&b, "    %s\n", l)

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 )
 
 // fakeHub is a Hugging Face hub in miniature: resolve URLs (HEAD and GET),
@@ -39,7 +38,7 @@ type fakeHub struct {
 	ignoreRange bool          // GETs answer 200 whole whatever the Range
 	sizeDelta   int           // added to the announced sizes
 	noErrorCode bool          // 404s without X-Error-Code (the API must tell)
-	slow        time.Duration // GET bodies wait this long before they start
+	hold        chan struct{} // when set, GET bodies start once it is closed
 	down        bool          // every request gets 503
 }
 
@@ -276,14 +275,16 @@ func (h *fakeHub) serveCDN(w http.ResponseWriter, r *http.Request) {
 // faults.
 func (h *fakeHub) serveBytes(w http.ResponseWriter, r *http.Request, data []byte) {
 	h.mu.Lock()
-	corrupt, ignoreRange, slow := h.corrupt, h.ignoreRange, h.slow
+	corrupt, ignoreRange, hold := h.corrupt, h.ignoreRange, h.hold
 	cut := -1
 	if h.cutTimes > 0 && h.cutAfter > 0 {
 		h.cutTimes--
 		cut = h.cutAfter
 	}
 	h.mu.Unlock()
-	time.Sleep(slow)
+	if hold != nil {
+		<-hold
+	}
 	if corrupt {
 		data = append([]byte(nil), data...)
 		data[len(data)/2] ^= 0x55

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/triagegw/triage/internal/testenv"
 )
 
 const dataRepo = "datasets/acme/data"
@@ -776,7 +778,17 @@ func TestConcurrentDownloadsShareOneFetch(t *testing.T) {
 	c := newClient(t, h)
 	tr := &countingTransport{}
 	c.HTTP = &http.Client{Transport: tr}
-	h.setFaults(func(h *fakeHub) { h.slow = 50 * time.Millisecond })
+	// The files' GETs wait until every download holds or waits for its
+	// blob's lock: all twelve are in flight at once, past their HEAD and
+	// their look in the cache.
+	hold := make(chan struct{})
+	release := sync.OnceFunc(func() { close(hold) })
+	defer release()
+	h.setFaults(func(h *fakeHub) { h.hold = hold })
+	root, err := c.Cache()
+	if err != nil {
+		t.Fatal(err)
+	}
 	const n = 12
 	paths := make([]string, n)
 	errs := make([]error, n)
@@ -789,6 +801,8 @@ func TestConcurrentDownloadsShareOneFetch(t *testing.T) {
 			paths[i], errs[i] = c.Download(context.Background(), Dataset, "acme/data", "main", f)
 		}()
 	}
+	testenv.Wait(t, func() bool { return lockWaiters(root) == n }, fmt.Sprintf("%d downloads to hold or wait for their blob's lock", n))
+	release()
 	wg.Wait()
 	for i := range n {
 		if errs[i] != nil {
@@ -812,6 +826,20 @@ func TestConcurrentDownloadsShareOneFetch(t *testing.T) {
 		t.Error("the caller's client was changed")
 	}
 	noLeftovers(t, c)
+}
+
+// lockWaiters counts the goroutines holding or waiting for a blob lock of
+// the cache at root.
+func lockWaiters(root string) int {
+	procLocks.Lock()
+	defer procLocks.Unlock()
+	n := 0
+	for path, l := range procLocks.m {
+		if strings.HasPrefix(path, root+string(filepath.Separator)) {
+			n += l.waiters
+		}
+	}
+	return n
 }
 
 func TestLocks(t *testing.T) {

@@ -38,14 +38,17 @@ func TestSilentConnectionGetsReadTimeout(t *testing.T) {
 // first byte does not restart it.
 func TestTrickledHeadGetsOneReadTimeout(t *testing.T) {
 	var served atomic.Bool
-	addr := serve(t, &Server{ReadTimeout: 300 * time.Millisecond, IdleTimeout: time.Minute, ErrorLog: quietLog(t),
+	read := 300 * time.Millisecond
+	addr := serve(t, &Server{ReadTimeout: read, IdleTimeout: time.Minute, ErrorLog: quietLog(t),
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { served.Store(true) })})
 	c, br := rawConn(t, addr)
+	// The time under test is the client's: a head trickled across the
+	// deadline.
 	go func() {
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(read * 2 / 3)
 		io.WriteString(c, "G") // the first byte late, within ReadTimeout
-		time.Sleep(200 * time.Millisecond)
-		io.WriteString(c, "ET /x HTTP/1.1\r\nHost: h\r\n\r\n") // the rest past it
+		time.Sleep(read * 2 / 3)
+		io.WriteString(c, "ET /x HTTP/1.1\r\nHost: h\r\n\r\n") // the rest past it, within a restarted one
 	}()
 	closedWithin(t, func() error { _, err := br.ReadByte(); return err }, 3*time.Second)
 	if served.Load() {
@@ -62,7 +65,7 @@ func TestHandedOverHeadKeepsItsDeadline(t *testing.T) {
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { served.Store(true) })})
 	c, br := rawConn(t, addr)
 	// Over 4 KiB of head: the fast path hands it over once its buffer is
-	// full; the rest comes slowly.
+	// full; the rest comes slowly (the client's time is what is tested).
 	long := "GET /x HTTP/1.1\r\nHost: h\r\nX-Long: " + strings.Repeat("a", 5000) + "\r\n"
 	start := time.Now()
 	io.WriteString(c, long[:1000])
@@ -81,7 +84,8 @@ func TestHandedOverHeadKeepsItsDeadline(t *testing.T) {
 // After the handed request, the connection gets its idle timeout as usual,
 // and a long handler on a handed connection is not cut by the cap.
 func TestHandedConnectionOutlivesTheCap(t *testing.T) {
-	addr := serve(t, &Server{ReadTimeout: 200 * time.Millisecond, IdleTimeout: time.Minute, ErrorLog: quietLog(t),
+	read := 200 * time.Millisecond
+	addr := serve(t, &Server{ReadTimeout: read, IdleTimeout: time.Minute, ErrorLog: quietLog(t),
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			io.ReadAll(r.Body)
 			if r.URL.Path == "/slow" {
@@ -100,7 +104,7 @@ func TestHandedConnectionOutlivesTheCap(t *testing.T) {
 	if resp, body := readResp(t, br, "POST"); resp.StatusCode != 200 || body != "ok" {
 		t.Fatalf("slow handler on a handed connection: %d %q", resp.StatusCode, body)
 	}
-	time.Sleep(300 * time.Millisecond) // past the first request's deadline, idle
+	time.Sleep(read * 3 / 2) // the time under test: idle past the first request's deadline
 	io.WriteString(c, "POST /fast HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
 	if resp, body := readResp(t, br, "POST"); resp.StatusCode != 200 || body != "ok" {
 		t.Fatalf("second request on a handed connection: %d %q", resp.StatusCode, body)

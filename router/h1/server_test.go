@@ -501,11 +501,18 @@ func TestShutdownDrains(t *testing.T) {
 func TestShutdownAnswersNewConnections(t *testing.T) {
 	s := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "done") })}
 	addr := serve(t, s)
+	// An idle connection beside it: once Shutdown has closed that one, it
+	// has passed over the new one in the same sweep.
+	idle, ibr := rawConn(t, addr)
+	io.WriteString(idle, "GET /a HTTP/1.1\r\nHost: h\r\n\r\n")
+	readResp(t, ibr, "GET")
 	c, br := rawConn(t, addr)
-	testenv.Wait(t, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return len(s.conns) == 1 }, "the server to track one connection")
+	testenv.Wait(t, func() bool { s.mu.Lock(); defer s.mu.Unlock(); return len(s.conns) == 2 }, "the server to track both connections")
 	shut := make(chan error, 1)
 	go func() { shut <- s.Shutdown(context.Background()) }()
-	time.Sleep(50 * time.Millisecond) // Shutdown has closed what is idle
+	if _, err := ibr.ReadByte(); err != io.EOF {
+		t.Fatalf("idle connection during shutdown: %v, want EOF", err)
+	}
 	io.WriteString(c, "POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nhi")
 	resp, got := readResp(t, br, "POST")
 	if got != "done" || !resp.Close {
@@ -604,29 +611,54 @@ func BenchmarkServer(b *testing.B) {
 // is still cut at the read timeout, also after a request the watch
 // watched (the watch clears the deadline while it waits).
 func TestKeepAliveDeadlines(t *testing.T) {
-	addr := serve(t, &Server{ReadTimeout: 150 * time.Millisecond, IdleTimeout: 400 * time.Millisecond, WatchAfter: 5 * time.Millisecond,
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if _, err := io.ReadAll(r.Body); err != nil {
-				http.Error(w, "slow body", http.StatusRequestTimeout)
+	const read, idle = 150 * time.Millisecond, 400 * time.Millisecond
+	s := &Server{ReadTimeout: read, IdleTimeout: idle, WatchAfter: 5 * time.Millisecond}
+	// watching reports whether a watch is waiting on a connection.
+	watching := func() (bool, string) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for c := range s.conns {
+			c.wmu.Lock()
+			running := c.wstate == watchRunning
+			c.wmu.Unlock()
+			if running {
+				return true, ""
+			}
+		}
+		return false, ""
+	}
+	s.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.ReadAll(r.Body); err != nil {
+			http.Error(w, "slow body", http.StatusRequestTimeout)
+			return
+		}
+		if r.URL.Path == "/watched" {
+			// Answered once the watch is waiting on the connection.
+			if _, ok := testenv.Poll(testenv.WaitTimeout, watching); !ok {
+				http.Error(w, "the watch never ran", http.StatusInternalServerError)
 				return
 			}
-			if r.URL.Path == "/watched" {
-				time.Sleep(50 * time.Millisecond) // long enough for the watch to run
-			}
-			io.WriteString(w, "ok")
-		})})
+		}
+		io.WriteString(w, "ok")
+	})
+	addr := serve(t, s)
 	c, br := rawConn(t, addr)
 	io.WriteString(c, "GET /a HTTP/1.1\r\nHost: h\r\n\r\n")
 	readResp(t, br, "GET")
-	time.Sleep(250 * time.Millisecond) // past the first request's read deadline, within idle
+	// The time under test: past the first request's read deadline, within
+	// the idle timeout.
+	wait := read + (idle-read)/2
+	time.Sleep(wait)
 	io.WriteString(c, "GET /b HTTP/1.1\r\nHost: h\r\n\r\n")
 	if resp, got := readResp(t, br, "GET"); resp.StatusCode != 200 || got != "ok" {
-		t.Fatalf("request after 250ms idle: %d %q", resp.StatusCode, got)
+		t.Fatalf("request after %v idle: %d %q", wait, resp.StatusCode, got)
 	}
 	for _, path := range []string{"/plain", "/watched"} {
 		c, br := rawConn(t, addr)
 		fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: h\r\n\r\n", path)
-		readResp(t, br, "GET")
+		if resp, got := readResp(t, br, "GET"); resp.StatusCode != 200 || got != "ok" {
+			t.Fatalf("GET %s: %d %q", path, resp.StatusCode, got)
+		}
 		start := time.Now()
 		io.WriteString(c, "POST /slow HTTP/1.1\r\nHost: h\r\nContent-Length: 10\r\n\r\nabc")
 		resp, _ := readResp(t, br, "POST")

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -351,14 +352,31 @@ func TestClientCancelReachesUpstream(t *testing.T) {
 			defer up.Close()
 			gw, results := gateway(t, &Transport{}, newPool(t, nil, up.URL))
 			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
 			req, _ := http.NewRequestWithContext(ctx, "POST", gw+"/v1/chat/completions", strings.NewReader(`{"model":"served-model"}`))
-			go func() {
-				<-started
-				time.Sleep(50 * time.Millisecond)
-				cancel()
-			}()
+			if !stream {
+				// The client leaves while the gateway waits for the
+				// replica's head.
+				go func() {
+					<-started
+					testenv.Poll(testenv.WaitTimeout, forwardWaiting)
+					cancel()
+				}()
+			}
 			resp, err := http.DefaultClient.Do(req)
-			if err == nil {
+			if stream {
+				// The client leaves mid-stream: it has the first event,
+				// and the gateway waits for the next.
+				if err != nil {
+					t.Fatal(err)
+				}
+				if line, err := bufio.NewReader(resp.Body).ReadString('\n'); err != nil || line != "data: {}\n" {
+					t.Fatalf("first line of the stream: %q, %v", line, err)
+				}
+				testenv.Wait(t, func() bool { ok, _ := forwardWaiting(); return ok }, "the gateway to wait on the replica")
+				cancel()
+				resp.Body.Close()
+			} else if err == nil {
 				io.Copy(io.Discard, resp.Body)
 				resp.Body.Close()
 			}
@@ -372,6 +390,19 @@ func TestClientCancelReachesUpstream(t *testing.T) {
 			}
 		})
 	}
+}
+
+// forwardWaiting reports whether a Forward waits in the network poller
+// (on its replica's connection), read from the dump of all goroutines.
+func forwardWaiting() (bool, string) {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "[IO wait") && strings.Contains(g, "proxy.(*Transport).Forward(") {
+			return true, ""
+		}
+	}
+	return false, ""
 }
 
 func TestKeepAliveReuseAndStaleConnection(t *testing.T) {
@@ -498,11 +529,19 @@ func TestWireFraming(t *testing.T) {
 		{name: "empty reply", resp: "", wantStatus: 502, closes: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			wrote := make(chan struct{}, 1)
 			up := rawUpstream(t, func(c net.Conn, br *bufio.Reader) {
 				if _, _, err := readRequest(br); err != nil {
 					return
 				}
 				io.WriteString(c, tc.resp)
+				if tc.closes {
+					c.Close()
+				}
+				select {
+				case wrote <- struct{}{}:
+				default:
+				}
 				if !tc.closes {
 					readRequest(br) // keep the connection open until the gateway closes it
 				}
@@ -545,8 +584,9 @@ func TestWireFraming(t *testing.T) {
 				t.Fatalf("Result.Bytes = %d, want %d", res.Bytes, len(tc.wantBody))
 			}
 			// What the next request would get: popIdle drops a connection
-			// the replica wrote more on, or closed.
-			time.Sleep(10 * time.Millisecond)
+			// the replica wrote more on, or closed. All of it was written
+			// in one go, so what the gateway read of it is all there is.
+			testenv.Receive(t, wrote, "the replica to write its response")
 			h := tr.host(newPoolBackend(t, up))
 			c := tr.popIdle(h)
 			if got := c != nil; got != tc.reusable {

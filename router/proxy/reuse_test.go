@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/triagegw/triage/internal/testenv"
 	"github.com/triagegw/triage/router/pool"
 )
 
@@ -21,15 +22,17 @@ func TestExtraBytesNeverReachTheNextClient(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		extra string
-		delay time.Duration
+		idle  bool // sent once the connection is idle, not with the response
 	}{
-		{"second response in the same write", "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nLEAKED", 0},
-		{"second response while idle", "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nLEAKED", 20 * time.Millisecond},
-		{"CRLF while idle", "\r\n", 20 * time.Millisecond},
-		{"partial garbage", "LEAK", 0},
+		{"second response in the same write", "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nLEAKED", false},
+		{"second response while idle", "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nLEAKED", true},
+		{"CRLF while idle", "\r\n", true},
+		{"partial garbage", "LEAK", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var reqs, conns atomic.Int64
+			pooled := make(chan struct{}, 1) // the gateway has put the connection back
+			stop := make(chan struct{})
 			up := rawUpstream(t, func(c net.Conn, br *bufio.Reader) {
 				conns.Add(1)
 				for {
@@ -39,17 +42,24 @@ func TestExtraBytesNeverReachTheNextClient(t *testing.T) {
 					n := reqs.Add(1)
 					body := fmt.Sprintf("answer-%d", n)
 					resp := fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-					if tc.delay == 0 {
+					if !tc.idle {
 						io.WriteString(c, resp+tc.extra)
 						continue
 					}
 					io.WriteString(c, resp)
-					time.Sleep(tc.delay)
+					select {
+					case <-pooled:
+					case <-stop:
+						return
+					}
 					io.WriteString(c, tc.extra)
 				}
 			})
+			t.Cleanup(func() { close(stop) }) // before rawUpstream's, which waits for the handler
 			tr := &Transport{}
-			gw, results := gateway(t, tr, newPool(t, nil, up))
+			p := newPool(t, nil, up)
+			gw, results := gateway(t, tr, p)
+			h := tr.host(p.Backends()[0])
 			for i := 1; i <= 4; i++ {
 				body := readAll(t, post(t, gw, `{"model":"served-model"}`))
 				if want := fmt.Sprintf("answer-%d", i); body != want {
@@ -58,7 +68,16 @@ func TestExtraBytesNeverReachTheNextClient(t *testing.T) {
 				if res := <-results; res.Status != 200 || res.Attempts != 1 {
 					t.Fatalf("request %d: Result %+v", i, res)
 				}
-				time.Sleep(tc.delay + 10*time.Millisecond)
+				if tc.idle {
+					// Forward has returned: the connection is idle. The
+					// next request comes once the extra bytes are on it.
+					pooled <- struct{}{}
+					testenv.Wait(t, func() bool {
+						h.mu.Lock()
+						defer h.mu.Unlock()
+						return len(h.idle) == 1 && !h.idle[0].quiet()
+					}, "the replica's extra bytes to reach the idle connection")
+				}
 			}
 			if conns.Load() != 4 {
 				t.Fatalf("%d connections for 4 requests: each one the replica wrote extra bytes on must be dropped", conns.Load())

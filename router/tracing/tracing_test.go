@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -206,22 +207,25 @@ func TestExportsOverOTLP(t *testing.T) {
 // never answers holds its export until the timeout while the queue fills
 // and the spans past it are dropped (counted).
 func TestEndpointDownNeverBlocks(t *testing.T) {
-	refused := func(t *testing.T) string {
+	// Each endpoint also returns how to tell that the first export is
+	// out: failed (counted), or hanging on a connection the endpoint took.
+	refused := func(t *testing.T) (string, func(*Tracer) bool) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
 		addr := ln.Addr().String()
 		ln.Close()
-		return "http://" + addr + "/v1/traces"
+		return "http://" + addr + "/v1/traces", func(tr *Tracer) bool { _, f := tr.Dropped(); return f > 0 }
 	}
-	hangs := func(t *testing.T) string {
+	hangs := func(t *testing.T) (string, func(*Tracer) bool) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
 		done := make(chan struct{})
 		var conns []net.Conn
+		var accepted atomic.Int64
 		go func() {
 			for {
 				c, err := ln.Accept()
@@ -230,6 +234,7 @@ func TestEndpointDownNeverBlocks(t *testing.T) {
 					return
 				}
 				conns = append(conns, c) // read nothing, answer nothing
+				accepted.Add(1)
 			}
 		}()
 		t.Cleanup(func() {
@@ -239,18 +244,19 @@ func TestEndpointDownNeverBlocks(t *testing.T) {
 				c.Close()
 			}
 		})
-		return "http://" + ln.Addr().String() + "/v1/traces"
+		return "http://" + ln.Addr().String() + "/v1/traces", func(*Tracer) bool { return accepted.Load() > 0 }
 	}
 	for _, tc := range []struct {
 		name     string
-		endpoint func(*testing.T) string
+		endpoint func(*testing.T) (string, func(*Tracer) bool)
 	}{
 		{"refused", refused},
 		{"hangs", hangs},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const timeout = 20 * time.Second // far above what the spans' ends may take
-			tr, err := New(Config{Endpoint: tc.endpoint(t), Timeout: timeout, MaxQueue: 64}, nil)
+			endpoint, exportOut := tc.endpoint(t)
+			tr, err := New(Config{Endpoint: endpoint, Timeout: timeout, MaxQueue: 64}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -265,7 +271,9 @@ func TestEndpointDownNeverBlocks(t *testing.T) {
 				_ = tr.Flush(fctx)
 				cancel()
 				if round == 0 {
-					time.Sleep(50 * time.Millisecond)
+					// The later rounds end their spans with the first
+					// export already failed, or hanging.
+					testenv.Wait(t, func() bool { return exportOut(tr) }, "the first export to fail or hang")
 				}
 			}
 			if took := time.Since(start); took > timeout/4 {

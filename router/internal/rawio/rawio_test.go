@@ -8,10 +8,13 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/triagegw/triage/internal/testenv"
 )
 
 // pair returns a wrapped client connection and the server's end of it.
@@ -67,8 +70,15 @@ func TestWrapIsRawOnLinux(t *testing.T) {
 func TestReadWriteAsTCPConn(t *testing.T) {
 	w, s := pair(t)
 
-	// A large write against a reader that takes its time: the socket's
-	// buffer fills, the write waits for room and resumes where it stopped.
+	// A write a hundred times the sockets' buffers: it fills them, waits
+	// for room and resumes where it stopped, again and again, however
+	// fast the peer reads.
+	if err := w.(interface{ SetWriteBuffer(int) error }).SetWriteBuffer(32 << 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetReadBuffer(32 << 10); err != nil {
+		t.Fatal(err)
+	}
 	big := make([]byte, 8<<20)
 	rand.Read(big)
 	got := make(chan []byte)
@@ -80,9 +90,6 @@ func TestReadWriteAsTCPConn(t *testing.T) {
 			b.Write(buf[:n])
 			if err != nil {
 				break
-			}
-			if b.Len() < 1<<20 {
-				time.Sleep(100 * time.Microsecond)
 			}
 		}
 		got <- b.Bytes()
@@ -131,7 +138,7 @@ func TestDeadlineAndClose(t *testing.T) {
 		_, err := w.Read(make([]byte, 8))
 		done <- err
 	}()
-	time.Sleep(10 * time.Millisecond)
+	testenv.Wait(t, readWaiting, "the Read to wait in the poller")
 	w.Close()
 	select {
 	case err := <-done:
@@ -230,4 +237,18 @@ func TestBuffers(t *testing.T) {
 	if err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("peer read %d bytes (%v), want %d", len(got), err, len(want))
 	}
+}
+
+// readWaiting reports whether a goroutine of this test waits in the
+// network poller inside a connection's Read: a goroutine's state is in
+// the dump of all stacks ("goroutine 7 [IO wait]:"), its calls below it.
+func readWaiting() bool {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "[IO wait") && strings.Contains(g, ").Read(") && strings.Contains(g, "rawio.TestDeadlineAndClose") {
+			return true
+		}
+	}
+	return false
 }
