@@ -484,6 +484,13 @@ func (r *relayer) fill(have int) error {
 	if d.Sub(r.set) > r.idle/16 || d.Before(r.set) {
 		_ = r.u.c.nc.SetReadDeadline(d)
 		r.set = d
+		if r.u.hook.canceled() {
+			// The client left while the deadline moved: the cancel's
+			// deadline in the past may have landed before this one and
+			// been overwritten, leaving the read to wait for the idle
+			// timeout with the replica still generating. Put it back.
+			_ = r.u.c.nc.SetReadDeadline(wire.ALongTimeAgo)
+		}
 	}
 	_, err := r.u.c.br.Peek(have + 1)
 	if err != nil && r.u.c.br.Buffered() > have {

@@ -49,15 +49,22 @@ type connWatcher interface {
 type cancelHook struct {
 	w    connWatcher
 	stop func() bool
+	ctx  context.Context // for canceled
 }
 
 func hookCancel(ctx context.Context, c *conn) cancelHook {
 	if w, ok := ctx.(connWatcher); ok {
 		w.WatchConn(c.nc) // canceled already: the deadline is moved now
-		return cancelHook{w: w}
+		return cancelHook{w: w, ctx: ctx}
 	}
-	return cancelHook{stop: context.AfterFunc(ctx, c.interrupt)}
+	return cancelHook{stop: context.AfterFunc(ctx, c.interrupt), ctx: ctx}
 }
+
+// canceled reports whether the request's context has ended. Both hooks
+// make Err say so before they move the deadline into the past, so a
+// caller that sets a later deadline and then finds canceled false knows
+// the cancel's deadline, if it comes, lands after its own.
+func (h cancelHook) canceled() bool { return h.ctx != nil && h.ctx.Err() != nil }
 
 // release ends the hook, and reports false when the context ended first
 // (the connection's deadline was moved).
