@@ -1,0 +1,71 @@
+package static
+
+import (
+	"context"
+	"math"
+	"testing"
+
+	"github.com/triagegw/triage/classifier"
+)
+
+// With centroids, Classify reports the distance of the text's features
+// from its top class's centroid, as Features and the centroid give it; the
+// model keeps its vectors to do so (New would fold this head), classifies
+// as the folded model does, and allocates nothing more.
+func TestClassifyDistance(t *testing.T) {
+	folded := newTiny(t, 50)
+	if !folded.Folded() {
+		t.Fatal("the tiny model should fold: the test needs a model New folds")
+	}
+	tk := tokenizer(t)
+	tb := tinyTable(t, tk, 8, []string{"landlord"}, 50)
+	enc := classifier.Encoder{Kind: "static", MaxTokens: 64, Normalize: "mean", Bigrams: 50}
+	head := folded.Head()
+	vectors, err := NewWithCentroids(tk, tb, head, enc, nil)
+	if err != nil || vectors.Folded() {
+		t.Fatalf("NewWithCentroids(nil): %v, folded %v", err, vectors.Folded())
+	}
+	texts := []string{"my landlord kept the deposit", "integrals and derivatives", "a recipe for bread", "the court ruled", "wear and tear"}
+	feats := make([][]float32, len(texts))
+	for i, text := range texts {
+		feats[i] = make([]float32, head.Dims)
+		vectors.Features(text, feats[i])
+	}
+	cent, err := classifier.NewCentroids(feats, []int{0, 1, 2, 0, 1}, 3, head.Dims, classifier.CentroidRowsAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewWithCentroids(tk, tb, head, enc, cent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r, rf classifier.Result
+	f := make([]float32, head.Dims)
+	for _, text := range append(texts, classifyText, "") {
+		m.Classify(context.Background(), text, &r)
+		folded.Classify(context.Background(), text, &rf)
+		if r.Class != rf.Class || math.Abs(float64(r.Score-rf.Score)) > 1e-5 || rf.Distance != 0 {
+			t.Errorf("%q: with centroids %s %v, folded %s %v (distance %v)", text, r.Class, r.Score, rf.Class, rf.Score, rf.Distance)
+		}
+		m.Features(text, f)
+		k := classifier.ClassIndex(head.Classes)[r.Class]
+		var dot, norm float64
+		for i, v := range f {
+			dot += float64(v) * float64(cent.W[k*head.Dims+i])
+			norm += float64(v) * float64(v)
+		}
+		want := 1.0
+		if norm > 0 {
+			want = 1 - dot/math.Sqrt(norm)
+		}
+		if math.Abs(float64(r.Distance)-want) > 1e-5 {
+			t.Errorf("%q: distance %v, want %v", text, r.Distance, want)
+		}
+	}
+	if raceEnabled {
+		return
+	}
+	if n := testing.AllocsPerRun(200, func() { m.Classify(context.Background(), classifyText, &r) }); n != 0 {
+		t.Fatalf("Classify with centroids allocates %v times per call in steady state", n)
+	}
+}
