@@ -42,7 +42,7 @@ func parseCalibrateFlags(args []string, stderr io.Writer) (*calibrateFlags, erro
 	fs := newFlagSet("triage calibrate", stderr)
 	f.place.register(fs, "heads artifact to calibrate")
 	fs.StringVar(&f.data, "data", "", "labelled calibration set, .jsonl or .csv (required); not the training data")
-	fs.StringVar(&f.rules, "rules", "", "a rules file: fit its routes' floors per tier, escalate_at, mix and fallback_floor at the level the rules decide (route precision), instead of per-class floors")
+	fs.StringVar(&f.rules, "rules", "", "a rules file: fit its routes' floors per tier, escalate_at, mix, fallback_floor and (with centroids in the heads) unfamiliar_at at the level the rules decide (route precision), instead of per-class floors")
 	fs.IntVar(&f.tier, "tier", 1, "tier to calibrate")
 	fs.Float64Var(&f.target, "target-precision", 0.9, "precision each class's floor must reach")
 	fs.Float64Var(&f.maxEsc, "max-escalation", 0, "cap on the share of items below their floor (0: no cap); the target gives way (with --rules and --group-by: in every held-out source)")
