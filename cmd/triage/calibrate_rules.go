@@ -75,7 +75,8 @@ func runCalibrateRules(ctx context.Context, f *calibrateFlags, stdout, stderr io
 		}
 	}
 	rep := evaluation.FitRoutes(set, ev, evaluation.RouteFitOptions{TargetPrecision: f.target, Robust: f.groupBy != "",
-		MaxEscalation: f.maxEsc, Folds: f.folds, SourceQuantile: f.quantile, MinRouted: f.minRouted, PriorWeight: f.priorWeight})
+		MaxEscalation: f.maxEsc, Folds: f.folds, SourceQuantile: f.quantile, MinRouted: f.minRouted, PriorWeight: f.priorWeight,
+		Unfamiliar: f.unfamiliar})
 	switch {
 	case f.asJSON:
 		enc := json.NewEncoder(stdout)
