@@ -11,6 +11,8 @@
 //     training set would give; too slow for tier 1, the ceiling of the idea),
 //   - and a mix of the first two.
 //
+// Run from the repository's root:
+//
 //	go run ./bench/familiarity -heads models/heads/subjects -models var/models \
 //	    -train ../shared/datasets/subjects/train.jsonl \
 //	    ../shared/datasets/subjects/dev.jsonl ../shared/datasets/assistant/prompts.jsonl datasets/examples/subjects.jsonl
