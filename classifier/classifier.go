@@ -40,6 +40,10 @@ type Result struct {
 	Top   []Scored `json:"top"`
 	// Tokens is how many tokens were used (after the cap), for reports.
 	Tokens int `json:"tokens"`
+	// Distance is 1 − the cosine between the text's features and its top
+	// class's centroid (0 to 2; see Centroids): how unlike that class's
+	// training texts it is. 0 when the tier has no centroids.
+	Distance float32 `json:"distance,omitempty"`
 	// Probs is the probability of every class, in the order of the
 	// tier's head classes (both built-in tiers fill it; a tier that does
 	// not leaves it empty and Top stands for it). Routing sums it over a

@@ -63,6 +63,10 @@ type Routing struct {
 	EscalateAt    *float32               `json:"escalate_at,omitempty"`
 	FallbackFloor *float32               `json:"fallback_floor,omitempty"`
 	Mix           *float32               `json:"mix,omitempty"`
+	// UnfamiliarAt is the distance from tier 1's top class's centroid
+	// from which its answer escalates however sure it is (0: off); it
+	// needs tier 1's centroids.
+	UnfamiliarAt *float32 `json:"unfamiliar_at,omitempty"`
 	// Fit says how: the target precision, the data and its sha256.
 	Fit map[string]string `json:"fit,omitempty"`
 }
@@ -80,6 +84,10 @@ type Tier struct {
 	Training Training `json:"training"`
 	// Eval holds reports on held-out data, by dataset name (and slice).
 	Eval map[string]Report `json:"eval,omitempty"`
+	// Centroids, tier 1 only and optional, are the unit mean of its
+	// feature vectors per class: tier 1 then reports each text's distance
+	// from its predicted class's (Result.Distance).
+	Centroids *Centroids `json:"centroids,omitempty"`
 }
 
 // Encoder says what turns text into the head's features.
@@ -175,6 +183,13 @@ func (h *Heads) Validate() error {
 		}
 		if fmt.Sprint(t.Head.Classes) != fmt.Sprint(h.Classes) {
 			errs = append(errs, fmt.Errorf("%s: head classes %v differ from the artifact's %v", name, t.Head.Classes, h.Classes))
+		}
+		if c := t.Centroids; c != nil && name == "tier2" {
+			errs = append(errs, errors.New("tier2: centroids are tier 1's only"))
+		} else if c != nil {
+			if err := c.Validate(len(t.Head.Classes), t.Head.Dims); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			}
 		}
 	}
 	if h.Tier1 == nil && h.Tier2 == nil {

@@ -75,6 +75,14 @@ type RouteFitOptions struct {
 	// EscalateAt and Mix are the candidates tried; defaults
 	// {0.05, 0.1, 0.15, 0.2, 0.3} and {0, 0.25, 0.5}.
 	EscalateAt, Mix []float32
+	// Unfamiliar are the candidate shares of tier 1's confident answers
+	// (those that clear their route's floor) that tier2.unfamiliar_at
+	// escalates: the least familiar ones, by their distance from their top
+	// class's centroid; 0 is off. Each becomes a distance (the quantile of
+	// the confident answers' distances) where the floors are fitted.
+	// Default DefaultUnfamiliarShares when the evidence has distances
+	// (heads with centroids), else off alone.
+	Unfamiliar []float32
 	// PriorWeight applies when some items are Prior (public data) and
 	// some are not (the user's own labels): the prior items together
 	// weigh PriorWeight times as much as the own items in the floors'
@@ -135,6 +143,9 @@ type RouteSetting struct {
 	EverySource bool    `json:"floors_hold_in_every_source"`
 	EscalateAt  float32 `json:"escalate_at"`
 	Mix         float32 `json:"mix"`
+	// Unfamiliar is the share of tier 1's confident answers, the least
+	// familiar, that unfamiliar_at sends to tier 2 (0: off).
+	Unfamiliar float32 `json:"unfamiliar_share"`
 }
 
 // RouteSelection says how the setting was chosen.
@@ -207,11 +218,16 @@ type RouteFitReport struct {
 	PriorWeight float64         `json:"prior_item_weight,omitempty"`
 	Params      rules.Params    `json:"-"`
 	Routes      []RouteFloorFit `json:"routes"`
-	// EscalateAt, FallbackFloor and Mix are the fitted settings.
-	EscalateAt    float32        `json:"escalate_at"`
-	FallbackFloor float32        `json:"fallback_floor"`
-	Mix           float32        `json:"mix"`
-	Selection     RouteSelection `json:"selection"`
+	// EscalateAt, FallbackFloor, Mix and UnfamiliarAt are the fitted
+	// settings.
+	EscalateAt    float32 `json:"escalate_at"`
+	FallbackFloor float32 `json:"fallback_floor"`
+	Mix           float32 `json:"mix"`
+	UnfamiliarAt  float32 `json:"unfamiliar_at"`
+	// UnfamiliarShares are the shares of tier 1's confident answers tried
+	// for unfamiliar_at (0: off alone, without centroids in the heads).
+	UnfamiliarShares []float32      `json:"unfamiliar_shares"`
+	Selection        RouteSelection `json:"selection"`
 	// Before is the rule set as it was, Fitted with the fitted
 	// parameters, both on all the data; CV judges the whole fit run
 	// without each fold on it.
@@ -256,6 +272,12 @@ func FitRoutes(set *rules.Set, items []RouteItem, o RouteFitOptions) RouteFitRep
 	if o.PriorWeight == 0 {
 		o.PriorWeight = 1
 	}
+	if o.Unfamiliar == nil {
+		o.Unfamiliar = []float32{0}
+		if hasDistances(items) {
+			o.Unfamiliar = DefaultUnfamiliarShares
+		}
+	}
 	f := routeFitter{set: set, routes: set.Routes(), o: o, priorWeight: 1}
 	own := items
 	if nOwn, nPrior := countPrior(items); nPrior > 0 && nOwn > 0 {
@@ -263,7 +285,7 @@ func FitRoutes(set *rules.Set, items []RouteItem, o RouteFitOptions) RouteFitRep
 		f.prior, f.priorWeight = true, min(1, o.PriorWeight*float64(nOwn)/float64(nPrior))
 		f.o.Robust = false
 	}
-	rep := RouteFitReport{Target: o.TargetPrecision, Own: len(own), Prior: len(items) - len(own)}
+	rep := RouteFitReport{Target: o.TargetPrecision, Own: len(own), Prior: len(items) - len(own), UnfamiliarShares: o.Unfamiliar}
 	if f.prior {
 		rep.PriorWeight = f.priorWeight
 	}
@@ -273,6 +295,7 @@ func FitRoutes(set *rules.Set, items []RouteItem, o RouteFitOptions) RouteFitRep
 	rep.Params, rep.Selection, heldOut = f.fit(items)
 	rep.Fitted = f.judge(own, &rep.Params)
 	rep.EscalateAt, rep.FallbackFloor, rep.Mix = rep.Params.EscalateAt, rep.Params.FallbackFloor, rep.Params.Mix
+	rep.UnfamiliarAt = rep.Params.UnfamiliarAt
 	for i, r := range f.routes {
 		if r.Classes == nil {
 			continue
@@ -734,7 +757,8 @@ func clone(p *rules.Params) rules.Params {
 // sure tier 1 must be (each route's tier-1 floor, fitted for a precision
 // at or above the target: higher sends more to tier 2), how sure tier 2
 // must be (its floors, fitted for a precision around the target on what
-// tier 1 sends it), escalate_at and mix; with Robust, floors fitted on
+// tier 1 sends it), escalate_at, the share of tier 1's confident answers
+// unfamiliar_at escalates (tier1Candidates), and mix; with Robust, floors fitted on
 // the pooled items or required to hold in each of their sources too, and
 // each tier's floors raised by a margin (tier 1: up to 0.2, tier 2: up to
 // 0.3). The
@@ -768,24 +792,13 @@ func (f *routeFitter) each(items []RouteItem, only *RouteSetting, visit func(Rou
 				}
 				fitted1[i] = f.floor(items, i, t1, every, func(it RouteItem) float32 { return it.Ev.Mass1(i) })
 			}
-			for _, m1 := range margins1 {
-				if only != nil && m1 != only.Tier1Margin {
-					continue
-				}
-				floors1 := fitted1
-				if m1 > 0 {
-					floors1 = slices.Clone(fitted1)
-					for i, r := range f.routes {
-						if r.Classes != nil && !r.RequiresTier2 {
-							floors1[i] = min(floors1[i]+m1, 1)
-						}
-					}
-				}
+			for _, c := range f.tier1Candidates(items, t1, every, fitted1, margins1, only) {
+				m1, floors1, share := c.margin, c.floors1, c.share
 				for _, esc := range f.o.EscalateAt {
 					if only != nil && esc != only.EscalateAt {
 						continue
 					}
-					p := rules.Params{EscalateAt: esc, FallbackFloor: base.FallbackFloor}
+					p := rules.Params{EscalateAt: esc, FallbackFloor: base.FallbackFloor, UnfamiliarAt: c.unfamiliarAt}
 					p.Floors[1], p.Floors[2] = floors1, base.Floors[2]
 					var sent []RouteItem // what this tier 1 sends on
 					for _, it := range items {
@@ -822,7 +835,7 @@ func (f *routeFitter) each(items []RouteItem, only *RouteSetting, visit func(Rou
 									}
 								}
 								visit(RouteSetting{Tier1Precision: t1, Tier2Precision: t2, Tier1Margin: m1, Tier2Margin: m2,
-									EverySource: every, EscalateAt: esc, Mix: mix}, &p)
+									EverySource: every, EscalateAt: esc, Mix: mix, Unfamiliar: share}, &p)
 							}
 						}
 					}

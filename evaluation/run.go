@@ -180,7 +180,7 @@ func Rules(ctx context.Context, set *rules.Set, items []Item, o Options) ([]Outc
 // (whether or not tier 2 then decided).
 func Escalated(reason string) bool {
 	switch reason {
-	case rules.ReasonBelowFloor, rules.ReasonClassRequiresTier2, rules.ReasonTier2Timeout, rules.ReasonTier2Shed, rules.ReasonTier2EncoderDown, rules.ReasonTier2Unavailable, rules.ReasonTier2Error, rules.ReasonClientGone:
+	case rules.ReasonBelowFloor, rules.ReasonClassRequiresTier2, rules.ReasonUnfamiliar, rules.ReasonTier2Timeout, rules.ReasonTier2Shed, rules.ReasonTier2EncoderDown, rules.ReasonTier2Unavailable, rules.ReasonTier2Error, rules.ReasonClientGone:
 		return true
 	}
 	return false

@@ -26,6 +26,9 @@ type Params struct {
 	// taken when tier 2 cannot answer; Mix the weight of tier 1's masses in
 	// tier 2's decision.
 	EscalateAt, FallbackFloor, Mix float32
+	// UnfamiliarAt is tier 1's distance from its top class's centroid at
+	// or above which its answer escalates however sure it is (0: off).
+	UnfamiliarAt float32
 }
 
 // Params are the parameters in effect (a copy: change it freely).
@@ -66,6 +69,7 @@ type evidence struct {
 	match   []bool    // by route: its conditions other than classes hold
 	m1, m2  []float32 // by route: the mass of its classes at tier 1, tier 2
 	routed1 float32   // tier 1's mass of the classes the matching class routes take
+	dist1   float32   // tier 1's distance from its top class's centroid (0: none)
 	// allClass: every class route's conditions other than classes hold.
 	allClass bool
 	first    int // the first matching route, if it has no class condition; -1 otherwise
@@ -90,7 +94,10 @@ type evidence struct {
 //     the request could take settles it (rule).
 //  2. The first class route (in order, its other conditions holding) whose
 //     tier-1 mass clears its tier-1 floor takes the request
-//     (tier1_confident), unless one of its classes requires tier 2.
+//     (tier1_confident), unless one of its classes requires tier 2, or
+//     tier 1's text lies unfamiliar_at or further from its top class's
+//     centroid: then no route is taken at tier 1, and the request goes
+//     on as in 4 and 5 (unfamiliar).
 //  3. No route did: when the matching class routes' classes carry less
 //     than escalate_at at tier 1, tier 1 is sure no route applies: the
 //     default pool (or a class-free route after the class routes) takes it
@@ -107,6 +114,7 @@ func (s *Set) policy(p *Params, ev *evidence, ask func()) Decision {
 		return Decision{Pool: r.pool, Fallback: r.fallback, Route: r.name, Reason: ReasonRule, Block: r.block}
 	}
 	needsTier2 := false // a route only tier 2 may take is within reach
+	unfamiliar := false // a route cleared its floor, but the text is too unlike tier 1's training data
 	best, bestMass := -1, float32(0)
 	for i := range s.routes {
 		r := &s.routes[i]
@@ -121,8 +129,10 @@ func (s *Set) policy(p *Params, ev *evidence, ask func()) Decision {
 		if m > bestMass {
 			best, bestMass = i, m
 		}
-		if m >= f && !needsTier2 {
-			return s.take(i, ev.top(1, i, s), 1, ReasonTier1Confident, m, f)
+		if m >= f && !needsTier2 && !unfamiliar {
+			if unfamiliar = p.unfamiliar(ev); !unfamiliar {
+				return s.take(i, ev.top(1, i, s), 1, ReasonTier1Confident, m, f)
+			}
 		}
 	}
 	def := Decision{Pool: s.def, Class: ev.top1.Class, Score: ev.top1.Score, Tier: 1, Reason: ReasonDefault}
@@ -130,12 +140,14 @@ func (s *Set) policy(p *Params, ev *evidence, ask func()) Decision {
 		r := &s.routes[ev.after]
 		def.Pool, def.Fallback, def.Route, def.Reason, def.Block = r.pool, r.fallback, r.name, ReasonRule, r.block
 	}
-	if !needsTier2 && ev.routed1 < p.EscalateAt {
+	if !needsTier2 && !unfamiliar && ev.routed1 < p.EscalateAt {
 		return def // tier 1 is sure no route applies
 	}
 	def.Reason = ReasonBelowFloor
 	if needsTier2 {
 		def.Reason = ReasonClassRequiresTier2
+	} else if unfamiliar {
+		def.Reason = ReasonUnfamiliar
 	}
 	if !ev.tier2Available {
 		return def
@@ -249,6 +261,7 @@ func (s *Set) measure(tier int, res *classifier.Result, ev *evidence, taken []bo
 	}
 	if tier == 1 {
 		ev.routed1 = s.routedMass(ev, res, taken)
+		ev.dist1 = res.Distance
 	}
 }
 

@@ -141,6 +141,14 @@ type Tier2 struct {
 	// makes (0: tier 2's alone; the two tiers make different mistakes).
 	// Unset: the artifact's, else 0.
 	Mix *float64
+	// UnfamiliarAt is the distance from its top class's centroid (1 − the
+	// cosine of the text's tier-1 features and the class's training texts'
+	// mean, 0 to 2) at or above which a tier-1 answer is not trusted even
+	// above its route's floor: the request goes to tier 2 (reason
+	// unfamiliar), or, without tier 2, as a request below its floor does.
+	// Needs heads with tier-1 centroids. 0: off. Unset: the artifact's
+	// fitted value (triage calibrate --rules), else off.
+	UnfamiliarAt *float64
 	// Cache is how many distinct conversation texts keep their tier-2
 	// result, so a retry or a regenerated answer costs a lookup, not a
 	// run (0: none). Unset: classifier.DefaultCacheSize (4096).
@@ -434,6 +442,7 @@ func Parse(path string, src []byte) (*File, error) {
 				"escalate_at":    func(n *yaml.Node) { v := p.unit(n); f.Tier2.EscalateAt = &v },
 				"fallback_floor": func(n *yaml.Node) { v := p.unit(n); f.Tier2.FallbackFloor = &v },
 				"mix":            func(n *yaml.Node) { v := p.unit(n); f.Tier2.Mix = &v },
+				"unfamiliar_at":  func(n *yaml.Node) { p.unfamiliarAt(n, f) },
 				"cache":          func(n *yaml.Node) { v := p.count(n, 0, 1<<20); f.Tier2.Cache = &v },
 				"runs":           func(n *yaml.Node) { v := p.count(n, 1, 256); f.Tier2.Runs = &v },
 				"threads":        func(n *yaml.Node) { v := p.count(n, 1, 64); f.Tier2.Threads = &v },

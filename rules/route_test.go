@@ -230,23 +230,39 @@ func TestReplayIsDecide(t *testing.T) {
 		on("c", map[string]float32{"code": 0.3, "health": 0.3, "other": 0.4}),
 		on("d", map[string]float32{"other": 0.95}),
 		on("e", map[string]float32{"health": 0.9}),
+		far("f", map[string]float32{"code": 0.95}, 0.7), // unfamiliar at 0.5
+		far("g", map[string]float32{"code": 0.95}, 0.3),
 	)
 	t2 := dist(
 		on("b", map[string]float32{"law": 0.8, "other": 0.2}),
 		on("c", map[string]float32{"code": 0.2, "health": 0.7, "other": 0.1}),
 		on("e", map[string]float32{"health": 0.85}),
+		on("f", map[string]float32{"law": 0.9}),
 	)
-	s := compile(t, cascade, Env{Heads: testHeads(true, nil), Tier1: t1, Tier2: func() (classifier.Classifier, error) { return t2, nil }, Tier2Budget: Offline})
-	p := s.Params()
 	ctx := context.Background()
-	for _, text := range []string{"a", "b", "c", "d", "e", "zzz"} {
-		for _, hdr := range [][]string{nil, {"X-Tier", "gold"}} {
-			sig := input(t, "auto", text, hdr...)
-			want := s.Decide(ctx, sig)
-			if got := s.Replay(s.Gather(ctx, sig), &p); got != want {
-				t.Errorf("%q %v: Replay = %+v, Decide = %+v", text, hdr, got, want)
+	// With tier2.unfamiliar_at as well: the distance is evidence too.
+	unfamiliar := strings.Replace(cascade, "tier2: {enabled: true, budget: 50ms}", "tier2: {enabled: true, budget: 50ms, unfamiliar_at: 0.5}", 1)
+	for _, body := range []string{cascade, unfamiliar} {
+		s := compile(t, body, Env{Heads: withCentroids(testHeads(true, nil)), Tier1: t1, Tier2: func() (classifier.Classifier, error) { return t2, nil }, Tier2Budget: Offline})
+		p := s.Params()
+		for _, text := range []string{"a", "b", "c", "d", "e", "f", "g", "zzz"} {
+			for _, hdr := range [][]string{nil, {"X-Tier", "gold"}} {
+				sig := input(t, "auto", text, hdr...)
+				want := s.Decide(ctx, sig)
+				if got := s.Replay(s.Gather(ctx, sig), &p); got != want {
+					t.Errorf("unfamiliar_at %v: %q %v: Replay = %+v, Decide = %+v", p.UnfamiliarAt, text, hdr, got, want)
+				}
+				if body == unfamiliar && text == "f" && hdr == nil && want.Reason != ReasonUnfamiliar {
+					t.Errorf("unfamiliar_at %v: %q = %+v, want reason %s", p.UnfamiliarAt, text, want, ReasonUnfamiliar)
+				}
 			}
 		}
+	}
+	s := compile(t, cascade, Env{Heads: testHeads(true, nil), Tier1: t1, Tier2: func() (classifier.Classifier, error) { return t2, nil }, Tier2Budget: Offline})
+	p := s.Params()
+	// Calibration's candidate unfamiliar_at: "f" escalates under it.
+	if d := s.Replay(s.Gather(ctx, input(t, "auto", "f")), &Params{Floors: p.Floors, EscalateAt: p.EscalateAt, FallbackFloor: p.FallbackFloor, UnfamiliarAt: 0.5}); d.Reason != ReasonUnfamiliar || d.Route != "legal" {
+		t.Fatalf("unfamiliar_at 0.5 replayed: %+v", d)
 	}
 	// Raise the legal route's tier-1 floor above 0.95: "a" escalates.
 	for i, r := range s.Routes() {

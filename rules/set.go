@@ -36,6 +36,7 @@ const (
 	ReasonDefault            = "default"              // no route takes the top class
 	ReasonRule               = "rule"                 // a route without class conditions matched the request
 	ReasonSession            = "session"              // kept on the session's earlier route
+	// ReasonUnfamiliar (unfamiliar.go): tier 1 cleared a floor on text too unlike its training data.
 )
 
 // Decision is where a request goes and why.
@@ -153,7 +154,8 @@ type Set struct {
 	union1 []int
 
 	escalateAt, fallbackFloor, mix float32
-	params                         Params // the same, and the routes' floors, as the decision reads them
+	unfamiliarAt                   float32 // tier2.unfamiliar_at (unfamiliar.go); 0: off
+	params                         Params  // the same, and the routes' floors, as the decision reads them
 
 	tier2On     bool
 	tier2       *classifier.Lazy
@@ -255,6 +257,7 @@ func Compile(f *File, env Env) (*Set, error) {
 	}
 	s.info = classFloors(f, h)
 	s.escalateAt, s.fallbackFloor, s.mix = cascadeSettings(f, h)
+	s.unfamiliarAt = s.compileUnfamiliar(f, h, bad)
 	names := map[string]int{}
 	for i, r := range f.Routes {
 		path := fmt.Sprintf("routes[%d]", i)
@@ -354,6 +357,7 @@ func Compile(f *File, env Env) (*Set, error) {
 			class1: make([]classifier.Scored, nr), class2: make([]classifier.Scored, nr)}}
 	}
 	s.params = Params{EscalateAt: s.escalateAt, FallbackFloor: s.fallbackFloor, Mix: s.mix}
+	s.params.UnfamiliarAt = s.unfamiliarAt
 	for t := 1; t <= 2; t++ {
 		s.params.Floors[t] = make([]float32, nr)
 		for i, r := range s.routes {
@@ -592,10 +596,11 @@ func shadows(a, b *route) bool {
 }
 
 // needsTier2 reports whether any decision could escalate: a class route
-// whose tier-1 floor can fail, or that tier 1 may never take.
+// whose tier-1 floor can fail, that tier 1 may never take, or whose
+// tier-1 answer may be unfamiliar.
 func (s *Set) needsTier2() bool {
 	for _, r := range s.routes {
-		if r.classes != nil && (r.requiresTier2 || r.floor[1] > 0) {
+		if r.classes != nil && (r.requiresTier2 || r.floor[1] > 0 || s.unfamiliarAt > 0) {
 			return true
 		}
 	}
@@ -796,8 +801,12 @@ type Trace struct {
 	// with their mass at each tier that ran and their floors.
 	Routes []RouteTrace `json:"routes,omitempty"`
 	// EscalateAt is the routed mass from which tier 1 escalates.
-	EscalateAt float32  `json:"escalate_at"`
-	Decision   Decision `json:"decision"`
+	EscalateAt float32 `json:"escalate_at"`
+	// UnfamiliarAt is tier 1's distance from its top class's centroid
+	// from which it escalates however sure it is (absent: off); tier 1's
+	// own distance is Tier1.Distance.
+	UnfamiliarAt float32  `json:"unfamiliar_at,omitempty"`
+	Decision     Decision `json:"decision"`
 }
 
 // Decide routes one request by its signals. For a model that is not an
@@ -850,6 +859,7 @@ func (s *Set) ExplainDecision(ctx context.Context, sig Signals) Trace {
 func (s *Set) decide(ctx context.Context, sig *Signals, tr *Trace, tm *Timing) Decision {
 	if tr != nil {
 		tr.Model, tr.EscalateAt = sig.Model, s.escalateAt
+		tr.UnfamiliarAt = s.unfamiliarAt
 	}
 	if _, ok := s.Alias([]byte(sig.Model)); !ok {
 		return Decision{Reason: ReasonExplicitModel}

@@ -83,6 +83,10 @@ type Tier1Options struct {
 	// Structure, for the tuned method, gives the table a row for each of
 	// static.Markers and adds a text's structural features to its rows.
 	Structure bool
+	// CentroidRows are the rows of Data tier 1's class centroids are made
+	// of (classifier.Centroids): classifier.CentroidRowsAll, or
+	// CentroidRowsUser (default DefaultCentroidRows).
+	CentroidRows string
 
 	// At is the time stamped into the artifact (default now); Tool names
 	// what made it. A fixed At makes the artifact's bytes a function of
@@ -125,6 +129,8 @@ func (o *Tier1Options) check() error {
 		return fmt.Errorf("training: method %s: confidence fits the tuned method only", o.Method)
 	case o.Distill != nil && o.Method != "tuned":
 		return fmt.Errorf("training: method %s: a teacher trains the tuned method only", o.Method)
+	case o.CentroidRows != "" && o.CentroidRows != classifier.CentroidRowsAll && o.CentroidRows != classifier.CentroidRowsUser:
+		return fmt.Errorf("training: centroid rows %q: want %s or %s", o.CentroidRows, classifier.CentroidRowsAll, classifier.CentroidRowsUser)
 	}
 	return nil
 }
@@ -176,16 +182,25 @@ func Tier1(ctx context.Context, o Tier1Options) (*Result, error) {
 		}
 	}
 	start := time.Now()
-	var model *static.Model
+	var model, vectors *static.Model
 	if o.Method == "tuned" {
-		model, err = tune(ctx, o, d, tier, logf)
+		model, vectors, err = tune(ctx, o, d, tier, logf)
 	} else {
 		model, err = fitFrozen(o, d, tier)
+		vectors = model // l2 features: never folded
 	}
 	if err != nil {
 		return nil, err
 	}
 	logf("train: fitted in %s", time.Since(start).Round(time.Millisecond))
+	rows := o.CentroidRows
+	if rows == "" {
+		rows = DefaultCentroidRows
+	}
+	if tier.Centroids, err = centroids(vectors, d, rows); err != nil {
+		return nil, err
+	}
+	logf("train: centroids of %s rows (%s)", tier.Centroids.Fit["rows"], rows)
 	if o.Confidence {
 		conf, err := fitConfidence(ctx, o, d, model, logf)
 		if err != nil {
@@ -340,8 +355,9 @@ func holdOut(texts []string, share float64) (fit, held split) {
 
 // tune trains the token vectors and the head together (with an ensemble,
 // folded into one table of class contributions) and writes the table into
-// o.Out.
-func tune(ctx context.Context, o Tier1Options, d *tier1Data, tier *classifier.Tier, logf func(string, ...any)) (*static.Model, error) {
+// o.Out. It returns the model and the same model keeping its vectors
+// (for the centroids; the model itself when it is not folded).
+func tune(ctx context.Context, o Tier1Options, d *tier1Data, tier *classifier.Tier, logf func(string, ...any)) (model, vectors *static.Model, err error) {
 	for k, v := range map[string]any{"epochs": o.Epochs, "lr": o.LearningRate, "bigrams": o.Bigrams, "dropout": o.Dropout,
 		"min_count": o.MinCount, "prune": o.Prune, "sif": o.SIF, "ensemble": o.Ensemble, "base_table": d.base.Manifest.Name} {
 		tier.Training.Params[k] = v
@@ -351,7 +367,6 @@ func tune(ctx context.Context, o Tier1Options, d *tier1Data, tier *classifier.Ti
 	}
 	start := time.Now()
 	var members []*static.Model
-	var model *static.Model
 	var tuned *models.Table
 	var enc classifier.Encoder
 	texts, y := d.fit.text, d.fit.y
@@ -361,10 +376,9 @@ func tune(ctx context.Context, o Tier1Options, d *tier1Data, tier *classifier.Ti
 	}
 	for i := range o.Ensemble {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		var head *classifier.Linear
-		var err error
 		tuned, head, enc, err = static.Tune(d.tok, d.base, texts, y, d.classes, static.TuneOptions{
 			Epochs: o.Epochs, LearningRate: float32(o.LearningRate), Balance: o.Balance, Dropout: float32(o.Dropout),
 			Seed: o.Seed + uint64(i), MaxTokens: o.MaxTokens, Bigrams: o.Bigrams, MinCount: o.MinCount, SIF: o.SIF, Prune: o.Prune,
@@ -374,18 +388,23 @@ func tune(ctx context.Context, o Tier1Options, d *tier1Data, tier *classifier.Ti
 			},
 		})
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if o.Ensemble == 1 && !o.Fold {
 			tuned = tuned.Quantize(o.Quant)
 			if model, err = static.New(d.tok, tuned, head, enc); err != nil {
-				return nil, err
+				return nil, nil, err
+			}
+			if vectors = model; model.Folded() {
+				if vectors, err = static.NewWithCentroids(d.tok, tuned, head, enc, nil); err != nil {
+					return nil, nil, err
+				}
 			}
 			break
 		}
 		m, err := static.New(d.tok, tuned, head, enc) // f32 vectors: folds
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		members = append(members, m)
 	}
@@ -393,25 +412,30 @@ func tune(ctx context.Context, o Tier1Options, d *tier1Data, tier *classifier.Ti
 		tuned = foldTable(tuned, members, d.classes)
 		tuned = tuned.Quantize(o.Quant)
 		enc.Weighting += ", folded"
-		var err error
-		if model, err = static.New(d.tok, tuned, identityHead(d.classes, members), enc); err != nil {
-			return nil, err
+		head := identityHead(d.classes, members)
+		if model, err = static.New(d.tok, tuned, head, enc); err != nil {
+			return nil, nil, err
+		}
+		if vectors = model; model.Folded() {
+			if vectors, err = static.NewWithCentroids(d.tok, tuned, head, enc, nil); err != nil {
+				return nil, nil, err
+			}
 		}
 	}
 	tuned.Manifest.Name = o.Name + "-tier1"
 	tuned.Manifest.Created = o.At.Format(time.RFC3339)
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	tableFile := o.Name + "-tier1.tbl"
 	sum, err := tuned.WriteFile(filepath.Join(o.Out, tableFile))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	enc.Table, enc.TableSHA256 = tableFile, sum
 	enc.Tokenizer, enc.TokenizerSHA256 = filepath.Base(o.Tokenizer), d.tokSum
 	tier.Encoder = enc
-	return model, nil
+	return model, vectors, nil
 }
 
 // fitFrozen fits a softmax or centroid head on the frozen base table's

@@ -5,18 +5,17 @@
 // as less familiar than a right one; 0.5 is no signal) of
 //
 //   - the top probability itself (what the floors already use),
-//
 //   - the cosine distance of the text's feature vector to the centroid of
 //     its predicted class (one dot product at tier 1's cost),
-//
 //   - the distance to the nearest training text (what a cache of the
 //     training set would give; too slow for tier 1, the ceiling of the idea),
-//
 //   - and a mix of the first two.
 //
-//     go run ./bench/familiarity -heads models/heads/subjects -models var/models \
-//     -train ../shared/datasets/subjects/train.jsonl \
-//     ../shared/datasets/subjects/dev.jsonl ../shared/datasets/assistant/prompts.jsonl datasets/examples/subjects.jsonl
+// Run from the repository's root:
+//
+//	go run ./bench/familiarity -heads models/heads/subjects -models var/models \
+//	    -train ../shared/datasets/subjects/train.jsonl \
+//	    ../shared/datasets/subjects/dev.jsonl ../shared/datasets/assistant/prompts.jsonl datasets/examples/subjects.jsonl
 //
 // Exam-style rows (realism exam, exam_wordproblem) are left out: the
 // question is real user text.

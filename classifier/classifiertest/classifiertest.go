@@ -85,18 +85,20 @@ type Dist struct {
 	Default map[string]float32
 }
 
-// DistRule maps a substring to a distribution.
+// DistRule maps a substring to a distribution, and the distance from
+// its top class's centroid tier 1 would report (Result.Distance).
 type DistRule struct {
 	Contains string
 	Probs    map[string]float32
+	Distance float32
 }
 
 // Classify implements classifier.Classifier.
 func (d *Dist) Classify(_ context.Context, text string, r *classifier.Result) error {
-	m := d.Default
+	m, dist := d.Default, float32(0)
 	for _, rule := range d.Rules {
 		if strings.Contains(text, rule.Contains) {
-			m = rule.Probs
+			m, dist = rule.Probs, rule.Distance
 			break
 		}
 	}
@@ -106,5 +108,6 @@ func (d *Dist) Classify(_ context.Context, text string, r *classifier.Result) er
 	}
 	r.SetTop(d.Classes, probs, 3)
 	r.SetProbs(probs)
+	r.Distance = dist
 	return nil
 }

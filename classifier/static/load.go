@@ -13,8 +13,20 @@ import (
 // checks their sha256 against the artifact's record, and loads them. The
 // table is mapped from its file (models.ReadTable), not copied to the heap:
 // replace a table file by renaming a new one over it, never in place, while
-// a gateway may be using it.
+// a gateway may be using it. With centroids in the artifact, the model
+// reports each text's distance from its top class's (Result.Distance).
 func Load(h *classifier.Heads, modelsDir string) (*Model, error) {
+	return load(h, modelsDir, false)
+}
+
+// LoadVectors loads tier 1 as Load does, keeping the table's vectors
+// where Load would fold the head into them: for what needs Features
+// (centroids of an artifact trained without them).
+func LoadVectors(h *classifier.Heads, modelsDir string) (*Model, error) {
+	return load(h, modelsDir, true)
+}
+
+func load(h *classifier.Heads, modelsDir string, keep bool) (*Model, error) {
 	t := h.Tier1
 	if t == nil {
 		return nil, fmt.Errorf("static: heads %s have no tier-1 head", h.Dir)
@@ -39,7 +51,7 @@ func Load(h *classifier.Heads, modelsDir string) (*Model, error) {
 		return nil, err
 	}
 	head := t.Head
-	return New(tok, table, &head, t.Encoder)
+	return build(tok, table, &head, t.Encoder, t.Centroids, keep || t.Centroids != nil)
 }
 
 func verified(h *classifier.Heads, name, sum, modelsDir string) (string, error) {

@@ -40,9 +40,10 @@ type Model struct {
 	fold      []float32 // rows × classes: weight(r) · W·vector(r)
 	weight    []float32 // rows: weight(r), when folded
 	conf      *classifier.Confidence
-	structure bool              // add the Markers' rows (see AppendMarkers)
-	markers   [numMarkers]int32 // their rows
-	piece     []bool            // by vocabulary id: a piece that continues a word (##...)
+	cent      *classifier.Centroids // nil: no distance in Classify's results
+	structure bool                  // add the Markers' rows (see AppendMarkers)
+	markers   [numMarkers]int32     // their rows
+	piece     []bool                // by vocabulary id: a piece that continues a word (##...)
 	pool      sync.Pool
 }
 
@@ -78,6 +79,18 @@ func (m *Model) familiarity(rows []int32, n int, phi []float32) {
 
 // New builds a Model. enc supplies MaxTokens, Normalize and Bigrams.
 func New(tok *tokenize.WordPiece, table *models.Table, head *classifier.Linear, enc classifier.Encoder) (*Model, error) {
+	return build(tok, table, head, enc, nil, false)
+}
+
+// NewWithCentroids builds a Model as New does that keeps its vectors
+// (it never folds: Features works) and, with centroids (nil: none),
+// reports each text's distance from its top class's centroid in
+// Classify's Result.Distance.
+func NewWithCentroids(tok *tokenize.WordPiece, table *models.Table, head *classifier.Linear, enc classifier.Encoder, c *classifier.Centroids) (*Model, error) {
+	return build(tok, table, head, enc, c, true)
+}
+
+func build(tok *tokenize.WordPiece, table *models.Table, head *classifier.Linear, enc classifier.Encoder, cent *classifier.Centroids, keep bool) (*Model, error) {
 	if err := head.Validate(); err != nil {
 		return nil, err
 	}
@@ -111,6 +124,12 @@ func New(tok *tokenize.WordPiece, table *models.Table, head *classifier.Linear, 
 		}
 		m.conf = enc.Confidence
 	}
+	if cent != nil {
+		if err := cent.Validate(len(head.Classes), head.Dims); err != nil {
+			return nil, fmt.Errorf("static: %w", err)
+		}
+		m.cent = cent
+	}
 	if enc.Structure {
 		m.structure = true
 		for i, w := range Markers {
@@ -126,7 +145,7 @@ func New(tok *tokenize.WordPiece, table *models.Table, head *classifier.Linear, 
 		m.piece[id] = strings.HasPrefix(tok.Token(int32(id)), "##")
 	}
 	k, d := len(head.Classes), table.Dims()
-	if m.mean && 4*k <= table.MemoryBytes()/table.Rows() {
+	if m.mean && !keep && 4*k <= table.MemoryBytes()/table.Rows() {
 		m.fold = make([]float32, m.rows*k)
 		m.weight = make([]float32, m.rows)
 		vec := make([]float32, d)
@@ -229,11 +248,14 @@ func (m *Model) WithConfidence(c *classifier.Confidence) (*Model, error) {
 		}
 	}
 	cp := &Model{tok: m.tok, words: m.words, table: m.table, rows: m.rows, head: m.head, maxTokens: m.maxTokens,
-		mean: m.mean, buckets: m.buckets, fold: m.fold, weight: m.weight, conf: c, piece: m.piece,
+		mean: m.mean, buckets: m.buckets, fold: m.fold, weight: m.weight, conf: c, cent: m.cent, piece: m.piece,
 		structure: m.structure, markers: m.markers}
 	cp.pool.New = m.pool.New
 	return cp, nil
 }
+
+// Centroids are the model's class centroids, nil without them.
+func (m *Model) Centroids() *classifier.Centroids { return m.cent }
 
 // Confidence is the model's per-text temperature, nil without one.
 func (m *Model) Confidence() *classifier.Confidence { return m.conf }
@@ -327,6 +349,12 @@ func (m *Model) Classify(_ context.Context, text string, r *classifier.Result) e
 	r.Tier = 1
 	r.SetTop(m.head.Classes, s.probs, TopK)
 	r.SetProbs(s.probs)
+	r.Distance = 0
+	if m.cent != nil {
+		// s.feat holds the features: a model with centroids is never
+		// folded, so logits computed them.
+		r.Distance = m.cent.Distance(s.feat, classifier.Argmax(s.probs))
+	}
 	m.pool.Put(s)
 	return nil
 }

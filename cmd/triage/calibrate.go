@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -33,6 +34,7 @@ type calibrateFlags struct {
 	agreement                             string // --agreement: a person's labels a model's in --data are measured against
 	tier, folds, minRouted                int
 	target, maxEsc, quantile, priorWeight float64
+	unfamiliar                            []float32 // --unfamiliar-shares; nil: the default
 	temperature, diff, asJSON             bool
 	enc                                   encoderFlags
 }
@@ -42,7 +44,7 @@ func parseCalibrateFlags(args []string, stderr io.Writer) (*calibrateFlags, erro
 	fs := newFlagSet("triage calibrate", stderr)
 	f.place.register(fs, "heads artifact to calibrate")
 	fs.StringVar(&f.data, "data", "", "labelled calibration set, .jsonl or .csv (required); not the training data")
-	fs.StringVar(&f.rules, "rules", "", "a rules file: fit its routes' floors per tier, escalate_at, mix and fallback_floor at the level the rules decide (route precision), instead of per-class floors")
+	fs.StringVar(&f.rules, "rules", "", "a rules file: fit its routes' floors per tier, escalate_at, mix, fallback_floor and (with centroids in the heads) unfamiliar_at at the level the rules decide (route precision), instead of per-class floors")
 	fs.IntVar(&f.tier, "tier", 1, "tier to calibrate")
 	fs.Float64Var(&f.target, "target-precision", 0.9, "precision each class's floor must reach")
 	fs.Float64Var(&f.maxEsc, "max-escalation", 0, "cap on the share of items below their floor (0: no cap); the target gives way (with --rules and --group-by: in every held-out source)")
@@ -51,6 +53,17 @@ func parseCalibrateFlags(args []string, stderr io.Writer) (*calibrateFlags, erro
 	fs.IntVar(&f.minRouted, "min-routed", 100, "with --rules and --group-by: the fewest items a held-out source must have routed (or hold, for escalation) to bind the choice")
 	fs.StringVar(&f.prior, "prior", "", "with --rules: public labelled data for --data (your own labels) to lean on: the floors are fitted on both, the prior weighing --prior-weight times as much as your labels in all, and the setting is chosen and judged on your labels, cross-validated")
 	fs.Float64Var(&f.priorWeight, "prior-weight", 1, "with --prior: the prior's total weight in the floors, as a multiple of your labels' count (each prior row weighs at most 1)")
+	fs.Func("unfamiliar-shares", "with --rules, heads with tier-1 centroids: the shares of tier 1's confident answers tried for tier2.unfamiliar_at, the least familiar escalated, comma-separated (0: off; default 0,0.05,0.1,0.2,0.3)", func(v string) error {
+		f.unfamiliar = nil
+		for _, part := range strings.Split(v, ",") {
+			x, err := strconv.ParseFloat(strings.TrimSpace(part), 32)
+			if err != nil || x < 0 || x >= 1 {
+				return fmt.Errorf("%q: want shares from 0 to below 1", part)
+			}
+			f.unfamiliar = append(f.unfamiliar, float32(x))
+		}
+		return nil
+	})
 	fs.StringVar(&f.agreement, "agreement", "", agreementFlagHelp)
 	fs.IntVar(&f.folds, "folds", 5, "cross-validation folds over rows")
 	fs.StringVar(&f.classes, "classes", "", "comma-separated classes to floor (default: every class but other)")

@@ -75,7 +75,8 @@ func runCalibrateRules(ctx context.Context, f *calibrateFlags, stdout, stderr io
 		}
 	}
 	rep := evaluation.FitRoutes(set, ev, evaluation.RouteFitOptions{TargetPrecision: f.target, Robust: f.groupBy != "",
-		MaxEscalation: f.maxEsc, Folds: f.folds, SourceQuantile: f.quantile, MinRouted: f.minRouted, PriorWeight: f.priorWeight})
+		MaxEscalation: f.maxEsc, Folds: f.folds, SourceQuantile: f.quantile, MinRouted: f.minRouted, PriorWeight: f.priorWeight,
+		Unfamiliar: f.unfamiliar})
 	switch {
 	case f.asJSON:
 		enc := json.NewEncoder(stdout)
@@ -99,6 +100,9 @@ func routeFitOf(f *calibrateFlags, set *rules.Set, ds *datasets.Set, rep *evalua
 		EscalateAt: &rep.EscalateAt, FallbackFloor: &rep.FallbackFloor, Mix: &rep.Mix,
 		Fit: map[string]string{"target_precision": fmt.Sprint(f.target), "data": filepath.Base(f.data), "data_sha256": ds.SHA256,
 			"rules": set.Version(), "group_by": f.groupBy, "max_escalation": fmt.Sprint(f.maxEsc)}}
+	if rep.UnfamiliarAt > 0 {
+		r.UnfamiliarAt = &rep.UnfamiliarAt
+	}
 	if rep.Selection.HeldOut {
 		r.Fit["chosen_on"] = fmt.Sprintf("held-out %s, quantile %g, at least %d routed", f.groupBy, f.quantile, f.minRouted)
 	}
@@ -145,7 +149,7 @@ func printRouteFit(w io.Writer, f *calibrateFlags, set *rules.Set, ds *datasets.
 			r.Floor1, r.Floor2, r.Taken1, r.Precision1, r.Taken2, r.Precision2)
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "\nescalate_at %.2f  mix %.2f  fallback_floor %.2f\n\n", rep.EscalateAt, rep.Mix, rep.FallbackFloor)
+	fmt.Fprintf(w, "\nescalate_at %.2f  mix %.2f  fallback_floor %.2f%s\n\n", rep.EscalateAt, rep.Mix, rep.FallbackFloor, unfamiliarNote(rep))
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "\taccuracy\troute precision\tcoverage\tescalated")
 	row := func(name string, s evaluation.RouteSummary) {
@@ -194,8 +198,8 @@ func printSelection(w io.Writer, f *calibrateFlags, rep *evaluation.RouteFitRepo
 	if st.EverySource {
 		every = ", in every " + f.groupBy
 	}
-	fmt.Fprintf(w, "setting: tier-1 floors for precision %.2f, raised by %.2f; tier-2 floors for %.2f, raised by %.2f%s; escalate_at %.2f, mix %.2f\n",
-		st.Tier1Precision, st.Tier1Margin, st.Tier2Precision, st.Tier2Margin, every, st.EscalateAt, st.Mix)
+	fmt.Fprintf(w, "setting: tier-1 floors for precision %.2f, raised by %.2f; tier-2 floors for %.2f, raised by %.2f%s; escalate_at %.2f, mix %.2f%s\n",
+		st.Tier1Precision, st.Tier1Margin, st.Tier2Precision, st.Tier2Margin, every, st.EscalateAt, st.Mix, unfamiliarSetting(rep))
 	capNote := ""
 	if f.maxEsc > 0 {
 		capNote = fmt.Sprintf(" (cap %.1f%%)", 100*f.maxEsc)
@@ -261,9 +265,38 @@ func printRouteSnippet(w io.Writer, f *calibrateFlags, set *rules.Set, ds *datas
 		fmt.Fprintf(w, "# no setting kept the target within the cap (as chosen: route precision %.3f, escalated %.1f%%)\n", rep.Selection.Precision, 100*rep.Selection.Escalation)
 	}
 	fmt.Fprintf(w, "# Set each route's floors in its entry, and these in tier2:\n")
-	fmt.Fprintf(w, "tier2: {escalate_at: %.3f, mix: %.2f, fallback_floor: %.3f}\nroutes:\n", rep.EscalateAt, rep.Mix, rep.FallbackFloor)
+	unfamiliar := ""
+	if len(rep.UnfamiliarShares) > 1 {
+		unfamiliar = fmt.Sprintf(", unfamiliar_at: %.3f", rep.UnfamiliarAt)
+	}
+	fmt.Fprintf(w, "tier2: {escalate_at: %.3f, mix: %.2f, fallback_floor: %.3f%s}\nroutes:\n", rep.EscalateAt, rep.Mix, rep.FallbackFloor, unfamiliar)
 	for _, r := range rep.Routes {
 		fmt.Fprintf(w, "  - {name: %s, floors: {tier1: %.3f, tier2: %.3f}}   # precision %.3f (%d) at tier 1, %.3f (%d) at tier 2\n",
 			r.Name, r.Floor1, r.Floor2, r.Precision1, r.Taken1, r.Precision2, r.Taken2)
 	}
+}
+
+// unfamiliarSetting is the chosen share of tier 1's confident answers
+// unfamiliar_at escalates, for the setting line; "" when no share was
+// tried (heads without centroids).
+func unfamiliarSetting(rep *evaluation.RouteFitReport) string {
+	if len(rep.UnfamiliarShares) < 2 {
+		return ""
+	}
+	if rep.Selection.Setting.Unfamiliar == 0 {
+		return ", unfamiliar_at off"
+	}
+	return fmt.Sprintf(", unfamiliar_at at the least familiar %.0f%% of tier 1's confident answers", 100*rep.Selection.Setting.Unfamiliar)
+}
+
+// unfamiliarNote is the fitted unfamiliar_at, for the settings line; ""
+// when no share was tried.
+func unfamiliarNote(rep *evaluation.RouteFitReport) string {
+	if len(rep.UnfamiliarShares) < 2 {
+		return ""
+	}
+	if rep.UnfamiliarAt == 0 {
+		return "  unfamiliar_at off"
+	}
+	return fmt.Sprintf("  unfamiliar_at %.3f", rep.UnfamiliarAt)
 }

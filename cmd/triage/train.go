@@ -46,7 +46,8 @@ type trainFlags struct {
 	epochs, bigrams, ensemble, minCount, maxTk int
 	lr, dropout                                float64
 	prune, sif, fold, confidence, structure    bool
-	firstLines                                 bool
+	firstLines, addCentroids                   bool
+	centroidRows                               string
 	// tier 1 from a teacher
 	teacher, unlabeled   string
 	hardWeight, teacherT float64
@@ -89,6 +90,8 @@ func parseTrainFlags(args []string, stderr io.Writer) (*trainFlags, error) {
 	fs.BoolVar(&f.confidence, "confidence", false, "tuned: fit a per-text temperature on each source of --data (its source column) held out in turn, so text unlike the training data's scores lower (one more model trained per source)")
 	fs.BoolVar(&f.firstLines, "first-lines", false, "also train on the first line of each multi-line text (a post's title) with its label, when it has three words or more")
 	fs.BoolVar(&f.structure, "structure", false, "tuned: learn rows for the structural markers of a text (code lines, stack traces, numbered steps, LaTeX, file names, shell commands) besides its tokens")
+	fs.StringVar(&f.centroidRows, "centroid-rows", training.DefaultCentroidRows, "the rows of --data tier 1's class centroids are made of (the distance rules' tier2.unfamiliar_at reads): user (those whose realism is not exam or exam_wordproblem) or all")
+	fs.BoolVar(&f.addCentroids, "add-centroids", false, "tier 1: add class centroids to the heads artifact in --out, trained without them, from --data (the data it was trained on); its weights and floors are kept")
 	fs.IntVar(&f.minCount, "min-count", 0, "tuned: give a word split into pieces a row of its own when it appears this often (0: never)")
 	fs.StringVar(&f.teacher, "teacher", "", "tuned: learn the tier-2 probabilities of this heads artifact (its encoder and head) on --data's texts and --unlabeled's, instead of the labels alone (distillation); the artifact keeps the teacher's tier 2. Needs the ort build")
 	fs.StringVar(&f.unlabeled, "unlabeled", "", "with --teacher: comma-separated JSONL or CSV files of more texts (a text column; labels ignored) for the teacher to label")
@@ -113,6 +116,14 @@ func parseTrainFlags(args []string, stderr io.Writer) (*trainFlags, error) {
 		fmt.Fprintln(stderr, "triage train: --unlabeled, --hard-weight and --teacher-temperature need --teacher")
 		return nil, errUsage
 	}
+	if f.centroidRows != classifier.CentroidRowsUser && f.centroidRows != classifier.CentroidRowsAll {
+		fmt.Fprintf(stderr, "triage train: --centroid-rows %q: want %s or %s\n", f.centroidRows, classifier.CentroidRowsUser, classifier.CentroidRowsAll)
+		return nil, errUsage
+	}
+	if f.addCentroids && (f.tier != 1 || f.teacher != "") {
+		fmt.Fprintln(stderr, "triage train: --add-centroids adds to tier 1 of an artifact, without training")
+		return nil, errUsage
+	}
 	if f.teacher != "" && (f.tier != 1 || f.method != "tuned") {
 		fmt.Fprintln(stderr, "triage train: --teacher trains tier 1's tuned method")
 		return nil, errUsage
@@ -125,10 +136,12 @@ func runTrain(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	switch f.tier {
-	case 1:
+	switch {
+	case f.addCentroids:
+		return addCentroids(f, stdout)
+	case f.tier == 1:
 		err = trainTier1(ctx, f, stdout, stderr)
-	case 2:
+	case f.tier == 2:
 		err = trainTier2(ctx, f, stdout, stderr)
 	default:
 		return fmt.Errorf("--tier %d: want 1 or 2", f.tier)
@@ -157,7 +170,7 @@ func (f *trainFlags) tier1Options(stderr io.Writer) (training.Tier1Options, erro
 	o := training.Tier1Options{Data: f.data, Out: f.out, Name: f.name, Eval: f.evalData, Table: f.table, Tokenizer: f.tokenizer,
 		Method: f.method, Epochs: f.epochs, LearningRate: f.lr, Bigrams: f.bigrams, Dropout: f.dropout, Prune: f.prune, SIF: f.sif,
 		Ensemble: f.ensemble, Fold: f.fold, MinCount: f.minCount, Confidence: f.confidence, Structure: f.structure, FirstLines: f.firstLines, Quant: models.Quant(f.quant),
-		Balance: f.balance, Seed: f.seed, MaxTokens: f.maxTk, Holdout: f.holdout, Tool: "triage " + versionString(), Log: stderr}
+		Balance: f.balance, Seed: f.seed, MaxTokens: f.maxTk, Holdout: f.holdout, CentroidRows: f.centroidRows, Tool: "triage " + versionString(), Log: stderr}
 	if o.Table == "" {
 		o.Table = filepath.Join(f.models, "tables", "glove-100d-i8.tbl")
 	}
@@ -197,6 +210,18 @@ func trainTier1(ctx context.Context, f *trainFlags, stdout, stderr io.Writer) er
 		return err
 	}
 	printTrained(stdout, stderr, res, "train: wrote "+describeFiles(f.out))
+	return nil
+}
+
+// addCentroids is "triage train --add-centroids".
+func addCentroids(f *trainFlags, stdout io.Writer) error {
+	h, err := training.AddCentroids(training.AddCentroidsOptions{Dir: f.out, ModelsDir: f.models, Data: f.data, Rows: f.centroidRows})
+	if err != nil {
+		return err
+	}
+	c := h.Tier1.Centroids
+	fmt.Fprintf(stdout, "train: wrote %s (version %s): tier 1's class centroids, of %s rows of %s (%s)\n",
+		filepath.Join(f.out, classifier.HeadsFile), h.Version, c.Fit["rows"], c.Fit["data"], c.Rows)
 	return nil
 }
 

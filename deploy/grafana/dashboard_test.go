@@ -42,7 +42,7 @@ func TestDashboardMatchesGateway(t *testing.T) {
 	// Values the gateway has but a short run cannot show: the reasons a
 	// decision can have, the refusal codes (pre-made, but listed anyway).
 	exp.known("triage_decisions_total", "reason", rules.ReasonExplicitModel, rules.ReasonTier1Confident, rules.ReasonBelowFloor,
-		rules.ReasonClassRequiresTier2, rules.ReasonTier2Timeout, rules.ReasonTier2Shed, rules.ReasonTier2EncoderDown, rules.ReasonTier2Unavailable, rules.ReasonTier2Error, rules.ReasonClientGone,
+		rules.ReasonClassRequiresTier2, rules.ReasonUnfamiliar, rules.ReasonTier2Timeout, rules.ReasonTier2Shed, rules.ReasonTier2EncoderDown, rules.ReasonTier2Unavailable, rules.ReasonTier2Error, rules.ReasonClientGone,
 		rules.ReasonDefault, rules.ReasonRule, rules.ReasonSession)
 	exp.known("triage_decisions_total", "tier", "0", "1", "2")
 	exp.known("triage_limited_total", "reason", metrics.LimitReasons...)
