@@ -33,6 +33,9 @@ func appendRecord(b []byte, r *Record) []byte {
 	b = optFloat(b, "mass", d.Mass)
 	b = optFloat(b, "floor", d.Floor)
 	b = optString(b, "session_class", d.SessionClass)
+	if d.Pinned {
+		b = append(b, `,"pinned":true`...)
+	}
 	if d.Block {
 		b = append(b, `,"block":true`...)
 	}

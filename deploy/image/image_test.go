@@ -533,9 +533,10 @@ func runImage(t *testing.T, img *image, rootfs string, m *measures) {
 			return at.After(since), fmt.Sprintf("released at %v, the last request sent at %v", at, since)
 		})
 	}
-	// One request, of a model no pool serves (answered 404 without
-	// classifying): once the gateway is idle and has returned what it
-	// could, read the resident set.
+	// One request, of a model no alias names: the default config sends it
+	// to its default pool without classifying, whose replicas are not
+	// running here (503). Once the gateway is idle and has returned what
+	// it could, read the resident set.
 	sent := time.Now()
 	resp, err := g.client.Post("http://127.0.0.1:8080/v1/chat/completions", "application/json",
 		strings.NewReader(`{"model":"no-such-model","messages":[{"role":"user","content":"hi"}]}`))
@@ -543,8 +544,8 @@ func runImage(t *testing.T, img *image, rootfs string, m *measures) {
 		t.Fatalf("POST /v1/chat/completions: %v\n%s", err, g.out)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != 404 {
-		t.Fatalf("a model no pool serves: %d, want 404", resp.StatusCode)
+	if resp.StatusCode != 503 {
+		t.Fatalf("a model no alias names, to the default pool with no replica running: %d, want 503", resp.StatusCode)
 	}
 	settled(sent)
 	if m.idleKiB, err = rssKiB(pid); err != nil {
