@@ -461,7 +461,7 @@ func Parse(path string, src []byte) (*File, error) {
 				"encoder": func(n *yaml.Node) {
 					e := &RemoteEncoder{}
 					p.mapping(n, "tier2.encoder", map[string]func(*yaml.Node){
-						"url":         func(n *yaml.Node) { e.URL = p.str(n) },
+						"url":         func(n *yaml.Node) { e.URL = p.str(n); f.pos["tier2.encoder.url"] = pos(n) },
 						"model":       func(n *yaml.Node) { e.Model = p.str(n) },
 						"pooling":     func(n *yaml.Node) { e.Pooling = p.str(n) },
 						"dims":        func(n *yaml.Node) { e.Dims = p.count(n, 1, 1<<16) },

@@ -307,6 +307,10 @@ func Compile(f *File, env Env) (*Set, error) {
 		return nil, &Error{Problems: problems}
 	}
 	s.warnings = s.unreachable()
+	if w := plainKeyWarning(f.Tier2.Encoder); w != "" {
+		p := f.pos["tier2.encoder.url"]
+		s.warnings = append(s.warnings, Problem{File: f.Path, Line: p.Line, Col: p.Col, Msg: w})
+	}
 	if s.split != nil && s.split.byRequest {
 		p := f.pos["split.by_request"]
 		s.warnings = append(s.warnings, Problem{File: f.Path, Line: p.Line, Col: p.Col, Msg: "split.by_request: a request with neither a principal nor a conversation is assigned by its request id, which is not sticky: one caller's requests land on both arms, and its follow-ups may change arm"})
