@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/triagegw/triage/internal/netaddr"
 )
 
 //go:embed page/index.html page/app.js page/app.css
@@ -80,7 +82,7 @@ func Handler(s *Session, remote bool) http.Handler {
 		}
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !remote && !loopbackHost(r.Host) {
+		if !remote && !netaddr.Loopback(r.Host) {
 			http.Error(w, "this page answers on a loopback address only", http.StatusMisdirectedRequest)
 			return
 		}
@@ -100,31 +102,6 @@ func writeState(w http.ResponseWriter, code int, st State, errMsg string) {
 		State
 		Error string `json:"error,omitempty"`
 	}{st, errMsg})
-}
-
-// loopbackHost reports whether a Host header names this machine by a
-// loopback name or address.
-func loopbackHost(host string) bool {
-	h, _, err := net.SplitHostPort(host)
-	if err != nil {
-		h = host
-	}
-	h = strings.Trim(h, "[]")
-	if h == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
-}
-
-// Loopback reports whether addr (host:port) listens on this machine only.
-// LoopbackHost reports whether host (a name or an address, without a
-// port) is this machine's loopback.
-func LoopbackHost(host string) bool { return loopbackHost(host) }
-
-func Loopback(addr string) bool {
-	h, _, err := net.SplitHostPort(addr)
-	return err == nil && loopbackHost(h)
 }
 
 // Serve serves h on ln until ctx ends, then shuts down within 5 seconds.

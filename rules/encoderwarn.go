@@ -1,8 +1,9 @@
 package rules
 
 import (
-	"net"
 	"net/url"
+
+	"github.com/triagegw/triage/internal/netaddr"
 )
 
 // plainKeyWarning is the warning for a remote encoder reached with an API
@@ -18,11 +19,7 @@ func plainKeyWarning(e *RemoteEncoder) string {
 	if err != nil || u.Scheme != "http" {
 		return ""
 	}
-	host := u.Hostname()
-	if host == "localhost" {
-		return ""
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+	if netaddr.Loopback(u.Hostname()) {
 		return ""
 	}
 	return "tier2.encoder: api_key_env over plain http to " + u.Host + ": the key and the prompts tier 2 reads cross the network in clear; serve the engine over https (ca_file) or on loopback"

@@ -13,6 +13,7 @@ import (
 
 	"github.com/triagegw/triage/classifier"
 	"github.com/triagegw/triage/evaluation"
+	"github.com/triagegw/triage/internal/netaddr"
 	"github.com/triagegw/triage/label"
 )
 
@@ -99,7 +100,7 @@ func runLabel(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	if !f.status && f.by == "" && !f.allowRemote && !label.Loopback(f.listen) {
+	if !f.status && f.by == "" && !f.allowRemote && !netaddr.LoopbackAddr(f.listen) {
 		return badInput(fmt.Errorf("--listen %s is not a loopback address: the page shows prompts from your traffic; use 127.0.0.1:PORT, or --allow-remote to serve it there anyway", f.listen))
 	}
 	classes, err := f.labelClasses()
@@ -183,7 +184,7 @@ func proposeLabels(ctx context.Context, f *labelFlags, s *label.Session, stdout 
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return badInput(fmt.Errorf("--gateway %q: want the gateway's base URL, http://host:port", f.gateway))
 	}
-	if c.Key != "" && u.Scheme == "http" && !label.LoopbackHost(u.Hostname()) {
+	if c.Key != "" && u.Scheme == "http" && !netaddr.Loopback(u.Hostname()) {
 		return badInput(fmt.Errorf("--gateway %s: the key would cross the network in clear text: use https://, or a gateway on this machine", f.gateway))
 	}
 	system := label.Instruction(s.Classes())

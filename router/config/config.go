@@ -21,6 +21,7 @@ import (
 	"github.com/knadh/koanf/providers/file"
 	"github.com/knadh/koanf/v2"
 
+	"github.com/triagegw/triage/internal/netaddr"
 	"github.com/triagegw/triage/internal/suggest"
 	"github.com/triagegw/triage/router/pool"
 	"github.com/triagegw/triage/router/tlsconf"
@@ -333,7 +334,7 @@ func (c *Config) Validate() error {
 	if a := c.Server.DebugListen; a != "" {
 		if err := checkAddr(a); err != nil {
 			bad("server.debug_listen", "%v", err)
-		} else if !c.Server.DebugAllowRemote && !loopback(a) {
+		} else if !c.Server.DebugAllowRemote && !netaddr.LoopbackAddr(a) {
 			bad("server.debug_listen", "%q is not a loopback address: profiles expose the process's memory, prompts included; use 127.0.0.1:PORT, or set server.debug_allow_remote: true to serve them on %q anyway", a, a)
 		}
 	}
@@ -411,19 +412,6 @@ func hostName(s string) bool {
 		}
 	}
 	return true
-}
-
-// loopback reports whether addr (host:port) listens on loopback only.
-func loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // RulesPath is the rules file's path, resolved against the config file's
