@@ -52,21 +52,8 @@ func Redis(t testing.TB) (addr string, stop func(), start func()) {
 // t's cleanup kills it, stopped or not.
 func RedisStalls(t testing.TB) (addr string, pause, resume func()) {
 	t.Helper()
-	s := newRedis(t)
-	signal := func(sig syscall.Signal) func() {
-		return func() {
-			t.Helper()
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			if s.cmd == nil {
-				t.Fatal("testenv: redis-server is not running")
-			}
-			if err := s.cmd.Process.Signal(sig); err != nil {
-				t.Fatalf("testenv: redis-server: %v", err)
-			}
-		}
-	}
-	return s.addr(), signal(syscall.SIGSTOP), signal(syscall.SIGCONT)
+	f := RedisWithFaults(t)
+	return f.Addr, f.Pause, f.Resume
 }
 
 // newRedis starts a redis-server for t (or skips t, see Redis), stopped
