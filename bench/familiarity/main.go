@@ -22,43 +22,30 @@
 package main
 
 import (
-	"bufio"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"log"
 	"math"
-	"os"
 	"sort"
 
 	"github.com/triagegw/triage/classifier"
 	"github.com/triagegw/triage/classifier/static"
+	"github.com/triagegw/triage/datasets"
 )
 
-type row struct {
-	Text, Label, Realism string
-}
-
-func read(path string) ([]row, error) {
-	f, err := os.Open(path)
+// read reads a labelled JSONL file's rows that are not exam questions.
+func read(path string) ([]datasets.Row, error) {
+	set, err := datasets.ReadJSONL(path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	var out []row
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		var r row
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
+	var out []datasets.Row
+	for _, r := range set.Rows {
+		if r.Realism != "exam" && r.Realism != "exam_wordproblem" {
+			out = append(out, r)
 		}
-		if r.Realism == "exam" || r.Realism == "exam_wordproblem" {
-			continue
-		}
-		out = append(out, r)
 	}
-	return out, sc.Err()
+	return out, nil
 }
 
 // auroc is P(a wrong item's score > a right item's), ties counting half.
@@ -72,20 +59,6 @@ func auroc(wrong, right []float64) float64 {
 		s += float64(lo) + float64(hi-lo)/2
 	}
 	return s / float64(len(wrong)*len(right))
-}
-
-func unit(v []float32) {
-	var s float64
-	for _, x := range v {
-		s += float64(x) * float64(x)
-	}
-	if s == 0 {
-		return
-	}
-	inv := float32(1 / math.Sqrt(s))
-	for i := range v {
-		v[i] *= inv
-	}
 }
 
 func dot(a, b []float32) float64 {
@@ -120,11 +93,8 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	cent := make([][]float32, len(classes))
-	for i := range cent {
-		cent[i] = make([]float32, d)
-	}
 	var feats [][]float32
+	var y []int
 	for _, r := range train {
 		c, ok := idx[r.Label]
 		if !ok {
@@ -134,14 +104,12 @@ func main() {
 		if _, ok := m.Features(r.Text, f); !ok {
 			log.Fatal("the heads' tier 1 is folded: no feature vectors")
 		}
-		unit(f)
-		feats = append(feats, f)
-		for j := range f {
-			cent[c][j] += f[j]
-		}
+		classifier.L2Normalize(f)
+		feats, y = append(feats, f), append(y, c)
 	}
-	for _, c := range cent {
-		unit(c)
+	cent, err := classifier.NewCentroids(feats, y, len(classes), d, "user")
+	if err != nil {
+		log.Fatal(err)
 	}
 	fmt.Printf("heads %s, centroids of %d training texts (real-user rows only), confident: top probability >= %.2f\n", *headsDir, len(feats), *confident)
 	probs := make([]float32, len(classes))
@@ -168,12 +136,12 @@ func main() {
 				continue
 			}
 			m.Features(r.Text, f)
-			unit(f)
+			classifier.L2Normalize(f)
 			best := -1.0
 			for _, g := range feats {
 				best = max(best, dot(f, g))
 			}
-			items = append(items, item{p: float64(probs[top]), centroid: 1 - dot(f, cent[top]), nearest: 1 - best, wrong: classes[top] != r.Label})
+			items = append(items, item{p: float64(probs[top]), centroid: float64(cent.Distance(f, top)), nearest: 1 - best, wrong: classes[top] != r.Label})
 		}
 		score := func(s func(item) float64) float64 {
 			var w, r []float64
